@@ -1,0 +1,244 @@
+"""The inference engine: a loaded model, its compiled XLA programs, and the prefill/decode loop.
+
+Shapes stay static so XLA compiles few programs and reuses them: the KV cache is preallocated to a
+power-of-two length, prompts are prefilled in chunks padded to power-of-two buckets, and one jitted decode
+step (forward + sampler) donates the cache so it is updated in place.
+"""
+
+from __future__ import annotations
+
+import functools
+import threading
+from collections.abc import Iterator, Sequence
+from pathlib import Path
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+from flax import nnx
+
+from .config import ModelConfig
+from .errors import GenerationError
+from .generation import Generation, RawStep
+from .sampling import Sampled, SamplingParams, sample
+from .tokenizer import Tokenizer
+from .transformer import KVCache, Transformer
+
+PREFILL_CHUNK = 512  # longest prefill chunk: bounds attention scores to [h, 512, T] per layer
+MIN_BUCKET = 16
+MIN_CACHE = 256
+N_ALTERNATIVES = 5
+
+
+def bucket(n: int, minimum: int = MIN_BUCKET) -> int:
+    """The power of two at or above n (at least `minimum`)."""
+    return max(minimum, 1 << (max(n, 1) - 1).bit_length())
+
+
+@functools.partial(jax.jit, static_argnums=(0, 6, 7), donate_argnums=(2,))
+def _forward(graphdef, state, cache, tokens, start, probe_layer, probe: bool, window: int):
+    """Run a chunk [b, s] at `start`; returns (final hidden [b, s, d], cache, probs of probe_layer or None)."""
+    model = nnx.merge(graphdef, state)
+    return model(tokens, start, cache, probe_layer if probe else None, window)
+
+
+@functools.partial(jax.jit, static_argnums=0)
+def _logits(graphdef, state, hidden):
+    """Vocabulary logits [b, s, V] for hidden states [b, s, d]."""
+    model = nnx.merge(graphdef, state)
+    b, s, d = hidden.shape
+    return model.logits(hidden.reshape(b * s, d)).reshape(b, s, -1)
+
+
+@functools.partial(jax.jit, static_argnums=(0,), donate_argnums=(2, 5))
+def _decode_step(graphdef, state, cache, token, pos, seen, knobs, key, step):
+    """One decode step: forward one token per row, sample the next, mark it seen."""
+    model = nnx.merge(graphdef, state)
+    hidden, cache, _ = model(token[:, None], pos, cache)
+    out = sample(model.logits(hidden[:, 0]), knobs, seen, jax.random.fold_in(key, step), N_ALTERNATIVES)
+    seen = seen.at[jnp.arange(token.shape[0]), out.token].set(True)
+    return out, cache, seen
+
+
+@jax.jit
+def _first_sample(logits, knobs, seen, key):
+    out = sample(logits, knobs, seen, jax.random.fold_in(key, 0), N_ALTERNATIVES)
+    return out, seen.at[jnp.arange(logits.shape[0]), out.token].set(True)
+
+
+class Model:
+    """A loaded chat model: tokenizer + transformer + compiled programs.
+
+    >>> model = load_model()
+    >>> ids = model.tokenizer.apply_chat_template([{"role": "user", "content": "Hi"}])
+    >>> for step in model.generate(ids, max_tokens=32, temperature=0.0):
+    ...     print(step.text, end="")
+    """
+
+    def __init__(
+        self, config: ModelConfig, tokenizer: Tokenizer, transformer: Transformer, *, path: Path | None = None
+    ):
+        self.config = config
+        self.tokenizer = tokenizer
+        self.path = path
+        self.dtype = transformer.embed[...].dtype
+        self._graphdef, self._state = nnx.split(transformer)
+        self._caches: dict[int, KVCache] = {}
+        self._lock = threading.Lock()
+
+    def generate(
+        self,
+        prompt_ids: Sequence[int],
+        *,
+        max_tokens: int = 256,
+        temperature: float = 0.7,
+        top_k: int = 0,
+        top_p: float = 1.0,
+        min_p: float = 0.0,
+        repetition_penalty: float = 1.0,
+        stop: Sequence[str] = (),
+        seed: int | None = None,
+        params: SamplingParams | None = None,
+        cancel: threading.Event | None = None,
+    ) -> Generation:
+        """Generate after `prompt_ids`, lazily: iterate the result for one `Step` per token.
+
+        Pass `params` to use a ready `SamplingParams` (the keyword knobs are then ignored); set `cancel`
+        (a threading.Event) from any thread to stop between two steps.
+        """
+        if params is None:
+            params = SamplingParams(
+                temperature=temperature, top_k=top_k, top_p=top_p, min_p=min_p,
+                repetition_penalty=repetition_penalty, max_tokens=max_tokens, stop=tuple(stop), seed=seed,
+            )  # fmt: skip
+        prompt = self._check_prompt(prompt_ids)
+        run = functools.partial(self._raw_steps, prompt, params)
+        return Generation(run, self.tokenizer, prompt_tokens=len(prompt), stop=params.stop, cancel=cancel)
+
+    def _check_prompt(self, prompt_ids: Sequence[int]) -> np.ndarray:
+        prompt = np.asarray(prompt_ids, dtype=np.int32).reshape(-1)
+        if prompt.size == 0:
+            raise GenerationError("The prompt is empty: pass at least one token id.")
+        if prompt.size >= self.config.context_length:
+            raise GenerationError(
+                f"The prompt has {prompt.size} tokens but the model's window is {self.config.context_length}: "
+                "shorten the prompt or drop earlier turns."
+            )
+        if prompt.min() < 0 or prompt.max() >= self.config.vocab_size:
+            raise GenerationError(f"Prompt token ids must be in [0, {self.config.vocab_size}).")
+        return prompt
+
+    def _raw_steps(self, prompt: np.ndarray, params: SamplingParams, cancel: threading.Event) -> Iterator[RawStep]:
+        """Prefill, then decode until max_tokens, the window, or cancel; one RawStep per sampled token."""
+        budget = min(params.max_tokens, self.config.context_length - prompt.size)
+        seed = params.seed if params.seed is not None else int(np.random.default_rng().integers(2**31))
+        key, knobs = jax.random.key(seed), params.as_array()
+        seen = jnp.zeros((1, self.config.vocab_size), bool).at[0, prompt].set(True)
+        with self._lock:
+            cache = self._take_cache(prompt.size + budget)
+            try:
+                cache, last = self._prefill(cache, prompt)
+                logits = _logits(self._graphdef, self._state, last)[:, 0]
+                out, seen = _first_sample(logits, knobs, seen, key)
+                for step in range(1, budget + 1):
+                    if cancel.is_set():
+                        return
+                    pending = out
+                    if step < budget:  # dispatch the next step before reading this one: XLA runs ahead
+                        pos = jnp.int32(prompt.size + step - 1)
+                        out, cache, seen = _decode_step(
+                            self._graphdef, self._state, cache, out.token, pos, seen, knobs, key, step
+                        )
+                    yield _to_host(pending)
+            finally:
+                self._keep_cache(cache)
+
+    def _keep_cache(self, cache: KVCache) -> None:
+        if not cache.keys[0].is_deleted():  # a program that failed mid-call may have consumed it
+            self._caches[cache.length] = cache
+
+    def _take_cache(self, needed: int) -> KVCache:
+        length = min(bucket(needed, MIN_CACHE), bucket(self.config.context_length))
+        cache = self._caches.pop(length, None)
+        return cache if cache is not None else KVCache.zeros(self.config, 1, length, self.dtype)
+
+    def _prefill(self, cache: KVCache, prompt: np.ndarray, probe_layer: int | None = None, on_chunk=None):
+        """Run the prompt through in chunks; `on_chunk(start, size, hidden [1, w, d], probs)` sees each.
+
+        Returns (cache, hidden states of the last token [1, 1, d]).
+        """
+        layer = jnp.int32(probe_layer or 0)
+        for start, tokens, size, window in prefill_chunks(prompt, cache.length):
+            hidden, cache, probs = _forward(
+                self._graphdef,
+                self._state,
+                cache,
+                tokens,
+                jnp.int32(start),
+                layer,
+                probe_layer is not None,
+                window,
+            )
+            if on_chunk is not None:
+                on_chunk(start, size, hidden, probs)
+        return cache, hidden[:, size - 1 : size]
+
+    def attention(self, token_ids: Sequence[int], layer: int) -> np.ndarray:
+        """Attention probabilities of `layer` for all heads over the whole sequence: float16 [h, T, T].
+
+        Recomputed in one chunked forward pass (nothing is stored while decoding); the rows of a chunk are
+        copied out as they arrive, so memory stays at the output plus one chunk's scores.
+        """
+        if not 0 <= layer < self.config.n_layers:
+            raise GenerationError(f"layer must be in [0, {self.config.n_layers}), got {layer}")
+        ids = self._check_prompt(token_ids)
+        n = ids.size
+        out = np.zeros((self.config.n_heads, n, n), np.float16)
+        with self._lock:
+            cache = self._take_cache(n)
+            try:
+
+                def copy_rows(start, size, _hidden, probs):
+                    out[:, start : start + size, :] = np.asarray(probs[0, :, :size, :n], np.float16)
+
+                cache, _ = self._prefill(cache, ids, layer, copy_rows)
+            finally:
+                self._keep_cache(cache)
+        return out
+
+    def logits(self, token_ids: Sequence[int]) -> np.ndarray:
+        """Next-token logits after every position: float32 [T, V] (for tests and analysis; T is kept modest)."""
+        ids, rows = self._check_prompt(token_ids), []
+        with self._lock:
+            cache = self._take_cache(ids.size)
+            try:
+                cache, _ = self._prefill(
+                    cache, ids, on_chunk=lambda _s, size, h, _p: rows.append(self._logits_of(h[:, :size]))
+                )
+            finally:
+                self._keep_cache(cache)
+        return np.concatenate(rows)
+
+    def _logits_of(self, hidden: jax.Array) -> np.ndarray:
+        return np.asarray(_logits(self._graphdef, self._state, hidden))[0]
+
+
+def prefill_chunks(prompt: np.ndarray, cache_length: int) -> Iterator[tuple[int, np.ndarray, int, int]]:
+    """Split a prompt into padded chunks: (start, tokens [1, width], real size, cache window to read)."""
+    for start in range(0, prompt.size, PREFILL_CHUNK):
+        chunk = prompt[start : start + PREFILL_CHUNK]
+        tokens = np.zeros((1, min(bucket(chunk.size), cache_length - start)), np.int32)
+        tokens[0, : chunk.size] = chunk
+        yield start, tokens, chunk.size, min(bucket(start, 1) if start else 0, cache_length)
+
+
+def _to_host(out: Sampled) -> RawStep:
+    host = jax.device_get(out)
+    return RawStep(
+        token_id=int(host.token[0]),
+        logprob=float(host.logprob[0]),
+        entropy=float(host.entropy[0]),
+        top_ids=host.top_ids[0],
+        top_logprobs=host.top_logprobs[0],
+        top_sampling_probs=host.top_sampling_probs[0],
+    )

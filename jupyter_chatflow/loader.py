@@ -1,0 +1,55 @@
+"""`load_model`: file → validated weights → Flax transformer on the default JAX device, with XLA caching on."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import jax
+import jax.numpy as jnp
+
+from .engine import Model
+from .gguf_file import read_gguf
+from .model_files import resolve_model_path
+from .tokenizer import Tokenizer
+from .transformer import Transformer
+from .weights import transformer_weights
+
+CACHE_ENV_VAR = "CHATFLOW_XLA_CACHE"
+
+
+def enable_compilation_cache() -> Path | None:
+    """Turn on JAX's persistent compilation cache (unless the user configured one or set it to 'off')."""
+    setting = os.environ.get(CACHE_ENV_VAR, "")
+    if setting.lower() == "off":
+        return None
+    if jax.config.jax_compilation_cache_dir:
+        return Path(jax.config.jax_compilation_cache_dir)
+    folder = Path(setting or Path.home() / ".cache" / "jupyter_chatflow" / "xla").expanduser()
+    folder.mkdir(parents=True, exist_ok=True)
+    jax.config.update("jax_compilation_cache_dir", str(folder))
+    jax.config.update("jax_persistent_cache_min_compile_time_secs", 0.0)
+    jax.config.update("jax_persistent_cache_min_entry_size_bytes", 0)
+    return folder
+
+
+def default_dtype() -> jnp.dtype:
+    """float32 on CPU (XLA:CPU has no fast bfloat16 dot); bfloat16 on GPU and TPU."""
+    return jnp.float32 if jax.default_backend() == "cpu" else jnp.bfloat16
+
+
+def load_model(path: str | os.PathLike[str] | None = None, *, dtype: str | jnp.dtype | None = None) -> Model:
+    """Load a Llama-family GGUF model (the default SmolLM2-135M-Instruct when `path` is None).
+
+    >>> import jupyter_chatflow as cf
+    >>> model = cf.load_model()                      # or cf.load_model("path/to/model.gguf")
+    >>> ids = model.tokenizer.apply_chat_template([{"role": "user", "content": "Hi"}])
+    >>> "".join(step.text for step in model.generate(ids, max_tokens=16, temperature=0.0))
+    """
+    enable_compilation_cache()
+    gguf_model = read_gguf(resolve_model_path(path))
+    tokenizer = Tokenizer.from_metadata(gguf_model.metadata)
+    weights = transformer_weights(gguf_model.config, gguf_model.tensors)
+    chosen = jnp.dtype(dtype) if dtype is not None else default_dtype()
+    transformer = Transformer(gguf_model.config, weights, dtype=chosen)
+    return Model(gguf_model.config, tokenizer, transformer, path=gguf_model.path)

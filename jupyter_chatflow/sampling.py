@@ -1,0 +1,123 @@
+"""Choosing the next token: sampling parameters and a pure, jittable sampler.
+
+The sampler reports what the views need besides the token: its logprob under the model, the entropy of the
+model's distribution, and the top alternatives with the probability the sampler finally gave each (zero where
+top-k / top-p / min-p cut it away).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import NamedTuple
+
+import jax
+import jax.numpy as jnp
+
+from .errors import GenerationError
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class SamplingParams:
+    """What a caller asks of the sampler. Defaults are greedy-free, llama.cpp-like settings."""
+
+    temperature: float = 0.7
+    """Divides the logits; 0 means greedy (always the most likely token)."""
+    top_k: int = 0
+    """Keep only the k most likely tokens; 0 keeps all."""
+    top_p: float = 1.0
+    """Keep the smallest set of tokens whose probability sums to at least p (nucleus); 1 keeps all."""
+    min_p: float = 0.0
+    """Drop tokens less likely than min_p times the most likely one; 0 keeps all."""
+    repetition_penalty: float = 1.0
+    """Divide positive (multiply negative) logits of tokens already in the prompt or answer; 1 is off."""
+    max_tokens: int = 256
+    """Stop after this many generated tokens."""
+    stop: tuple[str, ...] = ()
+    """Stop as soon as the answer contains one of these strings (it is not included in the answer)."""
+    seed: int | None = None
+    """Seed of the random stream; the same seed and prompt give the same answer. None picks one."""
+
+    def __post_init__(self) -> None:
+        checks = (
+            (self.temperature >= 0, f"temperature must be >= 0 (0 is greedy), got {self.temperature}"),
+            (self.top_k >= 0, f"top_k must be >= 0 (0 keeps all tokens), got {self.top_k}"),
+            (0 < self.top_p <= 1, f"top_p must be in (0, 1], got {self.top_p}"),
+            (0 <= self.min_p < 1, f"min_p must be in [0, 1), got {self.min_p}"),
+            (
+                self.repetition_penalty > 0,
+                f"repetition_penalty must be > 0 (1 is off), got {self.repetition_penalty}",
+            ),
+            (self.max_tokens >= 1, f"max_tokens must be >= 1, got {self.max_tokens}"),
+        )
+        for ok, message in checks:
+            if not ok:
+                raise GenerationError(message)
+        if isinstance(self.stop, str):
+            object.__setattr__(self, "stop", (self.stop,))
+
+    def as_array(self) -> jax.Array:
+        """The numeric knobs as one float32 vector, so changing them never recompiles."""
+        return jnp.array([self.temperature, self.top_k, self.top_p, self.min_p, self.repetition_penalty], jnp.float32)
+
+
+class Sampled(NamedTuple):
+    """One sampler decision: arrays with a leading batch axis."""
+
+    token: jax.Array  # [b] int32
+    logprob: jax.Array  # [b] log p(token) under the model (temperature 1, no filtering)
+    entropy: jax.Array  # [b] entropy of the model's distribution, in nats
+    top_ids: jax.Array  # [b, n] the n most likely tokens after the repetition penalty
+    top_logprobs: jax.Array  # [b, n] their model logprobs
+    top_sampling_probs: jax.Array  # [b, n] the probability the sampler gave each after all filters
+
+
+def penalize(logits: jax.Array, seen: jax.Array, penalty: jax.Array) -> jax.Array:
+    """CTRL-style repetition penalty on tokens in `seen` ([b, V] bool)."""
+    scaled = jnp.where(logits > 0, logits / penalty, logits * penalty)
+    return jnp.where(seen, scaled, logits)
+
+
+def filter_logits(logits: jax.Array, top_k: jax.Array, top_p: jax.Array, min_p: jax.Array) -> jax.Array:
+    """Set to -inf every logit that top-k, top-p or min-p removes. logits: [b, V] (already temperature-scaled)."""
+    sorted_logits = jnp.sort(logits, axis=-1)[:, ::-1]  # [b, V] descending
+    vocab = logits.shape[-1]
+    k = jnp.where(top_k > 0, jnp.minimum(top_k, vocab), vocab).astype(jnp.int32)
+    kth = jnp.take_along_axis(sorted_logits, jnp.broadcast_to(k - 1, (logits.shape[0], 1)), axis=-1)  # [b, 1]
+    probs = jax.nn.softmax(sorted_logits, axis=-1)
+    before = jnp.cumsum(probs, axis=-1) - probs  # mass strictly above each sorted token
+    keep_sorted = before < top_p  # the first token is always kept
+    nucleus_floor = jnp.min(jnp.where(keep_sorted, sorted_logits, jnp.inf), axis=-1, keepdims=True)
+    min_p_floor = sorted_logits[:, :1] + jnp.log(jnp.maximum(min_p, 1e-30))
+    floor = jnp.maximum(jnp.maximum(kth, nucleus_floor), jnp.where(min_p > 0, min_p_floor, -jnp.inf))
+    return jnp.where(logits >= floor, logits, -jnp.inf)
+
+
+def sample(logits: jax.Array, knobs: jax.Array, seen: jax.Array, key: jax.Array, n_top: int = 5) -> Sampled:
+    """Pick the next token for each row of logits [b, V] given `SamplingParams.as_array()` knobs.
+
+    Greedy (temperature 0) takes the argmax of the penalized logits; otherwise tokens are drawn from the
+    filtered, temperature-scaled distribution with `key`.
+    """
+    temperature, top_k, top_p, min_p, penalty = (knobs[i] for i in range(5))
+    logprobs = jax.nn.log_softmax(logits, axis=-1)
+    entropy = -jnp.sum(jnp.exp(logprobs) * jnp.where(jnp.isfinite(logprobs), logprobs, 0.0), axis=-1)
+    penalized = penalize(logits, seen, penalty)
+
+    def greedy(_):
+        return jax.nn.one_hot(jnp.argmax(penalized, axis=-1), logits.shape[-1], dtype=jnp.float32)
+
+    def stochastic(_):
+        return jax.nn.softmax(filter_logits(penalized / temperature, top_k, top_p, min_p), axis=-1)
+
+    final_probs = jax.lax.cond(temperature > 0, stochastic, greedy, None)  # [b, V]
+    token = jax.random.categorical(key, jnp.log(final_probs), axis=-1).astype(jnp.int32)
+    token = jnp.where(temperature > 0, token, jnp.argmax(penalized, axis=-1).astype(jnp.int32))
+    _, top_ids = jax.lax.top_k(penalized, n_top)
+    return Sampled(
+        token=token,
+        logprob=jnp.take_along_axis(logprobs, token[:, None], axis=-1)[:, 0],
+        entropy=entropy,
+        top_ids=top_ids,
+        top_logprobs=jnp.take_along_axis(logprobs, top_ids, axis=-1),
+        top_sampling_probs=jnp.take_along_axis(final_probs, top_ids, axis=-1),
+    )

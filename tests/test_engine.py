@@ -1,0 +1,87 @@
+"""The engine on the tiny model: determinism, cancellation, limits, errors."""
+
+from __future__ import annotations
+
+import threading
+import time
+
+import pytest
+
+from jupyter_chatflow import GenerationError, SamplingParams
+
+
+def tokens(model, **kwargs) -> list[int]:
+    return [s.token_id for s in model.generate([1, 50, 60, 70], **kwargs)]
+
+
+def test_same_seed_same_answer(tiny_model):
+    first = tokens(tiny_model, max_tokens=20, temperature=1.0, seed=7)
+    assert first == tokens(tiny_model, max_tokens=20, temperature=1.0, seed=7)
+    assert first != tokens(tiny_model, max_tokens=20, temperature=1.0, seed=8)
+
+
+def test_greedy_is_deterministic(tiny_model):
+    assert tokens(tiny_model, max_tokens=15, temperature=0.0) == tokens(tiny_model, max_tokens=15, temperature=0.0)
+
+
+def test_max_tokens_bounds_the_answer(tiny_model):
+    generation = tiny_model.generate([1, 50], max_tokens=5, temperature=1.0, seed=0)
+    steps = list(generation)
+    assert len(steps) <= 5
+    assert generation.finish_reason == ("length" if len(steps) == 5 else "stop")
+    assert generation.usage.prompt_tokens == 2 and generation.usage.completion_tokens >= len(steps)
+
+
+def test_params_object_is_used(tiny_model):
+    params = SamplingParams(temperature=0.0, max_tokens=3)
+    assert len(list(tiny_model.generate([1, 50], params=params))) <= 3
+
+
+def test_cancel_from_another_thread_stops_promptly(tiny_model):
+    cancel = threading.Event()
+    generation = tiny_model.generate([1, 50, 60], max_tokens=400, temperature=1.0, seed=1, cancel=cancel)
+    list(tiny_model.generate([1, 50, 60], max_tokens=2))  # compile outside the timed part
+    seen, stopped_at = [], []
+
+    def consume():
+        for step in generation:
+            seen.append(step)
+        stopped_at.append(time.perf_counter())
+
+    worker = threading.Thread(target=consume)
+    worker.start()
+    while len(seen) < 3 and worker.is_alive():
+        time.sleep(0.001)
+    asked = time.perf_counter()
+    generation.cancel()
+    worker.join(timeout=10)
+    assert not worker.is_alive()
+    if generation.finish_reason != "stop":  # the random model may have ended on its own first
+        assert generation.finish_reason == "cancelled" and len(seen) < 400
+        assert stopped_at[0] - asked < 1.0
+
+
+def test_model_is_usable_after_an_abandoned_generation(tiny_model):
+    generation = iter(tiny_model.generate([1, 50], max_tokens=50, temperature=0.0))
+    next(generation)
+    generation.close()
+    assert tokens(tiny_model, max_tokens=4, temperature=0.0)
+
+
+@pytest.mark.parametrize(
+    "prompt, message",
+    [([], "prompt is empty"), ([1] * 512, "window is 512"), ([1, 99999], r"ids must be in \[0, 267\)")],
+)
+def test_bad_prompts_are_clear_errors(tiny_model, prompt, message):
+    with pytest.raises(GenerationError, match=message):
+        tiny_model.generate(prompt)
+
+
+def test_answer_is_clipped_to_the_window(tiny_model):
+    generation = tiny_model.generate([1] * 508, max_tokens=100, temperature=0.0)
+    assert len(list(generation)) <= 4
+
+
+def test_attention_layer_must_exist(tiny_model):
+    with pytest.raises(GenerationError, match=r"layer must be in \[0, 2\)"):
+        tiny_model.attention([1, 2, 3], 2)
