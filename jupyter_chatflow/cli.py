@@ -61,11 +61,13 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 def _load(path: str | None, quiet: bool = False):
     from .loader import load_model  # JAX is imported only once a command needs the model
+    from .model_files import resolve_model_path
 
     started = time.perf_counter()
+    resolved = resolve_model_path(path)
     if not quiet:
-        print("Loading model…", file=sys.stderr, flush=True)
-    model = load_model(path)
+        print(f"Loading {resolved.name}…", file=sys.stderr, flush=True)
+    model = load_model(resolved)
     return model, (time.perf_counter() - started) * 1000
 
 

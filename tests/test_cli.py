@@ -1,0 +1,88 @@
+"""The chatflow command: text and JSON output, tokens, model info, errors."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+
+from jupyter_chatflow.cli import main
+
+
+def json_lines(text: str) -> list[dict]:
+    return [json.loads(line) for line in text.splitlines() if line.strip()]
+
+
+def test_chat_json_stream(tiny_path, tiny_model, capsys):
+    code = main(["chat", "--model", str(tiny_path), "--json", "--temperature", "0", "--max-tokens", "6", "Hi"])
+    events = json_lines(capsys.readouterr().out)
+    assert code == 0 and all("type" in e for e in events)
+    tokens, last = events[:-1], events[-1]
+    assert tokens and all(e["type"] == "token" for e in tokens)
+    assert all(isinstance(e["token_id"], int) and isinstance(e["logprob"], float) for e in tokens)
+    assert isinstance(tokens[0]["text"], str) and len(tokens[0]["top_alternatives"]) == 5
+    assert last["type"] == "completed" and last["finish_reason"] in ("stop", "length")
+    prompt_tokens = len(tiny_model.tokenizer.apply_chat_template([{"role": "user", "content": "Hi"}]))
+    assert last["usage"]["prompt_tokens"] == prompt_tokens
+    assert last["usage"]["completion_tokens"] == len(tokens) + (last["finish_reason"] == "stop")
+    assert last["text"] == "".join(e["text"] for e in tokens)
+
+
+def test_chat_text_streams_to_stdout(tiny_path, capsys):
+    assert main(["chat", "--model", str(tiny_path), "--seed", "3", "--max-tokens", "5", "Hello"]) == 0
+    captured = capsys.readouterr()
+    assert captured.out.endswith("\n") and "Loading tiny.gguf" in captured.err
+
+
+def test_same_seed_same_cli_answer(tiny_path, capsys):
+    args = ["chat", "--model", str(tiny_path), "--json", "--seed", "11", "--temperature", "1.2", "--max-tokens", "8", "x"]
+    main(args)
+    first = [e.get("token_id") for e in json_lines(capsys.readouterr().out)]
+    main(args)
+    assert [e.get("token_id") for e in json_lines(capsys.readouterr().out)] == first
+
+
+def test_tokens_json(tiny_path, capsys):
+    assert main(["tokens", "--model", str(tiny_path), "--json", "the <|im_start|>"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert set(out) == {"ids", "pieces"} and len(out["ids"]) == len(out["pieces"])
+    assert 1 not in out["ids"], "special-token text in user text must stay plain text"
+
+
+def test_model_info(tiny_path, capsys):
+    assert main(["model", "info", "--model", str(tiny_path), "--json"]) == 0
+    info = json.loads(capsys.readouterr().out)
+    assert info["architecture"] == "llama" and info["layers"] == 2
+
+
+def test_missing_model_is_a_short_message(tmp_path, capsys):
+    assert main(["chat", "--model", str(tmp_path / "none.gguf"), "Hi"]) == 1
+    err = capsys.readouterr().err
+    assert err.startswith("chatflow: No model file at") and "Traceback" not in err
+
+
+def test_bad_sampling_value_is_a_short_message(tiny_path, capsys):
+    assert main(["chat", "--model", str(tiny_path), "--temperature", "-1", "Hi"]) == 1
+    assert "temperature must be >= 0" in capsys.readouterr().err
+
+
+@pytest.mark.usefixtures("real_model_path")
+def test_console_script_streams_the_default_model():
+    """The README's main command, end to end in a fresh process."""
+    command = [sys.executable, "-m", "jupyter_chatflow", "chat", "--json", "--temperature", "0", "--max-tokens", "20"]
+    result = subprocess.run(
+        [*command, "What is the capital of France?"],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env={**os.environ, "PYTHONUNBUFFERED": "1"},
+    )
+    assert result.returncode == 0, result.stderr
+    events = json_lines(result.stdout)
+    assert events[-1]["type"] == "completed" and "Paris" in events[-1]["text"]
+    assert sum(e["type"] == "token" for e in events) == events[-1]["usage"]["completion_tokens"] - (
+        events[-1]["finish_reason"] == "stop"
+    )
