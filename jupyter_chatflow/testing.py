@@ -13,10 +13,8 @@ from pathlib import Path
 import gguf
 import numpy as np
 
-CHATML_TEMPLATE = (
-    "{% for message in messages %}{{'<|im_start|>' + message['role'] + '\\n' + message['content'] + "
-    "'<|im_end|>' + '\\n'}}{% endfor %}{% if add_generation_prompt %}{{ '<|im_start|>assistant\\n' }}{% endif %}"
-)
+from .tokenizer import CHATML_TEMPLATE
+
 SPECIALS = ("<|endoftext|>", "<|im_start|>", "<|im_end|>")
 MERGES = ("Ġ t", "h e", "Ġt he", "i n", "Ġ a", "e r", "o n", "Ġ s")
 # Byte layout of one block of each K-quant type: where the float16 scale fields sit (gguf-py cannot

@@ -38,7 +38,19 @@ def test_chat_text_streams_to_stdout(tiny_path, capsys):
 
 
 def test_same_seed_same_cli_answer(tiny_path, capsys):
-    args = ["chat", "--model", str(tiny_path), "--json", "--seed", "11", "--temperature", "1.2", "--max-tokens", "8", "x"]
+    args = [
+        "chat",
+        "--model",
+        str(tiny_path),
+        "--json",
+        "--seed",
+        "11",
+        "--temperature",
+        "1.2",
+        "--max-tokens",
+        "8",
+        "x",
+    ]
     main(args)
     first = [e.get("token_id") for e in json_lines(capsys.readouterr().out)]
     main(args)

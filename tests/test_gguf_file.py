@@ -43,7 +43,7 @@ def test_k_quants_use_gguf_dequantizers(tmp_path, quant):
 
 
 def test_missing_file_names_the_path(tmp_path):
-    with pytest.raises(ModelNotFoundError, match="No model file at .*nothing.gguf"):
+    with pytest.raises(ModelNotFoundError, match=r"No model file at .*nothing\.gguf"):
         read_gguf(tmp_path / "nothing.gguf")
 
 
@@ -59,7 +59,7 @@ def test_truncated_file_is_a_clear_error(tmp_path, tiny_path, keep):
     data = tiny_path.read_bytes()
     path = tmp_path / "cut.gguf"
     path.write_bytes(data[: max(4, int(len(data) * keep))])
-    with pytest.raises(ModelFormatError, match="truncated|corrupt"):
+    with pytest.raises(ModelFormatError, match=r"truncated|corrupt"):
         read_gguf(path)
 
 
@@ -98,7 +98,9 @@ def test_missing_layer_tensor(tmp_path, monkeypatch):
 
     full = testing._tensor_shapes
     monkeypatch.setattr(
-        testing, "_tensor_shapes", lambda spec, vocab: {k: v for k, v in full(spec, vocab).items() if k != "blk.1.attn_v.weight"}
+        testing,
+        "_tensor_shapes",
+        lambda spec, vocab: {k: v for k, v in full(spec, vocab).items() if k != "blk.1.attn_v.weight"},
     )
     path = write_tiny_gguf(tmp_path / "holes.gguf")
     with pytest.raises(ModelFormatError, match=r"lacks 1 tensor\(s\).*blk\.1\.attn_v\.weight"):

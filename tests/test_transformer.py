@@ -59,8 +59,10 @@ def test_cached_decode_matches_full_forward(tiny_model):
     generated = [s.token_id for s in steps]
     logits = tiny_model.logits(prompt + generated)[len(prompt) - 1 :]
     assert generated == list(logits.argmax(-1)[: len(generated)])
-    logprobs = logits - np.log(np.exp(logits - logits.max(-1, keepdims=True)).sum(-1, keepdims=True)) - logits.max(
-        -1, keepdims=True
+    logprobs = (
+        logits
+        - np.log(np.exp(logits - logits.max(-1, keepdims=True)).sum(-1, keepdims=True))
+        - logits.max(-1, keepdims=True)
     )
     for step, row in zip(steps, logprobs, strict=False):
         assert step.logprob == pytest.approx(row[step.token_id], abs=1e-4)
