@@ -98,6 +98,7 @@ class Model:
         repetition_penalty: float = 1.0,
         stop: Sequence[str] = (),
         seed: int | None = None,
+        ignore_eos: bool = False,
         params: SamplingParams | None = None,
         cancel: threading.Event | None = None,
     ) -> Generation:
@@ -108,12 +109,15 @@ class Model:
         """
         if params is None:
             params = SamplingParams(
-                temperature=temperature, top_k=top_k, top_p=top_p, min_p=min_p,
-                repetition_penalty=repetition_penalty, max_tokens=max_tokens, stop=tuple(stop), seed=seed,
+                temperature=temperature, top_k=top_k, top_p=top_p, min_p=min_p, repetition_penalty=repetition_penalty,
+                max_tokens=max_tokens, stop=tuple(stop), seed=seed, ignore_eos=ignore_eos,
             )  # fmt: skip
         prompt = self._check_prompt(prompt_ids)
         run = functools.partial(self._raw_steps, prompt, params)
-        return Generation(run, self.tokenizer, prompt_tokens=len(prompt), stop=params.stop, cancel=cancel)
+        stop_ids = frozenset() if params.ignore_eos else self.tokenizer.stop_ids
+        return Generation(
+            run, self.tokenizer, prompt_tokens=len(prompt), stop=params.stop, stop_ids=stop_ids, cancel=cancel
+        )
 
     def _check_prompt(self, prompt_ids: Sequence[int]) -> np.ndarray:
         prompt = np.asarray(prompt_ids, dtype=np.int32).reshape(-1)

@@ -81,6 +81,7 @@ class Generation:
         *,
         prompt_tokens: int,
         stop: tuple[str, ...],
+        stop_ids: frozenset[int] | None = None,
         cancel: threading.Event | None = None,
     ):
         self.usage = Usage(prompt_tokens=prompt_tokens)
@@ -90,6 +91,7 @@ class Generation:
         self._raw_steps = raw_steps
         self._tokenizer = tokenizer
         self._stop = tuple(s for s in stop if s)
+        self._stop_ids = tokenizer.stop_ids if stop_ids is None else stop_ids
         self._iterator: Iterator[Step] | None = None
 
     def cancel(self) -> None:
@@ -107,7 +109,7 @@ class Generation:
         for index, raw in enumerate(self._raw_steps(self._cancel)):
             elapsed = (time.perf_counter() - started) * 1000
             self._count(index, elapsed)
-            if raw.token_id in self._tokenizer.stop_ids:
+            if raw.token_id in self._stop_ids:
                 self.finish_reason = "stop"
                 break
             pending += decoder.push(raw.token_id)

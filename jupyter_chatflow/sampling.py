@@ -36,6 +36,8 @@ class SamplingParams:
     """Stop as soon as the answer contains one of these strings (it is not included in the answer)."""
     seed: int | None = None
     """Seed of the random stream; the same seed and prompt give the same answer. None picks one."""
+    ignore_eos: bool = False
+    """Keep generating past the model's stop tokens (for benchmarks: always exactly max_tokens)."""
 
     def __post_init__(self) -> None:
         checks = (

@@ -85,3 +85,8 @@ def test_answer_is_clipped_to_the_window(tiny_model):
 def test_attention_layer_must_exist(tiny_model):
     with pytest.raises(GenerationError, match=r"layer must be in \[0, 2\)"):
         tiny_model.attention([1, 2, 3], 2)
+
+
+def test_ignore_eos_always_gives_max_tokens(tiny_model):
+    generation = tiny_model.generate([1, 50], max_tokens=12, temperature=0.0, ignore_eos=True)
+    assert len(list(generation)) == 12 and generation.finish_reason == "length"

@@ -74,3 +74,11 @@ def test_steps_carry_alternatives(tokenizer):
 def test_iterating_twice_continues_the_same_run(tokenizer):
     generation, _ = run(tokenizer, tokenizer.encode("xyz"))
     assert list(generation) == []
+
+
+def test_stop_token_is_an_ordinary_token_when_eos_is_ignored(tokenizer):
+    ids = [*tokenizer.encode("Hi"), tokenizer.eos_id, *tokenizer.encode("on")]
+    generation = Generation(
+        lambda cancel: (raw(i) for i in ids), tokenizer, prompt_tokens=1, stop=(), stop_ids=frozenset()
+    )
+    assert [s.token_id for s in generation] == ids and generation.finish_reason == "length"
