@@ -50,20 +50,28 @@ def _logits(graphdef, state, hidden):
     return model.logits(hidden.reshape(b * s, d)).reshape(b, s, -1)
 
 
-@functools.partial(jax.jit, static_argnums=(0,), donate_argnums=(2, 5))
-def _decode_step(graphdef, state, cache, token, pos, seen, knobs, key, step):
-    """One decode step: forward one token per row, sample the next, mark it seen."""
+def _sample_next(model: Transformer, hidden, knobs, seen, key, step):
+    """Sample from the logits of hidden [b, d]; mark the chosen token seen (for the repetition penalty)."""
+    out = sample(model.logits(hidden), knobs, seen, jax.random.fold_in(key, step), N_ALTERNATIVES)
+    return out, seen.at[jnp.arange(hidden.shape[0]), out.token].set(True)
+
+
+@functools.partial(jax.jit, static_argnums=(0, 9), donate_argnums=(2, 7))
+def _prefill_and_sample(graphdef, state, cache, tokens, start, last, knobs, seen, key, window: int):
+    """The prompt's last chunk and the first token in one program: forward, logits at `last`, sample."""
     model = nnx.merge(graphdef, state)
-    hidden, cache, _ = model(token[:, None], pos, cache)
-    out = sample(model.logits(hidden[:, 0]), knobs, seen, jax.random.fold_in(key, step), N_ALTERNATIVES)
-    seen = seen.at[jnp.arange(token.shape[0]), out.token].set(True)
+    hidden, cache, _ = model(tokens, start, cache, None, window)
+    out, seen = _sample_next(model, jax.lax.dynamic_index_in_dim(hidden, last, 1, False), knobs, seen, key, 0)
     return out, cache, seen
 
 
-@jax.jit
-def _first_sample(logits, knobs, seen, key):
-    out = sample(logits, knobs, seen, jax.random.fold_in(key, 0), N_ALTERNATIVES)
-    return out, seen.at[jnp.arange(logits.shape[0]), out.token].set(True)
+@functools.partial(jax.jit, static_argnums=(0,), donate_argnums=(2, 5))
+def _decode_step(graphdef, state, cache, token, pos, seen, knobs, key, step):
+    """One decode step: forward one token per row at `pos`, sample the next."""
+    model = nnx.merge(graphdef, state)
+    hidden, cache, _ = model(token[:, None], pos, cache)
+    out, seen = _sample_next(model, hidden[:, 0], knobs, seen, key, step)
+    return out, cache, seen
 
 
 class Model:
@@ -137,25 +145,40 @@ class Model:
         budget = min(params.max_tokens, self.config.context_length - prompt.size)
         seed = params.seed if params.seed is not None else int(np.random.default_rng().integers(2**31))
         key, knobs = jax.random.key(seed), params.as_array()
-        seen = jnp.zeros((1, self.config.vocab_size), bool).at[0, prompt].set(True)
+        seen = np.zeros((1, self.config.vocab_size), bool)
+        seen[0, prompt] = True
         with self._lock:
             cache = self._take_cache(prompt.size + budget)
             try:
-                cache, last = self._prefill(cache, prompt)
-                logits = _logits(self._graphdef, self._state, last)[:, 0]
-                out, seen = _first_sample(logits, knobs, seen, key)
-                for step in range(1, budget + 1):
+                out, cache, seen = self._prefill_and_sample(cache, prompt, knobs, seen, key)
+                yield _to_host(out)  # the first token goes out before the decode program is even dispatched
+                pending = None
+                for step in range(1, budget):
                     if cancel.is_set():
                         return
+                    pos = jnp.int32(prompt.size + step - 1)
+                    out, cache, seen = _decode_step(
+                        self._graphdef, self._state, cache, out.token, pos, seen, knobs, key, step
+                    )
+                    if pending is not None:  # read the previous step while XLA computes this one
+                        yield _to_host(pending)
                     pending = out
-                    if step < budget:  # dispatch the next step before reading this one: XLA runs ahead
-                        pos = jnp.int32(prompt.size + step - 1)
-                        out, cache, seen = _decode_step(
-                            self._graphdef, self._state, cache, out.token, pos, seen, knobs, key, step
-                        )
+                if pending is not None and not cancel.is_set():
                     yield _to_host(pending)
             finally:
                 self._keep_cache(cache)
+
+    def _prefill_and_sample(self, cache: KVCache, prompt: np.ndarray, knobs, seen, key):
+        """All chunks but the last through `_forward`; the last one fused with sampling the first token."""
+        chunks = list(prefill_chunks(prompt, cache.length))
+        for start, tokens, _, window in chunks[:-1]:
+            _, cache, _ = _forward(
+                self._graphdef, self._state, cache, tokens, jnp.int32(start), jnp.int32(0), False, window
+            )
+        start, tokens, size, window = chunks[-1]
+        return _prefill_and_sample(
+            self._graphdef, self._state, cache, tokens, jnp.int32(start), jnp.int32(size - 1), knobs, seen, key, window
+        )
 
     def _keep_cache(self, cache: KVCache) -> None:
         if not cache.keys[0].is_deleted():  # a program that failed mid-call may have consumed it
@@ -169,7 +192,7 @@ class Model:
     def _prefill(self, cache: KVCache, prompt: np.ndarray, probe_layer: int | None = None, on_chunk=None):
         """Run the prompt through in chunks; `on_chunk(start, size, hidden [1, w, d], probs)` sees each.
 
-        Returns (cache, hidden states of the last token [1, 1, d]).
+        Returns the updated cache.
         """
         layer = jnp.int32(probe_layer or 0)
         for start, tokens, size, window in prefill_chunks(prompt, cache.length):
@@ -185,7 +208,7 @@ class Model:
             )
             if on_chunk is not None:
                 on_chunk(start, size, hidden, probs)
-        return cache, hidden[:, size - 1 : size]
+        return cache
 
     def attention(self, token_ids: Sequence[int], layer: int) -> np.ndarray:
         """Attention probabilities of `layer` for all heads over the whole sequence: float16 [h, T, T].
@@ -205,7 +228,7 @@ class Model:
                 def copy_rows(start, size, _hidden, probs):
                     out[:, start : start + size, :] = np.asarray(probs[0, :, :size, :n], np.float16)
 
-                cache, _ = self._prefill(cache, ids, layer, copy_rows)
+                cache = self._prefill(cache, ids, layer, copy_rows)
             finally:
                 self._keep_cache(cache)
         return out
@@ -216,7 +239,7 @@ class Model:
         with self._lock:
             cache = self._take_cache(ids.size)
             try:
-                cache, _ = self._prefill(
+                cache = self._prefill(
                     cache, ids, on_chunk=lambda _s, size, h, _p: rows.append(self._logits_of(h[:, :size]))
                 )
             finally:

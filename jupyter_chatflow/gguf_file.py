@@ -52,6 +52,22 @@ _LAYER_TENSORS = (
 )
 
 
+class _Reader(gguf.GGUFReader):
+    """gguf's reader over a plain ndarray view of its memory map.
+
+    Slicing an `np.memmap` builds a memmap subclass per slice; the reader slices once per metadata item
+    (about 100,000 for a vocabulary), which made parsing 2.5x slower than over a plain view of the same memory.
+    """
+
+    @property
+    def data(self) -> np.ndarray:
+        return self._plain
+
+    @data.setter
+    def data(self, value: np.ndarray) -> None:
+        self._plain = value.view(np.ndarray) if isinstance(value, np.memmap) else value
+
+
 @dataclasses.dataclass(frozen=True, kw_only=True)
 class GGUFModel:
     """What a GGUF file holds, ready for the transformer: float32 weights in [out, in] order."""
@@ -131,7 +147,7 @@ def _open_reader(path: Path) -> gguf.GGUFReader:
         if handle.read(4) != GGUF_MAGIC:
             raise ModelFormatError(f"{path} is not a GGUF file (it does not start with b'GGUF').")
     try:
-        reader = gguf.GGUFReader(path, "r")
+        reader = _Reader(path, "r")
     except Exception as error:  # the reader raises many types on corrupt input; all mean the same here
         raise ModelFormatError(f"{path} is a corrupt or truncated GGUF file ({error}). Download it again.") from error
     _check_sizes(path, reader)

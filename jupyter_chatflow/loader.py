@@ -8,6 +8,7 @@ from pathlib import Path
 import jax
 import jax.numpy as jnp
 
+from . import prepared
 from .engine import Model
 from .gguf_file import read_gguf
 from .model_files import resolve_model_path
@@ -47,9 +48,18 @@ def load_model(path: str | os.PathLike[str] | None = None, *, dtype: str | jnp.d
     >>> "".join(step.text for step in model.generate(ids, max_tokens=16, temperature=0.0))
     """
     enable_compilation_cache()
-    gguf_model = read_gguf(resolve_model_path(path))
-    tokenizer = Tokenizer.from_metadata(gguf_model.metadata)
-    weights = transformer_weights(gguf_model.config, gguf_model.tensors)
+    model_path = resolve_model_path(path)
+    ready = prepared.load(model_path) or _prepare(model_path)
+    tokenizer = Tokenizer.from_metadata(ready.metadata)
     chosen = jnp.dtype(dtype) if dtype is not None else default_dtype()
-    transformer = Transformer(gguf_model.config, weights, dtype=chosen)
-    return Model(gguf_model.config, tokenizer, transformer, path=gguf_model.path)
+    transformer = Transformer(ready.config, ready.weights, dtype=chosen)
+    return Model(ready.config, tokenizer, transformer, path=model_path)
+
+
+def _prepare(model_path: Path) -> prepared.Prepared:
+    """Read, validate and dequantize the GGUF, arrange the weights, and keep the result in the cache."""
+    gguf_model = read_gguf(model_path)
+    weights = transformer_weights(gguf_model.config, gguf_model.tensors)
+    ready = prepared.Prepared(metadata=dict(gguf_model.metadata), config=gguf_model.config, weights=weights)
+    prepared.save(model_path, ready)
+    return ready

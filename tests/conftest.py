@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 
 import pytest
@@ -11,6 +12,8 @@ from jupyter_chatflow.errors import ModelNotFoundError
 from jupyter_chatflow.testing import TinySpec, write_tiny_gguf
 
 REFERENCE = Path(__file__).resolve().parents[2] / "shared" / "reference"
+# Tests do not write prepared-weight caches into the home folder; test_prepared.py turns it on in a tmp dir.
+os.environ["CHATFLOW_WEIGHTS_CACHE"] = "off"
 
 
 @pytest.fixture(scope="session")
