@@ -35,11 +35,17 @@ def bucket(n: int, minimum: int = MIN_BUCKET) -> int:
     return max(minimum, 1 << (max(n, 1) - 1).bit_length())
 
 
-@functools.partial(jax.jit, static_argnums=(0, 6, 7), donate_argnums=(2,))
+@functools.partial(jax.jit, static_argnums=(0, 6, 7))
 def _forward(graphdef, state, cache, tokens, start, probe_layer, probe: bool, window: int):
-    """Run a chunk [b, s] at `start`; returns (final hidden [b, s, d], cache, probs of probe_layer or None)."""
+    """Run a chunk [b, s] at `start`; returns (hidden [b, s, d], its keys/values, probs of probe_layer or None)."""
     model = nnx.merge(graphdef, state)
     return model(tokens, start, cache, probe_layer if probe else None, window)
+
+
+@functools.partial(jax.jit, donate_argnums=(0,))
+def _write(cache: KVCache, chunk: KVCache, start) -> KVCache:
+    """Store a chunk's keys/values in the cache, in place (its own program: see `Attention`)."""
+    return cache.write(chunk, start)
 
 
 @functools.partial(jax.jit, static_argnums=0)
@@ -56,22 +62,22 @@ def _sample_next(model: Transformer, hidden, knobs, seen, key, step):
     return out, seen.at[jnp.arange(hidden.shape[0]), out.token].set(True)
 
 
-@functools.partial(jax.jit, static_argnums=(0, 9), donate_argnums=(2, 7))
+@functools.partial(jax.jit, static_argnums=(0, 9), donate_argnums=(7,))
 def _prefill_and_sample(graphdef, state, cache, tokens, start, last, knobs, seen, key, window: int):
     """The prompt's last chunk and the first token in one program: forward, logits at `last`, sample."""
     model = nnx.merge(graphdef, state)
-    hidden, cache, _ = model(tokens, start, cache, None, window)
+    hidden, chunk, _ = model(tokens, start, cache, None, window)
     out, seen = _sample_next(model, jax.lax.dynamic_index_in_dim(hidden, last, 1, False), knobs, seen, key, 0)
-    return out, cache, seen
+    return out, chunk, seen
 
 
-@functools.partial(jax.jit, static_argnums=(0,), donate_argnums=(2, 5))
+@functools.partial(jax.jit, static_argnums=(0,), donate_argnums=(5,))
 def _decode_step(graphdef, state, cache, token, pos, seen, knobs, key, step):
-    """One decode step: forward one token per row at `pos`, sample the next."""
+    """One decode step: forward one token per row at `pos`, sample the next; returns its keys/values too."""
     model = nnx.merge(graphdef, state)
-    hidden, cache, _ = model(token[:, None], pos, cache)
+    hidden, chunk, _ = model(token[:, None], pos, cache)
     out, seen = _sample_next(model, hidden[:, 0], knobs, seen, key, step)
-    return out, cache, seen
+    return out, chunk, seen
 
 
 class Model:
@@ -157,9 +163,10 @@ class Model:
                     if cancel.is_set():
                         return
                     pos = jnp.int32(prompt.size + step - 1)
-                    out, cache, seen = _decode_step(
+                    out, chunk, seen = _decode_step(
                         self._graphdef, self._state, cache, out.token, pos, seen, knobs, key, step
                     )
+                    cache = _write(cache, chunk, pos)
                     if pending is not None:  # read the previous step while XLA computes this one
                         yield _to_host(pending)
                     pending = out
@@ -172,13 +179,15 @@ class Model:
         """All chunks but the last through `_forward`; the last one fused with sampling the first token."""
         chunks = list(prefill_chunks(prompt, cache.length))
         for start, tokens, _, window in chunks[:-1]:
-            _, cache, _ = _forward(
+            _, chunk, _ = _forward(
                 self._graphdef, self._state, cache, tokens, jnp.int32(start), jnp.int32(0), False, window
             )
+            cache = _write(cache, chunk, jnp.int32(start))
         start, tokens, size, window = chunks[-1]
-        return _prefill_and_sample(
+        out, chunk, seen = _prefill_and_sample(
             self._graphdef, self._state, cache, tokens, jnp.int32(start), jnp.int32(size - 1), knobs, seen, key, window
         )
+        return out, _write(cache, chunk, jnp.int32(start)), seen
 
     def _keep_cache(self, cache: KVCache) -> None:
         if not cache.keys[0].is_deleted():  # a program that failed mid-call may have consumed it
@@ -195,17 +204,11 @@ class Model:
         Returns the updated cache.
         """
         layer = jnp.int32(probe_layer or 0)
+        probe = probe_layer is not None
         for start, tokens, size, window in prefill_chunks(prompt, cache.length):
-            hidden, cache, probs = _forward(
-                self._graphdef,
-                self._state,
-                cache,
-                tokens,
-                jnp.int32(start),
-                layer,
-                probe_layer is not None,
-                window,
-            )
+            at = jnp.int32(start)
+            hidden, chunk, probs = _forward(self._graphdef, self._state, cache, tokens, at, layer, probe, window)
+            cache = _write(cache, chunk, at)
             if on_chunk is not None:
                 on_chunk(start, size, hidden, probs)
         return cache

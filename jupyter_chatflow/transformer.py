@@ -45,6 +45,16 @@ class KVCache:
         """Positions the cache can hold."""
         return self.keys[0].shape[2]
 
+    def write(self, chunk: KVCache, start: jax.Array) -> KVCache:
+        """Store a chunk's keys/values ([b, k, s, e] per layer) at positions start..start+s-1."""
+        at = (0, 0, start, 0)
+        return KVCache(
+            keys=tuple(jax.lax.dynamic_update_slice(c, n, at) for c, n in zip(self.keys, chunk.keys, strict=True)),
+            values=tuple(
+                jax.lax.dynamic_update_slice(c, n, at) for c, n in zip(self.values, chunk.values, strict=True)
+            ),
+        )
+
 
 class RMSNorm(nnx.Module):
     """x / rms(x) * scale, computed in float32."""
@@ -80,9 +90,10 @@ class Attention(nnx.Module):
         Only the first `window` cache positions (a static bound >= start) are read: prefill chunks early in a
         long cache skip the empty part.
 
-        The chunk's own keys/values are used directly rather than read back from the updated cache, so XLA
-        updates the cache in place instead of copying it every step. Returns (out, keys, values, probs),
-        probs [b, h, s, T] (float32, over cache positions) only when `probe` is set.
+        The cache is only read here. The chunk's own keys/values [b, k, s, e] are returned for
+        `KVCache.write` to store in a separate program: XLA:CPU copies a donated buffer that one program both
+        reads and updates in place (the whole cache, every layer, every step). Returns (out, keys, values,
+        probs), probs [b, h, s, T] (float32, over cache positions) only when `probe` is set.
         """
         b, s, _ = x.shape
         h, k, e = self.n_heads, self.n_kv, self.head_dim
@@ -104,14 +115,12 @@ class Attention(nnx.Module):
         p_past, p_self = (p.reshape(b, k, g * s, -1).astype(v.dtype) for p in jnp.split(probs, [length], -1))
         out = jnp.einsum("bkmt,bkte->bkme", p_past, past_values) + jnp.einsum("bkmn,bkne->bkme", p_self, v)
         out = out.reshape(b, k, g, s, e).transpose(0, 3, 1, 2, 4).reshape(b, s, h * e)
-        keys = jax.lax.dynamic_update_slice(keys, kk.astype(keys.dtype), (0, 0, start, 0))
-        values = jax.lax.dynamic_update_slice(values, v.astype(values.dtype), (0, 0, start, 0))
         full = None
         if probe:  # all T columns: the chunk's own columns laid over the (zero) ones at start..start+s
             full = jnp.zeros((b, k, g, s, keys.shape[2]), jnp.float32).at[..., :window].set(probs[..., :window])
             full = jax.lax.dynamic_update_slice(full, probs[..., window:], (0, 0, 0, 0, start))
             full = full.reshape(b, h, s, keys.shape[2])
-        return out @ self.wo[...], keys, values, full
+        return out @ self.wo[...], kk.astype(keys.dtype), v.astype(values.dtype), full
 
 
 class FeedForward(nnx.Module):
@@ -149,7 +158,9 @@ class Transformer(nnx.Module):
         self.inv_freq = Buffer(jnp.asarray(inverse_frequencies(config, weights.get("rope_freqs"))))
 
     def __call__(self, tokens, start, cache: KVCache, probe_layer=None, window: int | None = None):
-        """tokens: [b, s] written at positions start..start+s-1. Returns (hidden [b, s, d], cache, probs).
+        """tokens: [b, s] at positions start..start+s-1, after the cache's first `start` positions.
+
+        Returns (hidden [b, s, d], the chunk's keys/values as a KVCache of length s, probs).
 
         `window` (static, default the whole cache) bounds the cache positions read; it must cover start.
 
