@@ -35,6 +35,7 @@ def build_parser() -> argparse.ArgumentParser:
     chat.add_argument("--max-tokens", type=int, default=256, help="most tokens to generate (default 256)")
     chat.add_argument("--seed", type=int, default=None, help="same seed, same answer")
     chat.add_argument("--stop", action="append", default=[], help="stop string (repeatable)")
+    chat.add_argument("--ignore-eos", action="store_true", help="keep going past stop tokens (for benchmarks)")
     chat.add_argument("--json", action="store_true", help="print one JSON object per line")
     tokens = commands.add_parser("tokens", help="show the token ids and pieces of TEXT")
     tokens.add_argument("text")
@@ -73,10 +74,8 @@ def _load(path: str | None, quiet: bool = False):
 
 def run_chat(args: argparse.Namespace) -> int:
     """`chatflow chat`: stream the answer (text, or JSON lines with --json)."""
-    params = SamplingParams(
-        temperature=args.temperature, top_k=args.top_k, top_p=args.top_p, min_p=args.min_p,
-        repetition_penalty=args.repetition_penalty, max_tokens=args.max_tokens, stop=tuple(args.stop), seed=args.seed,
-    )  # fmt: skip
+    knobs = ("temperature", "top_k", "top_p", "min_p", "repetition_penalty", "max_tokens", "seed", "ignore_eos")
+    params = SamplingParams(stop=tuple(args.stop), **{name: getattr(args, name) for name in knobs})
     model, load_ms = _load(args.model, quiet=args.json)
     messages = ([{"role": "system", "content": args.system}] if args.system else []) + [
         {"role": "user", "content": args.prompt}

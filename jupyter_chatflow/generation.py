@@ -104,6 +104,14 @@ class Generation:
         return self._iterator
 
     def _run(self) -> Iterator[Step]:
+        try:
+            yield from self._steps()
+        finally:  # an exception (KeyboardInterrupt, an engine error) or close() ended it early
+            if self.finish_reason is None:
+                self._cancel.set()
+                self.finish_reason = "cancelled"
+
+    def _steps(self) -> Iterator[Step]:
         started = time.perf_counter()
         decoder, pending = StreamDecoder(self._tokenizer), ""
         for index, raw in enumerate(self._raw_steps(self._cancel)):

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import subprocess
 import sys
 
@@ -98,3 +99,18 @@ def test_console_script_streams_the_default_model():
     assert sum(e["type"] == "token" for e in events) == events[-1]["usage"]["completion_tokens"] - (
         events[-1]["finish_reason"] == "stop"
     )
+
+
+@pytest.mark.usefixtures("real_model_path")
+def test_ctrl_c_stops_cleanly_and_keeps_the_partial_answer():
+    """SIGINT while streaming: the answer so far stays, marked as stopped, exit status 130, no traceback."""
+    command = [sys.executable, "-m", "jupyter_chatflow", "chat", "--ignore-eos", "--max-tokens", "2000", "A story."]
+    process = subprocess.Popen(
+        command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env={**os.environ, "PYTHONUNBUFFERED": "1"}
+    )
+    first = process.stdout.read(20)  # some answer has streamed
+    process.send_signal(signal.SIGINT)
+    rest, err = process.communicate(timeout=60)
+    assert process.returncode == 130, err
+    assert first.strip() and rest.rstrip().endswith("[stopped]")
+    assert "Traceback" not in err

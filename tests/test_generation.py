@@ -82,3 +82,15 @@ def test_stop_token_is_an_ordinary_token_when_eos_is_ignored(tokenizer):
         lambda cancel: (raw(i) for i in ids), tokenizer, prompt_tokens=1, stop=(), stop_ids=frozenset()
     )
     assert [s.token_id for s in generation] == ids and generation.finish_reason == "length"
+
+
+def test_interrupt_inside_the_engine_marks_the_generation_cancelled(tokenizer):
+    def interrupted(cancel):
+        yield from (raw(i) for i in tokenizer.encode("ab"))
+        raise KeyboardInterrupt
+
+    generation = Generation(interrupted, tokenizer, prompt_tokens=1, stop=())
+    with pytest.raises(KeyboardInterrupt):
+        list(generation)
+    assert generation.finish_reason == "cancelled" and generation.text == "ab"
+    assert generation._cancel.is_set()
