@@ -4,17 +4,18 @@ Usage:
     python benchmarks/bench_engine.py [--peers ours,llama_cpp,transformers] [--decode-tokens 128] [--repeats 3]
                                       [--model PATH] [--out bench-results/engine.json]
 
-The parent builds the prompts once with our tokenizer (about 200 and 2000 tokens of English and Python from the
+The parent builds the prompts once with our tokenizer (200 and 2000 tokens of the English and Python in the
 standard library's argparse.py, and a short chat prompt), then runs each installed engine, one after another, in
-its own subprocess (`--worker NAME`), so load time and peak RSS are that engine's own. It also times two fresh
-processes per engine from spawn to first token: one with an empty XLA compilation cache, one with the cache that
-run filled. It prints a table and the ratios ours / peer and writes everything to --out as JSON.
-See benchmarks/README.md for what each figure means.
+its own subprocess (`--worker NAME`), so load time and peak RSS are that engine's own. Per engine it also times
+two fresh processes from spawn to first token of the chat prompt: the first with empty caches (our XLA
+compilation cache and prepared-weights cache), the second with the caches the first filled. It prints a table
+and the ratios ours / peer, and writes everything to --out as JSON. See benchmarks/README.md.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import dataclasses
 import datetime
 import importlib.metadata
@@ -30,17 +31,26 @@ import tempfile
 import time
 from collections.abc import Iterator, Sequence
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any, NamedTuple, Protocol
 
 ENGINES = ("ours", "llama_cpp", "transformers")
-REQUIRES = {"ours": ("jax", "flax"), "llama_cpp": ("llama_cpp",), "transformers": ("transformers", "torch")}
-INSTALL_HINT = 'pip install -e ".[bench]" (and pip install torch==2.13.0 for transformers)'
+REQUIRES = {
+    "ours": ("jax", "flax"),
+    "llama_cpp": ("llama_cpp",),
+    "transformers": ("transformers", "torch", "accelerate"),
+}
+VERSIONS = {
+    "ours": ("jupyter_chatflow", "jax"),
+    "llama_cpp": ("llama-cpp-python",),
+    "transformers": ("transformers", "torch"),
+}
+INSTALL_HINT = 'pip install -e ".[bench]" accelerate torch==2.13.0'
 SHORT_TOKENS, LONG_TOKENS = 200, 2000
 CHAT = ({"role": "user", "content": "What is the capital of France?"},)
-CHAT_MAX_TOKENS = 256  # the CLI's default; it sizes our KV cache, so the start-up runs compile what `chatflow chat` does
-THREADS = 2
-N_BATCH = 512
-RESULT_TAG, FIRST_TOKEN_TAG = "BENCH_RESULT ", "BENCH_FIRST_TOKEN"
+CHAT_MAX_TOKENS = 256  # the CLI's default: it sizes our KV cache, so start-up compiles what `chatflow chat` does
+THREADS, N_BATCH = 2, 512
+CACHE_VARS = ("CHATFLOW_XLA_CACHE", "CHATFLOW_WEIGHTS_CACHE")  # our compiled programs; our dequantized weights
+RESULT_TAG, LOADED_TAG, FIRST_TOKEN_TAG, RSS_TAG = "BENCH_RESULT ", "BENCH_LOADED ", "BENCH_FIRST_TOKEN", "BENCH_RSS "
 TARGET_COLD_S, TARGET_WARM_S = 15.0, 3.0
 
 
@@ -62,7 +72,7 @@ class Workload:
         return 1 << (longest - 1).bit_length()
 
 
-# --- engines: each streams exactly n greedy token ids after a prompt, EOS ignored -------------------------------
+# --- engines: each streams exactly n greedy token ids after a prompt, EOS ignored -----------------------------------
 
 
 class Runner(Protocol):
@@ -70,7 +80,7 @@ class Runner(Protocol):
 
 
 class Ours:
-    """jupyter_chatflow: `load_model` then `generate` (greedy, ignore_eos)."""
+    """jupyter_chatflow: `load_model`, then `generate` (greedy, ignore_eos)."""
 
     def __init__(self, work: Workload):
         import jupyter_chatflow as cf
@@ -83,14 +93,14 @@ class Ours:
 
 
 class LlamaCpp:
-    """llama-cpp-python: `Llama.eval` on the ids, argmax of the last logits, one `eval` per new token."""
+    """llama-cpp-python: `Llama.eval` of the ids, argmax of the last logits, one `eval` per new token."""
 
     def __init__(self, work: Workload):
         import llama_cpp
         import numpy as np
 
         self.np, self.lib = np, llama_cpp
-        self.llm = _llama_without_extra_bufts(
+        self.llm = llama_without_extra_bufts(
             model_path=work.model, n_ctx=work.n_ctx, n_batch=N_BATCH, n_ubatch=N_BATCH,
             n_threads=THREADS, n_threads_batch=THREADS, verbose=False,
         )  # fmt: skip
@@ -109,14 +119,14 @@ class LlamaCpp:
         return int(self.np.argmax(self.np.ctypeslib.as_array(logits, shape=(self.llm.n_vocab(),))))
 
 
-def _llama_without_extra_bufts(**kwargs: Any) -> Any:
-    """`llama_cpp.Llama` with llama.cpp's extra CPU buffer types (weight repacking, AMX) turned off.
+def llama_without_extra_bufts(**kwargs: Any) -> Any:
+    """`llama_cpp.Llama` with llama.cpp's extra CPU buffer types (AMX, weight repacking) off: `--no-extra-bufts`.
 
-    llama.cpp's `--no-extra-bufts`: `Llama()` does not expose `use_extra_bufts`, so the default model params
-    it starts from are patched while it loads. The repacked/AMX matmul path crashed on Q4_1 prompt batches
-    on this machine's CPU (see README).
+    `Llama()` takes no `use_extra_bufts`, so the default model params it starts from are patched while it
+    loads. The AMX path crashed on Q4_1 prompt batches on one of our CPUs (see README).
     """
     import llama_cpp.llama_cpp as lib
+    from llama_cpp import Llama
 
     default = lib.llama_model_default_params
 
@@ -127,15 +137,9 @@ def _llama_without_extra_bufts(**kwargs: Any) -> Any:
 
     lib.llama_model_default_params = params
     try:
-        return llama_cpp_class()(**kwargs)
+        return Llama(**kwargs)
     finally:
         lib.llama_model_default_params = default
-
-
-def llama_cpp_class() -> Any:
-    from llama_cpp import Llama
-
-    return Llama
 
 
 class Transformers:
@@ -152,20 +156,20 @@ class Transformers:
         self.model.eval()
 
     def stream(self, ids: Sequence[int], n_tokens: int) -> Iterator[int]:
+        tensor = self.torch.tensor
         with self.torch.inference_mode():
-            out = self.model(self.torch.tensor([list(ids)]), use_cache=True, logits_to_keep=1)
+            out = self.model(tensor([list(ids)]), use_cache=True, logits_to_keep=1)
             for i in range(n_tokens):
                 token = int(out.logits[0, -1].argmax())
                 yield token
                 if i + 1 < n_tokens:
-                    out = self.model(self.torch.tensor([[token]]), past_key_values=out.past_key_values, use_cache=True)
+                    out = self.model(tensor([[token]]), past_key_values=out.past_key_values, use_cache=True)
 
 
 RUNNERS: dict[str, type] = {"ours": Ours, "llama_cpp": LlamaCpp, "transformers": Transformers}
-VERSIONS = {"ours": ("jupyter_chatflow", "jax"), "llama_cpp": ("llama-cpp-python",), "transformers": ("transformers", "torch")}
 
 
-# --- worker: one engine, one process ------------------------------------------------------------------------------
+# --- worker: one engine in one process ------------------------------------------------------------------------------
 
 
 @dataclasses.dataclass(frozen=True)
@@ -182,10 +186,9 @@ class Timed:
 
 
 def timed(runner: Runner, ids: Sequence[int], n_tokens: int) -> Timed:
-    """Run one generation, timing the first token and the whole stream."""
+    """Run one generation, timing its first token and its whole stream."""
     tokens: list[int] = []
-    start = time.perf_counter()
-    first = start
+    start = first = time.perf_counter()
     for token in runner.stream(ids, n_tokens):
         if not tokens:
             first = time.perf_counter()
@@ -193,11 +196,10 @@ def timed(runner: Runner, ids: Sequence[int], n_tokens: int) -> Timed:
     return Timed(first - start, time.perf_counter() - start, tokens)
 
 
-def prefill_tokens_per_s(runner: Runner, ids: Sequence[int], repeats: int) -> tuple[float, list[float]]:
-    """Prompt length / time to first token with a warm program (one run first compiles it); median of repeats."""
+def prefill_first_token_s(runner: Runner, ids: Sequence[int], repeats: int) -> list[float]:
+    """Seconds to the first token with a warm program: one run first (it compiles), then `repeats` timed."""
     timed(runner, ids, 1)
-    samples = [timed(runner, ids, 1).first_s for _ in range(repeats)]
-    return len(ids) / statistics.median(samples), samples
+    return [timed(runner, ids, 1).first_s for _ in range(repeats)]
 
 
 def measure(engine: str, work: Workload) -> dict[str, Any]:
@@ -205,37 +207,57 @@ def measure(engine: str, work: Workload) -> dict[str, Any]:
     start = time.perf_counter()
     runner = RUNNERS[engine](work)
     load_s = time.perf_counter() - start
-    first = timed(runner, work.short, work.decode_tokens)  # compiles (ours) or warms caches (peers)
+    first = timed(runner, work.short, work.decode_tokens)  # compiles (ours); warms caches (all)
     warm = [timed(runner, work.short, work.decode_tokens) for _ in range(work.repeats)]
-    prefill_short, short_samples = prefill_tokens_per_s(runner, work.short, work.repeats)
-    prefill_long, long_samples = prefill_tokens_per_s(runner, work.long, work.repeats)
+    short = prefill_first_token_s(runner, work.short, work.repeats)
+    long = prefill_first_token_s(runner, work.long, work.repeats)
+    median = statistics.median
     return {
         "load_s": load_s,
-        "first_compile_s": first.total_s - statistics.median(t.total_s for t in warm),
-        "prefill_short_tok_s": prefill_short,
-        "prefill_long_tok_s": prefill_long,
-        "ttft_short_ms": 1000 * statistics.median(t.first_s for t in warm),
-        "decode_tok_s": statistics.median(t.decode_tokens_per_s for t in warm),
-        "peak_rss_mib": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
+        "first_compile_s": max(0.0, first.total_s - median(t.total_s for t in warm)),  # peers: ~0 +- noise
+        "prefill_short_tok_s": len(work.short) / median(short),
+        "prefill_long_tok_s": len(work.long) / median(long),
+        "ttft_short_ms": 1000 * median(t.first_s for t in warm),
+        "decode_tok_s": median(t.decode_tokens_per_s for t in warm),
+        "peak_rss_mib": peak_rss_mib(),
         "tokens": warm[0].tokens,
         "samples": {
             "first_call_s": first.total_s,
             "warm_total_s": [t.total_s for t in warm],
             "warm_first_token_s": [t.first_s for t in warm],
             "decode_tok_s": [t.decode_tokens_per_s for t in warm],
-            "prefill_short_first_token_s": short_samples,
-            "prefill_long_first_token_s": long_samples,
+            "prefill_short_first_token_s": short,
+            "prefill_long_first_token_s": long,
         },
-        "versions": {name: importlib.metadata.version(name) for name in VERSIONS[engine]},
+        "versions": {name: version(name) for name in VERSIONS[engine]},
     }
 
 
+def peak_rss_mib() -> float:
+    """This process's peak resident memory: Linux's VmHWM, because ru_maxrss keeps the peak of the parent that
+    spawned it (the kernel carries it across fork and exec), so every worker would report at least ours."""
+    status = Path("/proc/self/status")
+    lines = status.read_text().splitlines() if status.exists() else []
+    hwm = [int(line.split()[1]) for line in lines if line.startswith("VmHWM:")]
+    return hwm[0] / 1024 if hwm else resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+
+
+def version(distribution: str) -> str:
+    try:
+        return importlib.metadata.version(distribution)
+    except importlib.metadata.PackageNotFoundError:  # e.g. run from a checkout through PYTHONPATH
+        return "unknown"
+
+
 def first_token_only(engine: str, work: Workload) -> None:
-    """A fresh process's whole job for the start-up figure: load, say "first token", stop."""
+    """A fresh process's whole job for the start-up figures: load, report, first token of the chat, stop."""
+    start = time.perf_counter()
     runner = RUNNERS[engine](work)
+    print(f"{LOADED_TAG}{time.perf_counter() - start}", flush=True)
     for _ in runner.stream(work.chat, CHAT_MAX_TOKENS):
         print(FIRST_TOKEN_TAG, flush=True)
         break
+    print(f"{RSS_TAG}{peak_rss_mib()}", flush=True)
 
 
 def worker(engine: str, workload_file: Path, startup: bool) -> None:
@@ -246,7 +268,7 @@ def worker(engine: str, workload_file: Path, startup: bool) -> None:
         print(RESULT_TAG + json.dumps(measure(engine, work)), flush=True)
 
 
-# --- parent: prompts, subprocesses, table -------------------------------------------------------------------------
+# --- parent: prompts, subprocesses ----------------------------------------------------------------------------------
 
 
 def build_workload(model: str | None, decode_tokens: int, repeats: int) -> Workload:
@@ -255,109 +277,242 @@ def build_workload(model: str | None, decode_tokens: int, repeats: int) -> Workl
     from jupyter_chatflow.model_files import resolve_model_path
 
     path = resolve_model_path(model)
-    tokenizer = cf.load_model(path).tokenizer
-    text = Path(argparse.__file__).read_text(encoding="utf-8")
-    ids = tokenizer.encode(text)
+    with caches_off():  # the parent only needs the tokenizer: leave the user's caches alone
+        tokenizer = cf.load_model(path).tokenizer
+    ids = tokenizer.encode(Path(argparse.__file__).read_text(encoding="utf-8"))
     return Workload(
         model=str(path), short=ids[:SHORT_TOKENS], long=ids[:LONG_TOKENS],
         chat=tokenizer.apply_chat_template(list(CHAT)), decode_tokens=decode_tokens, repeats=repeats,
     )  # fmt: skip
 
 
+@contextlib.contextmanager
+def caches_off() -> Iterator[None]:
+    """Our caches turned off inside the block (environment restored after)."""
+    saved = {name: os.environ.get(name) for name in CACHE_VARS}
+    os.environ.update(dict.fromkeys(CACHE_VARS, "off"))
+    try:
+        yield
+    finally:
+        for name, value in saved.items():
+            if value is None:
+                os.environ.pop(name, None)
+            else:
+                os.environ[name] = value
+
+
 def missing_package(engine: str) -> str | None:
     missing = [name for name in REQUIRES[engine] if importlib.util.find_spec(name) is None]
-    return f"{', '.join(missing)} not installed: {INSTALL_HINT}" if missing else None
+    return f"{', '.join(missing)} not installed ({INSTALL_HINT})" if missing else None
 
 
-def worker_command(engine: str, workload_file: Path, startup: bool = False) -> list[str]:
-    command = [sys.executable, str(Path(__file__).resolve()), "--worker", engine, "--workload", str(workload_file)]
-    return [*command, "--startup"] if startup else command
+def worker_command(engine: str, workload_file: Path, *flags: str) -> list[str]:
+    script = str(Path(__file__).resolve())
+    return [sys.executable, script, "--worker", engine, "--workload", str(workload_file), *flags]
 
 
 def run_worker(engine: str, workload_file: Path, env: dict[str, str]) -> dict[str, Any]:
-    """The worker's metrics, or {"error": ...} when it failed (a crash in a peer must not stop the run)."""
+    """The worker's figures, or {"error": ...} when it failed: a crashing peer must not stop the run."""
     done = subprocess.run(worker_command(engine, workload_file), capture_output=True, text=True, env=env)
     for line in reversed(done.stdout.splitlines()):
         if line.startswith(RESULT_TAG):
-            return json.loads(line[len(RESULT_TAG) :])
-    return {"error": f"worker exited with {done.returncode}: {done.stderr.strip()[-600:]}"}
+            return json.loads(line.removeprefix(RESULT_TAG))
+    return {"error": f"worker exited with {done.returncode}: ...{done.stderr.strip()[-800:]}"}
 
 
-def seconds_to_first_token(engine: str, workload_file: Path, env: dict[str, str]) -> float | None:
-    """Seconds from spawning a fresh process to its first token (None when it failed)."""
-    start = time.perf_counter()
-    command = worker_command(engine, workload_file, startup=True)
+def fresh_process(engine: str, workload_file: Path, env: dict[str, str]) -> dict[str, float]:
+    """A fresh process: seconds from spawn to its first token, its own load seconds and peak RSS ({}: failed)."""
+    command = worker_command(engine, workload_file, "--startup")
+    start, seen = time.perf_counter(), {}
     with subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True, env=env) as proc:
         assert proc.stdout is not None
         for line in proc.stdout:
-            if line.strip() == FIRST_TOKEN_TAG:
-                elapsed = time.perf_counter() - start
-                proc.wait()
-                return elapsed if proc.returncode == 0 else None
-    return None
+            if line.startswith(LOADED_TAG):
+                seen["load_s"] = float(line.removeprefix(LOADED_TAG))
+            elif line.startswith(RSS_TAG):
+                seen["peak_rss_mib"] = float(line.removeprefix(RSS_TAG))
+            elif line.strip() == FIRST_TOKEN_TAG:
+                seen["first_token_s"] = time.perf_counter() - start
+    return seen if proc.returncode == 0 and "first_token_s" in seen else {}
 
 
 def bench_engine(engine: str, workload_file: Path, scratch: Path) -> dict[str, Any]:
-    """One engine: the worker's figures, then a cold and a warm fresh process to first token."""
-    env = {**os.environ, "CHATFLOW_XLA_CACHE": str(scratch / f"{engine}-worker-xla")}
+    """One engine: the worker's figures (empty caches), then a cold and a warm fresh process to first token."""
+    before = os.getloadavg()[0]
+    env = {**os.environ, **{name: str(scratch / f"{engine}-worker-{name}") for name in CACHE_VARS}}
     print(f"[{engine}] measuring in a worker process...", flush=True)
     result = run_worker(engine, workload_file, env)
     if "error" in result:
         return result
-    env["CHATFLOW_XLA_CACHE"] = str(scratch / f"{engine}-startup-xla")  # empty: the cold run fills it
-    print(f"[{engine}] fresh processes to first token (cold, then warm cache)...", flush=True)
-    result["cold_start_s"] = seconds_to_first_token(engine, workload_file, env)
-    result["warm_start_s"] = seconds_to_first_token(engine, workload_file, env)
+    for name in CACHE_VARS:  # empty for the cold process, filled by it for the warm one
+        env[name] = str(scratch / f"{engine}-startup-{name}")
+    print(f"[{engine}] fresh processes to first token, cold caches then warm...", flush=True)
+    cold, warm = fresh_process(engine, workload_file, env), fresh_process(engine, workload_file, env)
+    result |= {"cold_start_s": cold.get("first_token_s"), "warm_start_s": warm.get("first_token_s")}
+    result |= {"warm_load_s": warm.get("load_s"), "chat_peak_rss_mib": warm.get("peak_rss_mib")}
+    result["load_average"] = [before, os.getloadavg()[0]]
     return result
 
 
-# label, key, format, which is better
-ROWS = (
-    ("load: file -> ready model (s)", "load_s", "{:.2f}", "lower"),
-    ("first compile (s)", "first_compile_s", "{:.2f}", "lower"),
-    ("cold start: spawn -> 1st token (s)", "cold_start_s", "{:.2f}", "lower"),
-    ("warm start: spawn -> 1st token (s)", "warm_start_s", "{:.2f}", "lower"),
-    (f"prefill {SHORT_TOKENS} tokens (tok/s)", "prefill_short_tok_s", "{:.0f}", "higher"),
-    (f"prefill {LONG_TOKENS} tokens (tok/s)", "prefill_long_tok_s", "{:.0f}", "higher"),
-    (f"time to first token, {SHORT_TOKENS} (ms)", "ttft_short_ms", "{:.0f}", "lower"),
-    ("decode, batch 1 (tok/s)", "decode_tok_s", "{:.1f}", "higher"),
-    ("peak RSS (MiB)", "peak_rss_mib", "{:.0f}", "lower"),
-    ("greedy ids equal to ours (prefix)", "same_prefix", "{:d}", "-"),
-)
+def git_revision() -> str:
+    """The checkout's commit (with -dirty when it has changes): what "ours" was."""
+    folder = Path(__file__).resolve().parent
+    done = subprocess.run(["git", "describe", "--always", "--dirty"], capture_output=True, text=True, cwd=folder)
+    return done.stdout.strip() or "unknown"
+
+
+def run_all(args: argparse.Namespace) -> dict[str, Any]:
+    """Every requested engine that is installed, one after another; the report as a dict."""
+    started = time.perf_counter()
+    work = build_workload(args.model, args.decode_tokens, args.repeats)
+    skipped = {name: reason for name in args.peers if (reason := missing_package(name))}
+    results: dict[str, dict[str, Any]] = {}
+    with tempfile.TemporaryDirectory(prefix="bench-engine-") as scratch:
+        workload_file = Path(scratch) / "workload.json"
+        workload_file.write_text(json.dumps(dataclasses.asdict(work)))
+        for name in (name for name in args.peers if name not in skipped):
+            results[name] = bench_engine(name, workload_file, Path(scratch))
+    add_prefixes(results)
+    return {
+        "date": datetime.date.today().isoformat(), "command": " ".join(["python", *sys.argv]), "machine": machine(),
+        "revision": git_revision(), "model": work.model, "threads": THREADS, "decode_tokens": work.decode_tokens,
+        "repeats": work.repeats, "prompt_tokens": {"short": len(work.short), "long": len(work.long),
+        "chat": len(work.chat)}, "results": results, "skipped": skipped, "ratios": ratios(results),
+        "run_s": time.perf_counter() - started,
+    }  # fmt: skip
+
+
+def machine() -> dict[str, Any]:
+    cpuinfo = Path("/proc/cpuinfo")
+    lines = cpuinfo.read_text().splitlines() if cpuinfo.exists() else []
+    cpu = next((line.split(":", 1)[1].strip() for line in lines if line.startswith("model name")), platform.machine())
+    return {"cpu": cpu, "cores": os.cpu_count(), "python": platform.python_version(), "system": platform.platform()}
+
+
+def add_prefixes(results: dict[str, dict[str, Any]]) -> None:
+    """How many greedy ids each engine shares with ours from the start (float math differs, so they drift)."""
+    ours = results.get("ours", {}).get("tokens")
+    for figures in results.values():
+        if ours and "tokens" in figures:
+            figures["same_prefix"] = same_prefix(ours, figures["tokens"])
 
 
 def same_prefix(a: Sequence[int], b: Sequence[int]) -> int:
-    return next((i for i, (x, y) in enumerate(zip(a, b)) if x != y), min(len(a), len(b)))
+    return next((i for i, (x, y) in enumerate(zip(a, b, strict=False)) if x != y), min(len(a), len(b)))
+
+
+# --- report ---------------------------------------------------------------------------------------------------------
+
+
+class Row(NamedTuple):
+    label: str
+    key: str
+    fmt: str
+    better: str  # "lower" or "higher"; "" for information only
+    ratio: bool = True  # False where the peer's figure is about zero, so ours / peer means nothing
+
+
+ROWS = (
+    Row("load: file -> ready model, cold (s)", "load_s", "{:.2f}", "lower"),
+    Row("load: warm caches (s)", "warm_load_s", "{:.2f}", "lower"),
+    Row("first compile (s)", "first_compile_s", "{:.2f}", "lower", ratio=False),
+    Row("cold start: spawn -> 1st token (s)", "cold_start_s", "{:.2f}", "lower"),
+    Row("warm start: spawn -> 1st token (s)", "warm_start_s", "{:.2f}", "lower"),
+    Row(f"prefill {SHORT_TOKENS} tokens (tok/s)", "prefill_short_tok_s", "{:.0f}", "higher"),
+    Row(f"prefill {LONG_TOKENS} tokens (tok/s)", "prefill_long_tok_s", "{:.0f}", "higher"),
+    Row(f"time to first token, {SHORT_TOKENS}-token prompt (ms)", "ttft_short_ms", "{:.0f}", "lower"),
+    Row("decode, batch 1 (tok/s)", "decode_tok_s", "{:.1f}", "higher"),
+    Row("peak RSS, benchmark worker (MiB)", "peak_rss_mib", "{:.0f}", "lower"),
+    Row("peak RSS, warm start to 1st token (MiB)", "chat_peak_rss_mib", "{:.0f}", "lower"),
+    Row("greedy ids equal to ours (prefix)", "same_prefix", "{:d}", "", ratio=False),
+)
 
 
 def ratios(results: dict[str, dict[str, Any]]) -> dict[str, dict[str, float]]:
-    """ours / peer for every numeric figure both have."""
+    """ours / peer for every figure both engines have (none without ours)."""
     ours = results.get("ours", {})
-    return {
-        peer: {key: ours[key] / value for _, key, _, better in ROWS if better != "-" and _ratio_ok(ours, value, key)}
-        for peer, figures in results.items()
-        if peer != "ours" and "error" not in figures
-        for value in [None]
-        for value in [figures]  # noqa: B020
-    }
+    if not ours or "error" in ours:
+        return {}
+    return {name: _ratio(ours, peer) for name, peer in results.items() if name != "ours" and "error" not in peer}
 
 
-def _ratio_ok(ours: dict[str, Any], value: Any, key: str) -> bool:
-    return isinstance(ours.get(key), (int, float)) and isinstance(value, (int, float)) and value > 0
+def _ratio(ours: dict[str, Any], peer: dict[str, Any]) -> dict[str, float]:
+    keys = [row.key for row in ROWS if row.ratio]
+    number = (int, float)
+    return {k: ours[k] / peer[k] for k in keys if isinstance(ours.get(k), number) and isinstance(peer.get(k), number)}
 
 
 def cell(figures: dict[str, Any], key: str, fmt: str) -> str:
     value = figures.get(key)
-    return fmt.format(value) if isinstance(value, (int, float)) else "-"
+    return fmt.format(value) if isinstance(value, (int, float)) and value == value else "-"
 
 
 def table(results: dict[str, dict[str, Any]], ratio: dict[str, dict[str, float]]) -> str:
-    """A plain-text table: one row per figure, one column per engine, then ours / peer."""
+    """Plain text: one row per figure, one column per engine, then ours / peer and which way is better."""
     engines = [name for name in results if "error" not in results[name]]
-    header = ["figure", *engines, *(f"ours/{peer}" for peer in ratio), "better"]
-    lines = [header]
-    for label, key, fmt, better in ROWS:
-        values = [cell(results[name], key, fmt) for name in engines]
-        lines.append([label, *values, *(cell(ratio[peer], key, "{:.2f}x") for peer in ratio), better])
-    widths = [max(len(row[i]) for row in lines) for i in range(len(header))]
-    return "\n".join("  ".join(text.ljust(w) if i == 0 else text.rjust(w) for i, (text, w) in enumerate(zip(row, widths))) for row in lines)
+    rows = [["figure", *engines, *(f"ours/{peer}" for peer in ratio), "better"]]
+    for row in ROWS:
+        ratio_cells = [cell(ratio[peer], row.key, "{:.2f}x") for peer in ratio]
+        rows.append([row.label, *(cell(results[name], row.key, row.fmt) for name in engines), *ratio_cells, row.better])
+    widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
+    return "\n".join(
+        "  ".join([row[0].ljust(widths[0]), *(text.rjust(w) for text, w in zip(row[1:], widths[1:], strict=True))])
+        for row in rows
+    )
+
+
+def targets(ours: dict[str, Any]) -> list[str]:
+    """Our start-up figures against the project's targets."""
+    lines = []
+    for key, limit, caches in (("cold_start_s", TARGET_COLD_S, "empty"), ("warm_start_s", TARGET_WARM_S, "warm")):
+        value = ours.get(key)
+        verdict = "not measured" if value is None else f"{value:.2f} s, {'met' if value <= limit else 'MISSED'}"
+        lines.append(f"target: a fresh process's first token within {limit:g} s with {caches} caches: {verdict}")
+    return lines
+
+
+def report(summary: dict[str, Any]) -> str:
+    results = summary["results"]
+    lines = [f"{Path(summary['model']).name} on {summary['machine']['cpu']}, {summary['threads']} threads", ""]
+    lines += [table(results, summary["ratios"]), "", "ratio = ours / peer; 'better' says which way is better", ""]
+    lines += [f"skipped {name}: {reason}" for name, reason in summary["skipped"].items()]
+    lines += [f"failed {name}: {figures['error']}" for name, figures in results.items() if "error" in figures]
+    loads = {name: figures["load_average"] for name, figures in results.items() if "load_average" in figures}
+    lines += [f"load average (1 min) before/after {name}: {a:.1f} / {b:.1f}" for name, (a, b) in loads.items()]
+    lines += [*targets(results.get("ours", {})), f"run took {summary['run_s']:.0f} s"]
+    return "\n".join(lines)
+
+
+def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--peers", default=",".join(ENGINES), help="engines to run, comma-separated")
+    parser.add_argument("--decode-tokens", type=int, default=128, help="tokens to decode at batch 1")
+    parser.add_argument("--repeats", type=int, default=3, help="timed runs per figure (the median is kept)")
+    parser.add_argument("--model", default=None, help="GGUF file (default: $CHATFLOW_MODEL or the default model)")
+    parser.add_argument("--out", type=Path, default=Path("bench-results/engine.json"), help="JSON report")
+    parser.add_argument("--worker", choices=ENGINES, help=argparse.SUPPRESS)
+    parser.add_argument("--workload", type=Path, help=argparse.SUPPRESS)
+    parser.add_argument("--startup", action="store_true", help=argparse.SUPPRESS)
+    args = parser.parse_args(argv)
+    args.peers = [name.strip() for name in args.peers.split(",") if name.strip()]
+    if unknown := sorted(set(args.peers) - set(ENGINES)):
+        parser.error(f"unknown engines {unknown}; choose from {', '.join(ENGINES)}")
+    if args.decode_tokens < 2 or args.repeats < 1:
+        parser.error("--decode-tokens must be at least 2 and --repeats at least 1")
+    return args
+
+
+def main(argv: Sequence[str] | None = None) -> None:
+    args = parse_args(argv)
+    if args.worker:
+        worker(args.worker, args.workload, args.startup)
+        return
+    summary = run_all(args)
+    print(report(summary))
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    args.out.write_text(json.dumps(summary, indent=1))
+    print(f"wrote {args.out}")
+
+
+if __name__ == "__main__":
+    main()
