@@ -22,7 +22,7 @@ from .errors import GenerationError
 from .generation import Generation, RawStep
 from .sampling import Sampled, SamplingParams, sample
 from .tokenizer import Tokenizer
-from .transformer import KVCache, Transformer
+from .transformer import KVCache, Transformer, attention_rows
 
 PREFILL_CHUNK = 512  # longest prefill chunk: bounds attention scores to [h, 512, T] per layer
 MIN_BUCKET = 16
@@ -37,9 +37,15 @@ def bucket(n: int, minimum: int = MIN_BUCKET) -> int:
 
 @functools.partial(jax.jit, static_argnums=(0, 6, 7))
 def _forward(graphdef, state, cache, tokens, start, probe_layer, probe: bool, window: int):
-    """Run a chunk [b, s] at `start`; returns (hidden [b, s, d], its keys/values, probs of probe_layer or None)."""
+    """Run a chunk [b, s] at `start`: (hidden [b, s, d], its keys/values, probe_layer's queries or None)."""
     model = nnx.merge(graphdef, state)
     return model(tokens, start, cache, probe_layer if probe else None, window)
+
+
+@jax.jit
+def _attention_rows(queries, keys, start):
+    """float16 attention probabilities [b, h, s, T] of one chunk of queries (see `attention_rows`)."""
+    return attention_rows(queries, keys, start).astype(jnp.float16)
 
 
 @functools.partial(jax.jit, donate_argnums=(0,))
@@ -199,7 +205,7 @@ class Model:
         return cache if cache is not None else KVCache.zeros(self.config, 1, length, self.dtype)
 
     def _prefill(self, cache: KVCache, prompt: np.ndarray, probe_layer: int | None = None, on_chunk=None):
-        """Run the prompt through in chunks; `on_chunk(start, size, hidden [1, w, d], probs)` sees each.
+        """Run the prompt through in chunks; `on_chunk(start, size, hidden [1, w, d], queries)` sees each.
 
         Returns the updated cache.
         """
@@ -207,31 +213,31 @@ class Model:
         probe = probe_layer is not None
         for start, tokens, size, window in prefill_chunks(prompt, cache.length):
             at = jnp.int32(start)
-            hidden, chunk, probs = _forward(self._graphdef, self._state, cache, tokens, at, layer, probe, window)
+            hidden, chunk, queries = _forward(self._graphdef, self._state, cache, tokens, at, layer, probe, window)
             cache = _write(cache, chunk, at)
             if on_chunk is not None:
-                on_chunk(start, size, hidden, probs)
+                on_chunk(start, size, hidden, queries)
         return cache
 
     def attention(self, token_ids: Sequence[int], layer: int) -> np.ndarray:
         """Attention probabilities of `layer` for all heads over the whole sequence: float16 [h, T, T].
 
-        Recomputed in one chunked forward pass (nothing is stored while decoding); the rows of a chunk are
-        copied out as they arrive, so memory stays at the output plus one chunk's scores.
+        Recomputed on demand (nothing is stored while decoding): one chunked prefill fills the cache and keeps
+        this layer's queries ([T, h, e], small), then the rows are computed a chunk at a time and copied out, so
+        memory is the output plus one chunk's scores.
         """
         if not 0 <= layer < self.config.n_layers:
             raise GenerationError(f"layer must be in [0, {self.config.n_layers}), got {layer}")
         ids = self._check_prompt(token_ids)
-        n = ids.size
+        n, chunks = ids.size, []
         out = np.zeros((self.config.n_heads, n, n), np.float16)
         with self._lock:
             cache = self._take_cache(n)
             try:
-
-                def copy_rows(start, size, _hidden, probs):
-                    out[:, start : start + size, :] = np.asarray(probs[0, :, :size, :n], np.float16)
-
-                cache = self._prefill(cache, ids, layer, copy_rows)
+                cache = self._prefill(cache, ids, layer, lambda start, size, _h, q: chunks.append((start, size, q)))
+                for start, size, queries in chunks:
+                    rows = _attention_rows(queries, cache.keys[layer], jnp.int32(start))
+                    out[:, start : start + size, :] = np.asarray(rows[0, :, :size, :n])
             finally:
                 self._keep_cache(cache)
         return out

@@ -77,14 +77,14 @@ def rotate(x: jax.Array, cos: jax.Array, sin: jax.Array) -> jax.Array:
 
 
 class Attention(nnx.Module):
-    """Grouped-query attention that writes this chunk's keys/values into the cache and reads all of it."""
+    """Grouped-query attention of a chunk over the cached positions before it and (causally) over itself."""
 
     def __init__(self, config: ModelConfig, wqkv: jax.Array, wo: jax.Array):
         self.wqkv = nnx.Param(wqkv)  # [d, (h + 2k) * e]
         self.wo = nnx.Param(wo)  # [h * e, d]
         self.n_heads, self.n_kv, self.head_dim = config.n_heads, config.n_kv_heads, config.head_dim
 
-    def __call__(self, x, cos, sin, keys, values, start, window: int, probe: bool = False):
+    def __call__(self, x, cos, sin, keys, values, start, window: int):
         """Attend x [b, s, d] at positions start.. to the cache [b, k, T, e] and to itself (causally).
 
         Only the first `window` cache positions (a static bound >= start) are read: prefill chunks early in a
@@ -93,7 +93,7 @@ class Attention(nnx.Module):
         The cache is only read here. The chunk's own keys/values [b, k, s, e] are returned for
         `KVCache.write` to store in a separate program: XLA:CPU copies a donated buffer that one program both
         reads and updates in place (the whole cache, every layer, every step). Returns (out, keys, values,
-        probs), probs [b, h, s, T] (float32, over cache positions) only when `probe` is set.
+        queries), the queries [b, h, s, e] rotated and scaled, for `attention_rows`.
         """
         b, s, _ = x.shape
         h, k, e = self.n_heads, self.n_kv, self.head_dim
@@ -115,12 +115,21 @@ class Attention(nnx.Module):
         p_past, p_self = (p.reshape(b, k, g * s, -1).astype(v.dtype) for p in jnp.split(probs, [length], -1))
         out = jnp.einsum("bkmt,bkte->bkme", p_past, past_values) + jnp.einsum("bkmn,bkne->bkme", p_self, v)
         out = out.reshape(b, k, g, s, e).transpose(0, 3, 1, 2, 4).reshape(b, s, h * e)
-        full = None
-        if probe:  # all T columns: the chunk's own columns laid over the (zero) ones at start..start+s
-            full = jnp.zeros((b, k, g, s, keys.shape[2]), jnp.float32).at[..., :window].set(probs[..., :window])
-            full = jax.lax.dynamic_update_slice(full, probs[..., window:], (0, 0, 0, 0, start))
-            full = full.reshape(b, h, s, keys.shape[2])
-        return out @ self.wo[...], kk.astype(keys.dtype), v.astype(values.dtype), full
+        queries = q.reshape(b, h, s, e)  # (k, g) -> h: head i uses kv head i // g
+        return out @ self.wo[...], kk.astype(keys.dtype), v.astype(values.dtype), queries
+
+
+def attention_rows(queries: jax.Array, keys: jax.Array, start: jax.Array) -> jax.Array:
+    """Attention probabilities [b, h, s, T] of queries [b, h, s, e] at positions start.. over keys [b, k, T, e].
+
+    The keys must already hold every position up to start + s - 1 (the whole sequence's prefill ran first).
+    """
+    b, h, s, e = queries.shape
+    k, length = keys.shape[1], keys.shape[2]
+    scores = jnp.einsum("bkgse,bkte->bkgst", queries.reshape(b, k, h // k, s, e), keys).astype(jnp.float32)
+    visible = jnp.arange(length)[None, :] <= (start + jnp.arange(s))[:, None]  # [s, T] causal
+    probs = jax.nn.softmax(jnp.where(visible, scores, -jnp.inf), axis=-1)
+    return probs.reshape(b, h, s, length)
 
 
 class FeedForward(nnx.Module):
@@ -164,7 +173,7 @@ class Transformer(nnx.Module):
 
         `window` (static, default the whole cache) bounds the cache positions read; it must cover start.
 
-        `probs` is the attention of layer `probe_layer` ([b, h, s, T], float32) when it is given, else None.
+        The third value is the queries [b, h, s, e] of layer `probe_layer` when it is given, else None.
         """
         b, s = tokens.shape
         positions = start + jnp.arange(s)  # [s]
@@ -177,22 +186,15 @@ class Transformer(nnx.Module):
         window = cache.length if window is None else window
         keys, values, probed = [], [], None
         for i, block in enumerate(self.blocks):
-            attn_out, k, v, probs = block.attn(
-                block.attn_norm(x),
-                cos,
-                sin,
-                cache.keys[i],
-                cache.values[i],
-                start,
-                window,
-                probe_layer is not None,
+            attn_out, k, v, queries = block.attn(
+                block.attn_norm(x), cos, sin, cache.keys[i], cache.values[i], start, window
             )
             x = x + attn_out
             x = x + block.ffn(block.ffn_norm(x))
             keys.append(k)
             values.append(v)
-            if probs is not None:
-                probed = probs if probed is None else jnp.where(probe_layer == i, probs, probed)
+            if probe_layer is not None:
+                probed = queries if probed is None else jnp.where(probe_layer == i, queries, probed)
         return self.norm(x), KVCache(keys=tuple(keys), values=tuple(values)), probed
 
     def logits(self, hidden: jax.Array) -> jax.Array:
