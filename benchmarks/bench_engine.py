@@ -76,6 +76,8 @@ class Workload:
 
 
 class Runner(Protocol):
+    """An engine with a model loaded."""
+
     def stream(self, ids: Sequence[int], n_tokens: int) -> Iterator[int]: ...
 
 
@@ -123,7 +125,7 @@ def llama_without_extra_bufts(**kwargs: Any) -> Any:
     """`llama_cpp.Llama` with llama.cpp's extra CPU buffer types (AMX, weight repacking) off: `--no-extra-bufts`.
 
     `Llama()` takes no `use_extra_bufts`, so the default model params it starts from are patched while it
-    loads. The AMX path crashed on Q4_1 prompt batches on one of our CPUs (see README).
+    loads. llama.cpp's AMX path was reported to crash on Q4_1 prompt batches on one of our machines (see README).
     """
     import llama_cpp.llama_cpp as lib
     from llama_cpp import Llama
@@ -349,7 +351,8 @@ def bench_engine(engine: str, workload_file: Path, scratch: Path) -> dict[str, A
     print(f"[{engine}] fresh processes to first token, cold caches then warm...", flush=True)
     cold, warm = fresh_process(engine, workload_file, env), fresh_process(engine, workload_file, env)
     result |= {"cold_start_s": cold.get("first_token_s"), "warm_start_s": warm.get("first_token_s")}
-    result |= {"warm_load_s": warm.get("load_s"), "chat_peak_rss_mib": warm.get("peak_rss_mib")}
+    result |= {"cold_load_s": cold.get("load_s"), "warm_load_s": warm.get("load_s")}
+    result["chat_peak_rss_mib"] = warm.get("peak_rss_mib")
     result["load_average"] = [before, os.getloadavg()[0]]
     return result
 
@@ -363,7 +366,7 @@ def git_revision() -> str:
 
 def run_all(args: argparse.Namespace) -> dict[str, Any]:
     """Every requested engine that is installed, one after another; the report as a dict."""
-    started = time.perf_counter()
+    started, revision = time.perf_counter(), git_revision()  # before the run: the tree may change under it
     work = build_workload(args.model, args.decode_tokens, args.repeats)
     skipped = {name: reason for name in args.peers if (reason := missing_package(name))}
     results: dict[str, dict[str, Any]] = {}
@@ -375,7 +378,7 @@ def run_all(args: argparse.Namespace) -> dict[str, Any]:
     add_prefixes(results)
     return {
         "date": datetime.date.today().isoformat(), "command": " ".join(["python", *sys.argv]), "machine": machine(),
-        "revision": git_revision(), "model": work.model, "threads": THREADS, "decode_tokens": work.decode_tokens,
+        "revision": revision, "model": work.model, "threads": THREADS, "decode_tokens": work.decode_tokens,
         "repeats": work.repeats, "prompt_tokens": {"short": len(work.short), "long": len(work.long),
         "chat": len(work.chat)}, "results": results, "skipped": skipped, "ratios": ratios(results),
         "run_s": time.perf_counter() - started,
@@ -471,6 +474,17 @@ def targets(ours: dict[str, Any]) -> list[str]:
     return lines
 
 
+def noisy(results: dict[str, dict[str, Any]], spread: float = 1.25) -> list[str]:
+    """Warnings for repeated timings that disagree (slowest / fastest above `spread`): the CPU was shared."""
+    lines = []
+    for name, figures in results.items():
+        for key, samples in figures.get("samples", {}).items():
+            if isinstance(samples, list) and min(samples) > 0 and max(samples) / min(samples) > spread:
+                values = ", ".join(f"{value:.3g}" for value in samples)
+                lines.append(f"noisy: {name} {key} = [{values}]; rerun when the machine is quiet")
+    return lines
+
+
 def report(summary: dict[str, Any]) -> str:
     results = summary["results"]
     lines = [f"{Path(summary['model']).name} on {summary['machine']['cpu']}, {summary['threads']} threads", ""]
@@ -479,6 +493,7 @@ def report(summary: dict[str, Any]) -> str:
     lines += [f"failed {name}: {figures['error']}" for name, figures in results.items() if "error" in figures]
     loads = {name: figures["load_average"] for name, figures in results.items() if "load_average" in figures}
     lines += [f"load average (1 min) before/after {name}: {a:.1f} / {b:.1f}" for name, (a, b) in loads.items()]
+    lines += noisy(results)
     lines += [*targets(results.get("ours", {})), f"run took {summary['run_s']:.0f} s"]
     return "\n".join(lines)
 
