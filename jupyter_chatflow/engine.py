@@ -35,11 +35,11 @@ def bucket(n: int, minimum: int = MIN_BUCKET) -> int:
     return max(minimum, 1 << (max(n, 1) - 1).bit_length())
 
 
-@functools.partial(jax.jit, static_argnums=(0, 6, 7))
-def _forward(graphdef, state, cache, tokens, start, probe_layer, probe: bool, window: int):
+@functools.partial(jax.jit, static_argnums=(0, 6))
+def _forward(graphdef, state, cache, tokens, start, probe_layer, probe: bool):
     """Run a chunk [b, s] at `start`: (hidden [b, s, d], its keys/values, probe_layer's queries or None)."""
     model = nnx.merge(graphdef, state)
-    return model(tokens, start, cache, probe_layer if probe else None, window)
+    return model(tokens, start, cache, probe_layer if probe else None)
 
 
 @jax.jit
@@ -68,11 +68,11 @@ def _sample_next(model: Transformer, hidden, knobs, seen, key, step):
     return out, seen.at[jnp.arange(hidden.shape[0]), out.token].set(True)
 
 
-@functools.partial(jax.jit, static_argnums=(0, 9), donate_argnums=(7,))
-def _prefill_and_sample(graphdef, state, cache, tokens, start, last, knobs, seen, key, window: int):
+@functools.partial(jax.jit, static_argnums=(0,), donate_argnums=(7,))
+def _prefill_and_sample(graphdef, state, cache, tokens, start, last, knobs, seen, key):
     """The prompt's last chunk and the first token in one program: forward, logits at `last`, sample."""
     model = nnx.merge(graphdef, state)
-    hidden, chunk, _ = model(tokens, start, cache, None, window)
+    hidden, chunk, _ = model(tokens, start, cache)
     out, seen = _sample_next(model, jax.lax.dynamic_index_in_dim(hidden, last, 1, False), knobs, seen, key, 0)
     return out, chunk, seen
 
@@ -184,14 +184,12 @@ class Model:
     def _prefill_and_sample(self, cache: KVCache, prompt: np.ndarray, knobs, seen, key):
         """All chunks but the last through `_forward`; the last one fused with sampling the first token."""
         chunks = list(prefill_chunks(prompt, cache.length))
-        for start, tokens, _, window in chunks[:-1]:
-            _, chunk, _ = _forward(
-                self._graphdef, self._state, cache, tokens, jnp.int32(start), jnp.int32(0), False, window
-            )
+        for start, tokens, _ in chunks[:-1]:
+            _, chunk, _ = _forward(self._graphdef, self._state, cache, tokens, jnp.int32(start), jnp.int32(0), False)
             cache = _write(cache, chunk, jnp.int32(start))
-        start, tokens, size, window = chunks[-1]
+        start, tokens, size = chunks[-1]
         out, chunk, seen = _prefill_and_sample(
-            self._graphdef, self._state, cache, tokens, jnp.int32(start), jnp.int32(size - 1), knobs, seen, key, window
+            self._graphdef, self._state, cache, tokens, jnp.int32(start), jnp.int32(size - 1), knobs, seen, key
         )
         return out, _write(cache, chunk, jnp.int32(start)), seen
 
@@ -211,9 +209,9 @@ class Model:
         """
         layer = jnp.int32(probe_layer or 0)
         probe = probe_layer is not None
-        for start, tokens, size, window in prefill_chunks(prompt, cache.length):
+        for start, tokens, size in prefill_chunks(prompt, cache.length):
             at = jnp.int32(start)
-            hidden, chunk, queries = _forward(self._graphdef, self._state, cache, tokens, at, layer, probe, window)
+            hidden, chunk, queries = _forward(self._graphdef, self._state, cache, tokens, at, layer, probe)
             cache = _write(cache, chunk, at)
             if on_chunk is not None:
                 on_chunk(start, size, hidden, queries)
@@ -259,13 +257,13 @@ class Model:
         return np.asarray(_logits(self._graphdef, self._state, hidden))[0]
 
 
-def prefill_chunks(prompt: np.ndarray, cache_length: int) -> Iterator[tuple[int, np.ndarray, int, int]]:
-    """Split a prompt into padded chunks: (start, tokens [1, width], real size, cache window to read)."""
+def prefill_chunks(prompt: np.ndarray, cache_length: int) -> Iterator[tuple[int, np.ndarray, int]]:
+    """Split a prompt into chunks padded to a bucket: (start, tokens [1, width], real size)."""
     for start in range(0, prompt.size, PREFILL_CHUNK):
         chunk = prompt[start : start + PREFILL_CHUNK]
         tokens = np.zeros((1, min(bucket(chunk.size), cache_length - start)), np.int32)
         tokens[0, : chunk.size] = chunk
-        yield start, tokens, chunk.size, min(bucket(start, 1) if start else 0, cache_length)
+        yield start, tokens, chunk.size
 
 
 def _to_host(out: Sampled) -> RawStep:

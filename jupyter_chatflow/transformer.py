@@ -84,11 +84,8 @@ class Attention(nnx.Module):
         self.wo = nnx.Param(wo)  # [h * e, d]
         self.n_heads, self.n_kv, self.head_dim = config.n_heads, config.n_kv_heads, config.head_dim
 
-    def __call__(self, x, cos, sin, keys, values, start, window: int):
+    def __call__(self, x, cos, sin, keys, values, start):
         """Attend x [b, s, d] at positions start.. to the cache [b, k, T, e] and to itself (causally).
-
-        Only the first `window` cache positions (a static bound >= start) are read: prefill chunks early in a
-        long cache skip the empty part.
 
         The cache is only read here. The chunk's own keys/values [b, k, s, e] are returned for
         `KVCache.write` to store in a separate program: XLA:CPU copies a donated buffer that one program both
@@ -97,26 +94,57 @@ class Attention(nnx.Module):
         """
         b, s, _ = x.shape
         h, k, e = self.n_heads, self.n_kv, self.head_dim
-        g, length = h // k, window
+        g = h // k
         q, kk, v = jnp.split(x @ self.wqkv[...], [h * e, (h + k) * e], axis=-1)
         q = rotate(q.reshape(b, s, h, e), cos, sin) * e**-0.5
         q = q.reshape(b, s, k, g, e).transpose(0, 2, 3, 1, 4).reshape(b, k, g * s, e)  # m = (g, s)
         kk = rotate(kk.reshape(b, s, k, e), cos, sin).transpose(0, 2, 1, 3)  # [b, k, s, e]
         v = v.reshape(b, s, k, e).transpose(0, 2, 1, 3)  # [b, k, s, e]
-        past = jnp.arange(length) < start  # [T] cache positions written by earlier chunks
-        causal = jnp.tril(jnp.ones((s, s), bool))  # [s, s] query i sees chunk key j <= i
-        past_keys, past_values = keys[:, :, :window], values[:, :, :window]
-        past_scores = jnp.einsum("bkme,bkte->bkmt", q, past_keys).astype(jnp.float32).reshape(b, k, g, s, length)
-        self_scores = jnp.einsum("bkme,bkne->bkmn", q, kk).astype(jnp.float32).reshape(b, k, g, s, s)
-        scores = jnp.concatenate(
-            [jnp.where(past, past_scores, -jnp.inf), jnp.where(causal, self_scores, -jnp.inf)], axis=-1
-        )
-        probs = jax.nn.softmax(scores, axis=-1)  # [b, k, g, s, T + s]
-        p_past, p_self = (p.reshape(b, k, g * s, -1).astype(v.dtype) for p in jnp.split(probs, [length], -1))
-        out = jnp.einsum("bkmt,bkte->bkme", p_past, past_values) + jnp.einsum("bkmn,bkne->bkme", p_self, v)
+        causal = jnp.tile(jnp.tril(jnp.ones((s, s), bool)), (g, 1))  # [g s, s] query i sees chunk key j <= i
+        if s == 1:  # decode: one dense pass over the cache is cheapest
+            past = _partial(q, keys, values, jnp.arange(keys.shape[2]) < start)
+        else:  # prefill: stream over the written blocks only, never holding a [m, T] score matrix
+            past = _partial_blocked(q, keys, values, start)
+        acc, _, total = _merge(past, _partial(q, kk, v, causal))
+        out = (acc / total[..., None]).astype(x.dtype)  # [b, k, m, e]
         out = out.reshape(b, k, g, s, e).transpose(0, 3, 1, 2, 4).reshape(b, s, h * e)
         queries = q.reshape(b, h, s, e)  # (k, g) -> h: head i uses kv head i // g
         return out @ self.wo[...], kk.astype(keys.dtype), v.astype(values.dtype), queries
+
+
+ATTENTION_BLOCK = 256  # keys per step of the streaming (online-softmax) prefill attention
+_MASKED = -1e30  # finite "minus infinity": a fully masked block must not turn the running max into NaN
+
+
+def _partial(q, keys, values, mask):
+    """Attention of q [b, k, m, e] over keys/values [b, k, t, e] where mask (broadcasts to [m, t]) is set,
+    left unnormalized: (sum of p * v [b, k, m, e], running max [b, k, m], sum of p [b, k, m]), float32."""
+    scores = jnp.where(mask, jnp.einsum("bkme,bkte->bkmt", q, keys).astype(jnp.float32), _MASKED)
+    top = scores.max(axis=-1)
+    p = jnp.where(mask, jnp.exp(scores - top[..., None]), 0.0)
+    return jnp.einsum("bkmt,bkte->bkme", p.astype(values.dtype), values).astype(jnp.float32), top, p.sum(-1)
+
+
+def _merge(a, b):
+    """Combine two unnormalized partial attentions (online softmax)."""
+    top = jnp.maximum(a[1], b[1])
+    wa, wb = jnp.exp(a[1] - top), jnp.exp(b[1] - top)
+    return a[0] * wa[..., None] + b[0] * wb[..., None], top, a[2] * wa + b[2] * wb
+
+
+def _partial_blocked(q, keys, values, start):
+    """`_partial` over the cache positions < start, one block of keys at a time (a loop of ceil(start/B))."""
+    b, k, m, e = q.shape
+    block = min(ATTENTION_BLOCK, keys.shape[2])
+
+    def step(j, carry):
+        at = j * block
+        key_block = jax.lax.dynamic_slice_in_dim(keys, at, block, axis=2)
+        value_block = jax.lax.dynamic_slice_in_dim(values, at, block, axis=2)
+        return _merge(carry, _partial(q, key_block, value_block, at + jnp.arange(block) < start))
+
+    empty = (jnp.zeros((b, k, m, e), jnp.float32), jnp.full((b, k, m), _MASKED), jnp.zeros((b, k, m)))
+    return jax.lax.fori_loop(0, (start + block - 1) // block, step, empty)
 
 
 def attention_rows(queries: jax.Array, keys: jax.Array, start: jax.Array) -> jax.Array:
@@ -166,12 +194,10 @@ class Transformer(nnx.Module):
         self.head = nnx.Param(cast(weights["head"])) if weights.get("head") is not None else None  # [V, d]
         self.inv_freq = Buffer(jnp.asarray(inverse_frequencies(config, weights.get("rope_freqs"))))
 
-    def __call__(self, tokens, start, cache: KVCache, probe_layer=None, window: int | None = None):
+    def __call__(self, tokens, start, cache: KVCache, probe_layer=None):
         """tokens: [b, s] at positions start..start+s-1, after the cache's first `start` positions.
 
         Returns (hidden [b, s, d], the chunk's keys/values as a KVCache of length s, probs).
-
-        `window` (static, default the whole cache) bounds the cache positions read; it must cover start.
 
         The third value is the queries [b, h, s, e] of layer `probe_layer` when it is given, else None.
         """
@@ -183,12 +209,9 @@ class Transformer(nnx.Module):
             jnp.broadcast_to(jnp.sin(angles), (b, *angles.shape)),
         )
         x = jnp.take(self.embed[...], tokens, axis=0)  # [b, s, d]
-        window = cache.length if window is None else window
         keys, values, probed = [], [], None
         for i, block in enumerate(self.blocks):
-            attn_out, k, v, queries = block.attn(
-                block.attn_norm(x), cos, sin, cache.keys[i], cache.values[i], start, window
-            )
+            attn_out, k, v, queries = block.attn(block.attn_norm(x), cos, sin, cache.keys[i], cache.values[i], start)
             x = x + attn_out
             x = x + block.ffn(block.ffn_norm(x))
             keys.append(k)
