@@ -13,77 +13,24 @@ from collections.abc import Iterator, Sequence
 from pathlib import Path
 
 import jax
-import jax.numpy as jnp
 import numpy as np
-from flax import nnx
 
 from .config import ModelConfig
 from .errors import GenerationError
 from .generation import Generation, RawStep
-from .sampling import Sampled, SamplingParams, sample
+from .programs import Programs
+from .sampling import Sampled, SamplingParams
 from .tokenizer import Tokenizer
-from .transformer import KVCache, Transformer, attention_rows
+from .transformer import KVCache, Transformer
 
 PREFILL_CHUNK = 512  # longest prefill chunk: bounds attention scores to [h, 512, T] per layer
 MIN_BUCKET = 16
 MIN_CACHE = 256
-N_ALTERNATIVES = 5
 
 
 def bucket(n: int, minimum: int = MIN_BUCKET) -> int:
     """The power of two at or above n (at least `minimum`)."""
     return max(minimum, 1 << (max(n, 1) - 1).bit_length())
-
-
-@functools.partial(jax.jit, static_argnums=(0, 6))
-def _forward(graphdef, state, cache, tokens, start, probe_layer, probe: bool):
-    """Run a chunk [b, s] at `start`: (hidden [b, s, d], its keys/values, probe_layer's queries or None)."""
-    model = nnx.merge(graphdef, state)
-    return model(tokens, start, cache, probe_layer if probe else None)
-
-
-@jax.jit
-def _attention_rows(queries, keys, start):
-    """float16 attention probabilities [b, h, s, T] of one chunk of queries (see `attention_rows`)."""
-    return attention_rows(queries, keys, start).astype(jnp.float16)
-
-
-@functools.partial(jax.jit, donate_argnums=(0,))
-def _write(cache: KVCache, chunk: KVCache, start) -> KVCache:
-    """Store a chunk's keys/values in the cache, in place (its own program: see `Attention`)."""
-    return cache.write(chunk, start)
-
-
-@functools.partial(jax.jit, static_argnums=0)
-def _logits(graphdef, state, hidden):
-    """Vocabulary logits [b, s, V] for hidden states [b, s, d]."""
-    model = nnx.merge(graphdef, state)
-    b, s, d = hidden.shape
-    return model.logits(hidden.reshape(b * s, d)).reshape(b, s, -1)
-
-
-def _sample_next(model: Transformer, hidden, knobs, seen, key, step):
-    """Sample from the logits of hidden [b, d]; mark the chosen token seen (for the repetition penalty)."""
-    out = sample(model.logits(hidden), knobs, seen, jax.random.fold_in(key, step), N_ALTERNATIVES)
-    return out, seen.at[jnp.arange(hidden.shape[0]), out.token].set(True)
-
-
-@functools.partial(jax.jit, static_argnums=(0,), donate_argnums=(7,))
-def _prefill_and_sample(graphdef, state, cache, tokens, start, last, knobs, seen, key):
-    """The prompt's last chunk and the first token in one program: forward, logits at `last`, sample."""
-    model = nnx.merge(graphdef, state)
-    hidden, chunk, _ = model(tokens, start, cache)
-    out, seen = _sample_next(model, jax.lax.dynamic_index_in_dim(hidden, last, 1, False), knobs, seen, key, 0)
-    return out, chunk, seen
-
-
-@functools.partial(jax.jit, static_argnums=(0,), donate_argnums=(5,))
-def _decode_step(graphdef, state, cache, token, pos, seen, knobs, key, step):
-    """One decode step: forward one token per row at `pos`, sample the next; returns its keys/values too."""
-    model = nnx.merge(graphdef, state)
-    hidden, chunk, _ = model(token[:, None], pos, cache)
-    out, seen = _sample_next(model, hidden[:, 0], knobs, seen, key, step)
-    return out, chunk, seen
 
 
 class Model:
@@ -102,7 +49,8 @@ class Model:
         self.tokenizer = tokenizer
         self.path = path
         self.dtype = transformer.embed[...].dtype
-        self._graphdef, self._state = nnx.split(transformer)
+        self._programs = Programs(transformer)
+        self._state = self._programs.weights
         self._caches: dict[int, KVCache] = {}
         self._lock = threading.Lock()
 
@@ -168,11 +116,11 @@ class Model:
                 for step in range(1, budget):
                     if cancel.is_set():
                         return
-                    pos = jnp.int32(prompt.size + step - 1)
-                    out, chunk, seen = _decode_step(
-                        self._graphdef, self._state, cache, out.token, pos, seen, knobs, key, step
+                    pos = np.int32(prompt.size + step - 1)
+                    out, chunk, seen = self._programs.decode_step(
+                        self._state, cache, out.token, pos, seen, knobs, key, step
                     )
-                    cache = _write(cache, chunk, pos)
+                    cache = self._programs.write(cache, chunk, pos)
                     if pending is not None:  # read the previous step while XLA computes this one
                         yield _to_host(pending)
                     pending = out
@@ -182,16 +130,16 @@ class Model:
                 self._keep_cache(cache)
 
     def _prefill_and_sample(self, cache: KVCache, prompt: np.ndarray, knobs, seen, key):
-        """All chunks but the last through `_forward`; the last one fused with sampling the first token."""
+        """All chunks but the last through `forward`; the last one fused with sampling the first token."""
         chunks = list(prefill_chunks(prompt, cache.length))
         for start, tokens, _ in chunks[:-1]:
-            _, chunk, _ = _forward(self._graphdef, self._state, cache, tokens, jnp.int32(start), jnp.int32(0), False)
-            cache = _write(cache, chunk, jnp.int32(start))
+            _, chunk, _ = self._programs.forward(self._state, cache, tokens, np.int32(start), np.int32(0), False)
+            cache = self._programs.write(cache, chunk, np.int32(start))
         start, tokens, size = chunks[-1]
-        out, chunk, seen = _prefill_and_sample(
-            self._graphdef, self._state, cache, tokens, jnp.int32(start), jnp.int32(size - 1), knobs, seen, key
+        out, chunk, seen = self._programs.prefill_and_sample(
+            self._state, cache, tokens, np.int32(start), np.int32(size - 1), knobs, seen, key
         )
-        return out, _write(cache, chunk, jnp.int32(start)), seen
+        return out, self._programs.write(cache, chunk, np.int32(start)), seen
 
     def _keep_cache(self, cache: KVCache) -> None:
         if not cache.keys[0].is_deleted():  # a program that failed mid-call may have consumed it
@@ -207,12 +155,12 @@ class Model:
 
         Returns the updated cache.
         """
-        layer = jnp.int32(probe_layer or 0)
+        layer = np.int32(probe_layer or 0)
         probe = probe_layer is not None
         for start, tokens, size in prefill_chunks(prompt, cache.length):
-            at = jnp.int32(start)
-            hidden, chunk, queries = _forward(self._graphdef, self._state, cache, tokens, at, layer, probe)
-            cache = _write(cache, chunk, at)
+            at = np.int32(start)
+            hidden, chunk, queries = self._programs.forward(self._state, cache, tokens, at, layer, probe)
+            cache = self._programs.write(cache, chunk, at)
             if on_chunk is not None:
                 on_chunk(start, size, hidden, queries)
         return cache
@@ -234,7 +182,7 @@ class Model:
             try:
                 cache = self._prefill(cache, ids, layer, lambda start, size, _h, q: chunks.append((start, size, q)))
                 for start, size, queries in chunks:
-                    rows = _attention_rows(queries, cache.keys[layer], jnp.int32(start))
+                    rows = self._programs.rows(queries, cache.keys[layer], np.int32(start))
                     out[:, start : start + size, :] = np.asarray(rows[0, :, :size, :n])
             finally:
                 self._keep_cache(cache)
@@ -254,7 +202,7 @@ class Model:
         return np.concatenate(rows)
 
     def _logits_of(self, hidden: jax.Array) -> np.ndarray:
-        return np.asarray(_logits(self._graphdef, self._state, hidden))[0]
+        return np.asarray(self._programs.logits(self._state, hidden))[0]
 
 
 def prefill_chunks(prompt: np.ndarray, cache_length: int) -> Iterator[tuple[int, np.ndarray, int]]:

@@ -106,14 +106,14 @@ def sample(logits: jax.Array, knobs: jax.Array, seen: jax.Array, key: jax.Array,
     penalized = penalize(logits, seen, penalty)
 
     def greedy(_):
-        return jax.nn.one_hot(jnp.argmax(penalized, axis=-1), logits.shape[-1], dtype=jnp.float32)
+        token = jnp.argmax(penalized, axis=-1).astype(jnp.int32)
+        return token, jax.nn.one_hot(token, logits.shape[-1], dtype=jnp.float32)
 
     def stochastic(_):
-        return jax.nn.softmax(filter_logits(penalized / temperature, top_k, top_p, min_p), axis=-1)
+        probs = jax.nn.softmax(filter_logits(penalized / temperature, top_k, top_p, min_p), axis=-1)
+        return jax.random.categorical(key, jnp.log(probs), axis=-1).astype(jnp.int32), probs
 
-    final_probs = jax.lax.cond(temperature > 0, stochastic, greedy, None)  # [b, V]
-    token = jax.random.categorical(key, jnp.log(final_probs), axis=-1).astype(jnp.int32)
-    token = jnp.where(temperature > 0, token, jnp.argmax(penalized, axis=-1).astype(jnp.int32))
+    token, final_probs = jax.lax.cond(temperature > 0, stochastic, greedy, None)  # [b], [b, V]
     _, top_ids = jax.lax.top_k(penalized, n_top)
     return Sampled(
         token=token,
