@@ -31,7 +31,10 @@ import tempfile
 import time
 from collections.abc import Iterator, Sequence
 from pathlib import Path
-from typing import Any, NamedTuple, Protocol
+from typing import Any
+
+from peers import CHAT_MAX_TOKENS, RUNNERS, THREADS, Runner, Workload
+from report import LONG_TOKENS, SHORT_TOKENS, ratios, report
 
 ENGINES = ("ours", "llama_cpp", "transformers")
 REQUIRES = {
@@ -45,130 +48,9 @@ VERSIONS = {
     "transformers": ("transformers", "torch"),
 }
 INSTALL_HINT = 'pip install -e ".[bench]" accelerate torch==2.13.0'
-SHORT_TOKENS, LONG_TOKENS = 200, 2000
 CHAT = ({"role": "user", "content": "What is the capital of France?"},)
-CHAT_MAX_TOKENS = 256  # the CLI's default: it sizes our KV cache, so start-up compiles what `chatflow chat` does
-THREADS, N_BATCH = 2, 512
 CACHE_VARS = ("CHATFLOW_XLA_CACHE", "CHATFLOW_WEIGHTS_CACHE")  # our compiled programs; our dequantized weights
 RESULT_TAG, LOADED_TAG, FIRST_TOKEN_TAG, RSS_TAG = "BENCH_RESULT ", "BENCH_LOADED ", "BENCH_FIRST_TOKEN", "BENCH_RSS "
-TARGET_COLD_S, TARGET_WARM_S = 15.0, 3.0
-
-
-@dataclasses.dataclass(frozen=True, kw_only=True)
-class Workload:
-    """What every engine runs: the model file and the prompts as token ids."""
-
-    model: str
-    short: list[int]
-    long: list[int]
-    chat: list[int]
-    decode_tokens: int
-    repeats: int
-
-    @property
-    def n_ctx(self) -> int:
-        """A context (power of two) that holds every run."""
-        longest = max(len(self.long) + 1, len(self.short) + self.decode_tokens, len(self.chat) + CHAT_MAX_TOKENS)
-        return 1 << (longest - 1).bit_length()
-
-
-# --- engines: each streams exactly n greedy token ids after a prompt, EOS ignored -----------------------------------
-
-
-class Runner(Protocol):
-    """An engine with a model loaded."""
-
-    def stream(self, ids: Sequence[int], n_tokens: int) -> Iterator[int]: ...
-
-
-class Ours:
-    """jupyter_chatflow: `load_model`, then `generate` (greedy, ignore_eos)."""
-
-    def __init__(self, work: Workload):
-        import jupyter_chatflow as cf
-
-        self.model = cf.load_model(work.model)
-
-    def stream(self, ids: Sequence[int], n_tokens: int) -> Iterator[int]:
-        generation = self.model.generate(list(ids), max_tokens=n_tokens, temperature=0.0, ignore_eos=True)
-        return (step.token_id for step in generation)
-
-
-class LlamaCpp:
-    """llama-cpp-python: `Llama.eval` of the ids, argmax of the last logits, one `eval` per new token."""
-
-    def __init__(self, work: Workload):
-        import llama_cpp
-        import numpy as np
-
-        self.np, self.lib = np, llama_cpp
-        self.llm = llama_without_extra_bufts(
-            model_path=work.model, n_ctx=work.n_ctx, n_batch=N_BATCH, n_ubatch=N_BATCH,
-            n_threads=THREADS, n_threads_batch=THREADS, verbose=False,
-        )  # fmt: skip
-
-    def stream(self, ids: Sequence[int], n_tokens: int) -> Iterator[int]:
-        self.llm.reset()
-        self.llm.eval(list(ids))
-        for i in range(n_tokens):
-            token = self._argmax_last()
-            yield token
-            if i + 1 < n_tokens:
-                self.llm.eval([token])
-
-    def _argmax_last(self) -> int:
-        logits = self.lib.llama_get_logits_ith(self.llm.ctx, -1)  # the batch's last row: the only one computed
-        return int(self.np.argmax(self.np.ctypeslib.as_array(logits, shape=(self.llm.n_vocab(),))))
-
-
-def llama_without_extra_bufts(**kwargs: Any) -> Any:
-    """`llama_cpp.Llama` with llama.cpp's extra CPU buffer types (AMX, weight repacking) off: `--no-extra-bufts`.
-
-    `Llama()` takes no `use_extra_bufts`, so the default model params it starts from are patched while it
-    loads. llama.cpp's AMX path was reported to crash on Q4_1 prompt batches on one of our machines (see README).
-    """
-    import llama_cpp.llama_cpp as lib
-    from llama_cpp import Llama
-
-    default = lib.llama_model_default_params
-
-    def params() -> Any:
-        chosen = default()
-        chosen.use_extra_bufts = False
-        return chosen
-
-    lib.llama_model_default_params = params
-    try:
-        return Llama(**kwargs)
-    finally:
-        lib.llama_model_default_params = default
-
-
-class Transformers:
-    """Hugging Face transformers: the GGUF dequantized to float32, forward with a KV cache, argmax."""
-
-    def __init__(self, work: Workload):
-        import torch
-        from transformers import AutoModelForCausalLM
-
-        torch.set_num_threads(THREADS)
-        path = Path(work.model)
-        self.torch = torch
-        self.model = AutoModelForCausalLM.from_pretrained(path.parent, gguf_file=path.name, dtype=torch.float32)
-        self.model.eval()
-
-    def stream(self, ids: Sequence[int], n_tokens: int) -> Iterator[int]:
-        tensor = self.torch.tensor
-        with self.torch.inference_mode():
-            out = self.model(tensor([list(ids)]), use_cache=True, logits_to_keep=1)
-            for i in range(n_tokens):
-                token = int(out.logits[0, -1].argmax())
-                yield token
-                if i + 1 < n_tokens:
-                    out = self.model(tensor([[token]]), past_key_values=out.past_key_values, use_cache=True)
-
-
-RUNNERS: dict[str, type] = {"ours": Ours, "llama_cpp": LlamaCpp, "transformers": Transformers}
 
 
 # --- worker: one engine in one process ------------------------------------------------------------------------------
@@ -402,100 +284,6 @@ def add_prefixes(results: dict[str, dict[str, Any]]) -> None:
 
 def same_prefix(a: Sequence[int], b: Sequence[int]) -> int:
     return next((i for i, (x, y) in enumerate(zip(a, b, strict=False)) if x != y), min(len(a), len(b)))
-
-
-# --- report ---------------------------------------------------------------------------------------------------------
-
-
-class Row(NamedTuple):
-    label: str
-    key: str
-    fmt: str
-    better: str  # "lower" or "higher"; "" for information only
-    ratio: bool = True  # False where the peer's figure is about zero, so ours / peer means nothing
-
-
-ROWS = (
-    Row("load: file -> ready model, cold (s)", "load_s", "{:.2f}", "lower"),
-    Row("load: warm caches (s)", "warm_load_s", "{:.2f}", "lower"),
-    Row("first compile (s)", "first_compile_s", "{:.2f}", "lower", ratio=False),
-    Row("cold start: spawn -> 1st token (s)", "cold_start_s", "{:.2f}", "lower"),
-    Row("warm start: spawn -> 1st token (s)", "warm_start_s", "{:.2f}", "lower"),
-    Row(f"prefill {SHORT_TOKENS} tokens (tok/s)", "prefill_short_tok_s", "{:.0f}", "higher"),
-    Row(f"prefill {LONG_TOKENS} tokens (tok/s)", "prefill_long_tok_s", "{:.0f}", "higher"),
-    Row(f"time to first token, {SHORT_TOKENS}-token prompt (ms)", "ttft_short_ms", "{:.0f}", "lower"),
-    Row("decode, batch 1 (tok/s)", "decode_tok_s", "{:.1f}", "higher"),
-    Row("peak RSS, benchmark worker (MiB)", "peak_rss_mib", "{:.0f}", "lower"),
-    Row("peak RSS, warm start to 1st token (MiB)", "chat_peak_rss_mib", "{:.0f}", "lower"),
-    Row("greedy ids equal to ours (prefix)", "same_prefix", "{:d}", "", ratio=False),
-)
-
-
-def ratios(results: dict[str, dict[str, Any]]) -> dict[str, dict[str, float]]:
-    """ours / peer for every figure both engines have (none without ours)."""
-    ours = results.get("ours", {})
-    if not ours or "error" in ours:
-        return {}
-    return {name: _ratio(ours, peer) for name, peer in results.items() if name != "ours" and "error" not in peer}
-
-
-def _ratio(ours: dict[str, Any], peer: dict[str, Any]) -> dict[str, float]:
-    keys = [row.key for row in ROWS if row.ratio]
-    number = (int, float)
-    return {k: ours[k] / peer[k] for k in keys if isinstance(ours.get(k), number) and isinstance(peer.get(k), number)}
-
-
-def cell(figures: dict[str, Any], key: str, fmt: str) -> str:
-    value = figures.get(key)
-    return fmt.format(value) if isinstance(value, (int, float)) and value == value else "-"
-
-
-def table(results: dict[str, dict[str, Any]], ratio: dict[str, dict[str, float]]) -> str:
-    """Plain text: one row per figure, one column per engine, then ours / peer and which way is better."""
-    engines = [name for name in results if "error" not in results[name]]
-    rows = [["figure", *engines, *(f"ours/{peer}" for peer in ratio), "better"]]
-    for row in ROWS:
-        ratio_cells = [cell(ratio[peer], row.key, "{:.2f}x") for peer in ratio]
-        rows.append([row.label, *(cell(results[name], row.key, row.fmt) for name in engines), *ratio_cells, row.better])
-    widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
-    return "\n".join(
-        "  ".join([row[0].ljust(widths[0]), *(text.rjust(w) for text, w in zip(row[1:], widths[1:], strict=True))])
-        for row in rows
-    )
-
-
-def targets(ours: dict[str, Any]) -> list[str]:
-    """Our start-up figures against the project's targets."""
-    lines = []
-    for key, limit, caches in (("cold_start_s", TARGET_COLD_S, "empty"), ("warm_start_s", TARGET_WARM_S, "warm")):
-        value = ours.get(key)
-        verdict = "not measured" if value is None else f"{value:.2f} s, {'met' if value <= limit else 'MISSED'}"
-        lines.append(f"target: a fresh process's first token within {limit:g} s with {caches} caches: {verdict}")
-    return lines
-
-
-def noisy(results: dict[str, dict[str, Any]], spread: float = 1.25) -> list[str]:
-    """Warnings for repeated timings that disagree (slowest / fastest above `spread`): the CPU was shared."""
-    lines = []
-    for name, figures in results.items():
-        for key, samples in figures.get("samples", {}).items():
-            if isinstance(samples, list) and min(samples) > 0 and max(samples) / min(samples) > spread:
-                values = ", ".join(f"{value:.3g}" for value in samples)
-                lines.append(f"noisy: {name} {key} = [{values}]; rerun when the machine is quiet")
-    return lines
-
-
-def report(summary: dict[str, Any]) -> str:
-    results = summary["results"]
-    lines = [f"{Path(summary['model']).name} on {summary['machine']['cpu']}, {summary['threads']} threads", ""]
-    lines += [table(results, summary["ratios"]), "", "ratio = ours / peer; 'better' says which way is better", ""]
-    lines += [f"skipped {name}: {reason}" for name, reason in summary["skipped"].items()]
-    lines += [f"failed {name}: {figures['error']}" for name, figures in results.items() if "error" in figures]
-    loads = {name: figures["load_average"] for name, figures in results.items() if "load_average" in figures}
-    lines += [f"load average (1 min) before/after {name}: {a:.1f} / {b:.1f}" for name, (a, b) in loads.items()]
-    lines += noisy(results)
-    lines += [*targets(results.get("ours", {})), f"run took {summary['run_s']:.0f} s"]
-    return "\n".join(lines)
 
 
 def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
