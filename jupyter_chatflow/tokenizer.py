@@ -27,17 +27,15 @@ Example:
 from __future__ import annotations
 
 import codecs
-import json
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from datetime import datetime
 from typing import Any
 
 import jinja2
 import tiktoken
-from jinja2.sandbox import ImmutableSandboxedEnvironment
 
+from jupyter_chatflow.chat_template import CHATML_TEMPLATE, compile_template
 from jupyter_chatflow.errors import GenerationError, ModelFormatError
 from jupyter_chatflow.pretokenize import pre_tokenizer
 
@@ -58,14 +56,6 @@ _CHAT_END_TEXTS = (
     "<EOT>",
     "<end_of_utterance>",
 )
-
-CHATML_TEMPLATE = (
-    "{% for message in messages %}"
-    "{{ '<|im_start|>' + message['role'] + '\\n' + message['content'] + '<|im_end|>' + '\\n' }}"
-    "{% endfor %}"
-    "{% if add_generation_prompt %}{{ '<|im_start|>assistant\\n' }}{% endif %}"
-)
-"""The fallback chat template (ChatML) for a GGUF without `tokenizer.chat_template`."""
 
 
 def _gpt2_byte_decoder() -> dict[str, int]:
@@ -121,35 +111,6 @@ def _readable(data: bytes) -> str:
     """Bytes as text, with each byte that is not valid UTF-8 shown as <0xXX>."""
     text = data.decode("utf-8", "surrogateescape")
     return re.sub("[\udc80-\udcff]", lambda m: f"<0x{ord(m[0]) - 0xDC00:02X}>", text)
-
-
-def _tojson(value: Any, ensure_ascii: bool = False, indent: int | None = None, **kwargs: Any) -> str:
-    """Hugging Face's `tojson` filter: plain json.dumps, no HTML escaping."""
-    return json.dumps(value, ensure_ascii=ensure_ascii, indent=indent, **kwargs)
-
-
-def _raise_exception(message: str) -> None:
-    """`raise_exception` for chat templates: the template rejects the message list."""
-    raise GenerationError(f"the model's chat template rejected the messages: {message}. Fix the message list.")
-
-
-def _strftime_now(fmt: str) -> str:
-    """`strftime_now` for chat templates (Llama 3.x puts today's date in the system prompt)."""
-    return datetime.now().strftime(fmt)
-
-
-def _compile_template(source: str) -> jinja2.Template:
-    """Compile a chat template the way Hugging Face does (sandboxed, trim_blocks, lstrip_blocks)."""
-    env = ImmutableSandboxedEnvironment(trim_blocks=True, lstrip_blocks=True, extensions=["jinja2.ext.loopcontrols"])
-    env.filters["tojson"] = _tojson
-    env.globals.update(raise_exception=_raise_exception, strftime_now=_strftime_now)
-    try:
-        return env.from_string(source)
-    except jinja2.TemplateError as err:
-        raise ModelFormatError(
-            f"the GGUF's chat template (tokenizer.chat_template) is not valid jinja2: {err}. "
-            "Use another GGUF of the model, or one converted with a newer llama.cpp."
-        ) from err
 
 
 def _check_merge_order(merges: Sequence[str], token_id: Mapping[str, int]) -> set[str]:
@@ -309,7 +270,7 @@ class Tokenizer:
             _user_specials=tuple((vocab.texts[i], i) for i in by_length if vocab.types[i] == _USER_DEFINED),
             _template_specials=tuple((vocab.texts[i], i) for i in by_length),
             _control_texts=tuple(vocab.texts[i] for i in by_length if vocab.types[i] != _USER_DEFINED),
-            _template=_compile_template(source),
+            _template=compile_template(source),
         )
 
     def encode(self, text: str) -> list[int]:
