@@ -2,7 +2,8 @@
 
 Shapes stay static so XLA compiles few programs and reuses them: the KV cache is preallocated to a
 power-of-two length, prompts are prefilled in chunks padded to power-of-two buckets, and one jitted decode
-step (forward + sampler) donates the cache so it is updated in place.
+step (forward + sampler) reads the cache while a separate tiny program writes each step's keys/values into it
+in place (see `programs.py`).
 """
 
 from __future__ import annotations
@@ -23,7 +24,7 @@ from .sampling import Sampled, SamplingParams
 from .tokenizer import Tokenizer
 from .transformer import KVCache, Transformer
 
-PREFILL_CHUNK = 512  # longest prefill chunk: bounds attention scores to [h, 512, T] per layer
+PREFILL_CHUNK = 512  # longest prefill chunk: bounds a chunk's activations and attention block scores
 MIN_BUCKET = 16
 MIN_CACHE = 256
 
@@ -50,7 +51,7 @@ class Model:
         self.path = path
         self.dtype = transformer.embed[...].dtype
         self._programs = Programs(transformer)
-        self._state = self._programs.weights
+        self._weights = self._programs.weights  # the transformer's arrays, as the programs take them
         self._caches: dict[int, KVCache] = {}
         self._lock = threading.Lock()
 
@@ -118,7 +119,7 @@ class Model:
                         return
                     pos = np.int32(prompt.size + step - 1)
                     out, chunk, seen = self._programs.decode_step(
-                        self._state, cache, out.token, pos, seen, knobs, key, step
+                        self._weights, cache, out.token, pos, seen, knobs, key, step
                     )
                     cache = self._programs.write(cache, chunk, pos)
                     if pending is not None:  # read the previous step while XLA computes this one
@@ -131,13 +132,10 @@ class Model:
 
     def _prefill_and_sample(self, cache: KVCache, prompt: np.ndarray, knobs, seen, key):
         """All chunks but the last through `forward`; the last one fused with sampling the first token."""
-        chunks = list(prefill_chunks(prompt, cache.length))
-        for start, tokens, _ in chunks[:-1]:
-            _, chunk, _ = self._programs.forward(self._state, cache, tokens, np.int32(start), np.int32(0), False)
-            cache = self._programs.write(cache, chunk, np.int32(start))
-        start, tokens, size = chunks[-1]
+        *head, (start, tokens, size) = prefill_chunks(prompt, cache.length)
+        cache = self._prefill(cache, head)
         out, chunk, seen = self._programs.prefill_and_sample(
-            self._state, cache, tokens, np.int32(start), np.int32(size - 1), knobs, seen, key
+            self._weights, cache, tokens, np.int32(start), np.int32(size - 1), knobs, seen, key
         )
         return out, self._programs.write(cache, chunk, np.int32(start)), seen
 
@@ -150,16 +148,13 @@ class Model:
         cache = self._caches.pop(length, None)
         return cache if cache is not None else KVCache.zeros(self.config, 1, length, self.dtype)
 
-    def _prefill(self, cache: KVCache, prompt: np.ndarray, probe_layer: int | None = None, on_chunk=None):
-        """Run the prompt through in chunks; `on_chunk(start, size, hidden [1, w, d], queries)` sees each.
-
-        Returns the updated cache.
-        """
+    def _prefill(self, cache: KVCache, chunks, probe_layer: int | None = None, on_chunk=None) -> KVCache:
+        """Run `prefill_chunks` through; `on_chunk(start, size, hidden [1, w, d], queries)` sees each."""
         layer = np.int32(probe_layer or 0)
         probe = probe_layer is not None
-        for start, tokens, size in prefill_chunks(prompt, cache.length):
+        for start, tokens, size in chunks:
             at = np.int32(start)
-            hidden, chunk, queries = self._programs.forward(self._state, cache, tokens, at, layer, probe)
+            hidden, chunk, queries = self._programs.forward(self._weights, cache, tokens, at, layer, probe)
             cache = self._programs.write(cache, chunk, at)
             if on_chunk is not None:
                 on_chunk(start, size, hidden, queries)
@@ -180,7 +175,8 @@ class Model:
         with self._lock:
             cache = self._take_cache(n)
             try:
-                cache = self._prefill(cache, ids, layer, lambda start, size, _h, q: chunks.append((start, size, q)))
+                keep = lambda start, size, _hidden, queries: chunks.append((start, size, queries))  # noqa: E731
+                cache = self._prefill(cache, prefill_chunks(ids, cache.length), layer, keep)
                 for start, size, queries in chunks:
                     rows = self._programs.rows(queries, cache.keys[layer], np.int32(start))
                     out[:, start : start + size, :] = np.asarray(rows[0, :, :size, :n])
@@ -194,15 +190,14 @@ class Model:
         with self._lock:
             cache = self._take_cache(ids.size)
             try:
-                cache = self._prefill(
-                    cache, ids, on_chunk=lambda _s, size, h, _p: rows.append(self._logits_of(h[:, :size]))
-                )
+                keep = lambda _start, size, hidden, _queries: rows.append(self._logits_of(hidden[:, :size]))  # noqa: E731
+                cache = self._prefill(cache, prefill_chunks(ids, cache.length), on_chunk=keep)
             finally:
                 self._keep_cache(cache)
         return np.concatenate(rows)
 
     def _logits_of(self, hidden: jax.Array) -> np.ndarray:
-        return np.asarray(self._programs.logits(self._state, hidden))[0]
+        return np.asarray(self._programs.logits(self._weights, hidden))[0]
 
 
 def prefill_chunks(prompt: np.ndarray, cache_length: int) -> Iterator[tuple[int, np.ndarray, int]]:

@@ -74,3 +74,11 @@ def test_unpermute_rotary_inverts_llama_cpp_permutation():
     # what llama.cpp's converter does to HF q/k rows
     gguf_rows = hf.reshape(heads, 2, head_dim // 2, dim).swapaxes(1, 2).reshape(hf.shape)
     np.testing.assert_array_equal(unpermute_rotary(gguf_rows, heads), hf)
+
+
+def test_chunked_prompt_generates_the_same_answer(tiny_model, monkeypatch):
+    """A prompt longer than one prefill chunk: earlier chunks go through `forward`, the last is fused."""
+    whole = [s.token_id for s in tiny_model.generate(IDS, max_tokens=8, temperature=0.0, ignore_eos=True)]
+    monkeypatch.setattr(engine, "PREFILL_CHUNK", 8)
+    chunked = [s.token_id for s in tiny_model.generate(IDS, max_tokens=8, temperature=0.0, ignore_eos=True)]
+    assert chunked == whole
