@@ -5,7 +5,7 @@ Axis legend for the einsums and shape comments:
     h query heads   k key/value heads   g query heads per kv head (h = k * g)   e head dim
 
 Each layer matrix is its own array, with q/k/v fused into one matrix and gate/up into another: on XLA:CPU
-this decodes ~1.5x faster than scanning over stacked layer weights (see docs in README, "Engine").
+this decoded ~1.5x faster than scanning over stacked layer weights in a probe (README, "Engine notes").
 Weights arrive in [in, out] order so every projection is `x @ w`.
 """
 
@@ -197,9 +197,8 @@ class Transformer(nnx.Module):
     def __call__(self, tokens, start, cache: KVCache, probe_layer=None):
         """tokens: [b, s] at positions start..start+s-1, after the cache's first `start` positions.
 
-        Returns (hidden [b, s, d], the chunk's keys/values as a KVCache of length s, probs).
-
-        The third value is the queries [b, h, s, e] of layer `probe_layer` when it is given, else None.
+        Returns (hidden [b, s, d], the chunk's keys/values as a KVCache of length s, queries): the queries
+        [b, h, s, e] of layer `probe_layer` when it is given (for `attention_rows`), else None.
         """
         b, s = tokens.shape
         positions = start + jnp.arange(s)  # [s]
