@@ -10,6 +10,7 @@ import jax.numpy as jnp
 
 from . import prepared
 from .engine import Model
+from .errors import ChatflowError
 from .gguf_file import read_gguf
 from .model_files import resolve_model_path
 from .tokenizer import Tokenizer
@@ -17,6 +18,7 @@ from .transformer import Transformer
 from .weights import transformer_weights
 
 CACHE_ENV_VAR = "CHATFLOW_XLA_CACHE"
+DTYPES = ("float32", "bfloat16", "float16")
 
 
 def enable_compilation_cache() -> Path | None:
@@ -27,7 +29,10 @@ def enable_compilation_cache() -> Path | None:
     if jax.config.jax_compilation_cache_dir:
         return Path(jax.config.jax_compilation_cache_dir)
     folder = Path(setting or Path.home() / ".cache" / "jupyter_chatflow" / "xla").expanduser()
-    folder.mkdir(parents=True, exist_ok=True)
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+    except OSError:  # a read-only home: run without the cache (slower starts), rather than not at all
+        return None
     jax.config.update("jax_compilation_cache_dir", str(folder))
     jax.config.update("jax_persistent_cache_min_compile_time_secs", 0.0)
     jax.config.update("jax_persistent_cache_min_entry_size_bytes", 0)
@@ -51,9 +56,19 @@ def load_model(path: str | os.PathLike[str] | None = None, *, dtype: str | jnp.d
     model_path = resolve_model_path(path)
     ready = prepared.load(model_path) or _prepare(model_path)
     tokenizer = Tokenizer.from_metadata(ready.metadata)
-    chosen = jnp.dtype(dtype) if dtype is not None else default_dtype()
+    chosen = _dtype(dtype)
     transformer = Transformer(ready.config, ready.weights, dtype=chosen)
     return Model(ready.config, tokenizer, transformer, path=model_path)
+
+
+def _dtype(dtype: str | jnp.dtype | None) -> jnp.dtype:
+    if dtype is None:
+        return default_dtype()
+    if str(jnp.dtype(dtype) if not isinstance(dtype, str) else dtype) not in DTYPES:
+        raise ChatflowError(
+            f"dtype must be one of {', '.join(DTYPES)} (or None for the backend's default), got {dtype!r}"
+        )
+    return jnp.dtype(dtype)
 
 
 def _prepare(model_path: Path) -> prepared.Prepared:

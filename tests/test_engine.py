@@ -90,3 +90,10 @@ def test_attention_layer_must_exist(tiny_model):
 def test_ignore_eos_always_gives_max_tokens(tiny_model):
     generation = tiny_model.generate([1, 50], max_tokens=12, temperature=0.0, ignore_eos=True)
     assert len(list(generation)) == 12 and generation.finish_reason == "length"
+
+
+def test_unknown_dtype_is_a_clear_error(tiny_path):
+    from jupyter_chatflow import ChatflowError, load_model
+
+    with pytest.raises(ChatflowError, match="dtype must be one of float32, bfloat16, float16"):
+        load_model(tiny_path, dtype="int4")
