@@ -27,9 +27,10 @@ def build_parser() -> argparse.ArgumentParser:
     chat = commands.add_parser("chat", help="stream the model's answer to PROMPT")
     chat.add_argument("prompt", help="the user message")
     chat.add_argument("--system", default=None, help="system prompt (default: the chat template's own)")
-    chat.add_argument("--temperature", type=float, default=0.7, help="0 is greedy (default 0.7)")
-    chat.add_argument("--top-p", type=float, default=0.95, help="nucleus sampling mass (default 0.95)")
-    chat.add_argument("--top-k", type=int, default=40, help="keep the k likeliest tokens; 0 keeps all (default 40)")
+    # Defaults from SmolLM2's model card (temperature 0.2, top-p 0.9): small models ramble when sampled hotter.
+    chat.add_argument("--temperature", type=float, default=0.2, help="0 is greedy (default 0.2)")
+    chat.add_argument("--top-p", type=float, default=0.9, help="nucleus sampling mass (default 0.9)")
+    chat.add_argument("--top-k", type=int, default=0, help="keep the k likeliest tokens; 0 keeps all (default)")
     chat.add_argument("--min-p", type=float, default=0.0, help="drop tokens below min_p x the top one")
     chat.add_argument("--repetition-penalty", type=float, default=1.0, help="1 is off")
     chat.add_argument("--max-tokens", type=int, default=256, help="most tokens to generate (default 256)")
