@@ -9,7 +9,7 @@ from __future__ import annotations
 import dataclasses
 import os
 from collections import Counter
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -80,14 +80,36 @@ class GGUFModel:
 
 
 def read_gguf(path: str | os.PathLike[str]) -> GGUFModel:
-    """Open, validate and dequantize a Llama-family GGUF file."""
+    """Open and validate a Llama-family GGUF file; its tensors are dequantized when first read.
+
+    Lazily, so a loader that arranges one layer at a time never holds every float32 tensor at once (the
+    peak memory of a first load matters on small machines such as Binder's).
+    """
     path = Path(path)
     reader = _open_reader(path)
     metadata, config = _metadata_and_config(path, reader)
     by_name = {tensor.name: tensor for tensor in reader.tensors}
-    tensors = {name: _dequantize(path, tensor) for name, tensor in by_name.items()}
+    for tensor in by_name.values():
+        _check_quant(path, tensor)
     quants = {name: tensor.tensor_type.name for name, tensor in by_name.items()}
+    tensors = _Dequantized(path, by_name)
     return GGUFModel(path=path, config=config, metadata=metadata, tensors=tensors, quant_types=quants)
+
+
+class _Dequantized(Mapping[str, np.ndarray]):
+    """Tensor name -> float32 array in numpy order ([out, in]), dequantized on each read (not kept)."""
+
+    def __init__(self, path: Path, by_name: Mapping[str, Any]):
+        self._path, self._by_name = path, by_name  # the reader's tensors: views of its memory map
+
+    def __getitem__(self, name: str) -> np.ndarray:
+        return _dequantize(self._path, self._by_name[name])
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._by_name)
+
+    def __len__(self) -> int:
+        return len(self._by_name)
 
 
 def read_metadata(path: str | os.PathLike[str]) -> dict[str, Any]:
@@ -185,7 +207,7 @@ def _check_tensor_names(path: Path, config: ModelConfig, by_name: Mapping[str, A
         raise ModelFormatError(f"{path} lacks {len(missing)} tensor(s) a Llama model needs: {shown}")
 
 
-def _dequantize(path: Path, tensor: Any) -> np.ndarray:
+def _check_quant(path: Path, tensor: Any) -> None:
     qtype = gguf.GGMLQuantizationType(tensor.tensor_type)
     if qtype not in SUPPORTED_QUANTS:
         names = ", ".join(sorted(q.name for q in SUPPORTED_QUANTS))
@@ -193,6 +215,10 @@ def _dequantize(path: Path, tensor: Any) -> np.ndarray:
             f"{path}: tensor {tensor.name} is stored as {qtype.name}, which is not supported. "
             f"Supported: {names}. Re-quantize the model (e.g. to Q8_0 or Q4_K_M)."
         )
+
+
+def _dequantize(path: Path, tensor: Any) -> np.ndarray:
+    """float32 values of a tensor whose type `_check_quant` accepted."""
     shape = tuple(int(n) for n in reversed(tensor.shape))  # GGUF lists dims innermost first
-    values = gguf.quants.dequantize(tensor.data, qtype)
+    values = gguf.quants.dequantize(tensor.data, gguf.GGMLQuantizationType(tensor.tensor_type))
     return np.ascontiguousarray(values, dtype=np.float32).reshape(shape)

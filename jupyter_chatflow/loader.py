@@ -76,5 +76,6 @@ def _prepare(model_path: Path) -> prepared.Prepared:
     gguf_model = read_gguf(model_path)
     weights = transformer_weights(gguf_model.config, gguf_model.tensors)
     ready = prepared.Prepared(metadata=dict(gguf_model.metadata), config=gguf_model.config, weights=weights)
-    prepared.save(model_path, ready)
-    return ready
+    if prepared.save(model_path, ready) is None:
+        return ready
+    return prepared.load(model_path) or ready  # memory-mapped: the arranged copies can be freed now
