@@ -37,6 +37,8 @@ class TinySpec:
     tied: bool = True
     seed: int = 0
     chat_template: str | None = CHATML_TEMPLATE
+    vocabulary: str = "gpt2"
+    """'gpt2' (byte-level BPE with merges, like SmolLM2's) or 'llama' (SentencePiece with scores, like TinyLlama's)."""
 
 
 def byte_vocabulary() -> list[str]:
@@ -51,12 +53,25 @@ def tiny_tokens() -> list[str]:
     return [*SPECIALS, *byte_vocabulary(), *(m.replace(" ", "") for m in MERGES)]
 
 
+SPM_PIECES = ("▁", *"abcdefghijklmnopqrstuvwxyz", "▁t", "he", "▁the", "in", "er", "▁a", "on", "▁s", "é", "▁é")
+
+
+def tiny_spm_tokens() -> tuple[list[str], list[float], list[int]]:
+    """A SentencePiece-style vocabulary: <unk>, <s>, </s>, 256 <0xNN> byte tokens, pieces with scores."""
+    tokens = ["<unk>", "<s>", "</s>", *(f"<0x{b:02X}>" for b in range(256)), *SPM_PIECES]
+    scores = [0.0] * (3 + 256) + [-float(i) for i in range(len(SPM_PIECES))]
+    types = [2, 3, 3, *([6] * 256), *([1] * len(SPM_PIECES))]
+    return tokens, scores, types
+
+
 def write_tiny_gguf(path: str | os.PathLike[str], spec: TinySpec = TinySpec()) -> Path:
     """Write a random-weight Llama GGUF to `path` and return the path."""
     path = Path(path)
     tokens = tiny_tokens()
     writer = gguf.GGUFWriter(str(path), "llama")
     _add_metadata(writer, spec, tokens)
+    if spec.vocabulary == "llama":
+        tokens = tiny_spm_tokens()[0]
     rng = np.random.default_rng(spec.seed)
     for name, shape in _tensor_shapes(spec, len(tokens)).items():
         values = (rng.standard_normal(shape) * 0.2).astype(np.float32)
@@ -82,16 +97,30 @@ def _add_metadata(writer: gguf.GGUFWriter, spec: TinySpec, tokens: list[str]) ->
     writer.add_rope_freq_base(10000.0)
     writer.add_layer_norm_rms_eps(1e-5)
     writer.add_rope_dimension_count(spec.dim // spec.n_heads)
-    writer.add_tokenizer_model("gpt2")
-    writer.add_tokenizer_pre("smollm")
-    writer.add_token_list(tokens)
-    writer.add_token_types([3 if t in SPECIALS else 1 for t in tokens])
-    writer.add_token_merges(list(MERGES))
+    if spec.vocabulary == "llama":
+        _add_spm_vocabulary(writer)
+    else:
+        writer.add_tokenizer_model("gpt2")
+        writer.add_tokenizer_pre("smollm")
+        writer.add_token_list(tokens)
+        writer.add_token_types([3 if t in SPECIALS else 1 for t in tokens])
+        writer.add_token_merges(list(MERGES))
+        writer.add_add_bos_token(False)
     writer.add_bos_token_id(1)
     writer.add_eos_token_id(2)
-    writer.add_add_bos_token(False)
     if spec.chat_template is not None:
         writer.add_chat_template(spec.chat_template)
+
+
+def _add_spm_vocabulary(writer: gguf.GGUFWriter) -> None:
+    tokens, scores, types = tiny_spm_tokens()
+    writer.add_tokenizer_model("llama")
+    writer.add_token_list(tokens)
+    writer.add_token_scores(scores)
+    writer.add_token_types(types)
+    writer.add_unk_token_id(0)
+    writer.add_add_bos_token(True)
+    writer.add_add_space_prefix(True)
 
 
 def _tensor_shapes(spec: TinySpec, vocab: int) -> dict[str, tuple[int, ...]]:
