@@ -114,3 +114,10 @@ def test_ctrl_c_stops_cleanly_and_keeps_the_partial_answer():
     assert process.returncode == 130, err
     assert first.strip() and rest.rstrip().endswith("[stopped]")
     assert "Traceback" not in err
+
+
+def test_prompt_larger_than_the_window_is_a_short_message(tiny_path, capsys):
+    huge = "lorem ipsum " * 100_000  # ~1.2 MB of text
+    assert main(["chat", "--model", str(tiny_path), huge]) == 1
+    err = capsys.readouterr().err
+    assert "window is 512" in err and "shorten the prompt" in err and "Traceback" not in err
