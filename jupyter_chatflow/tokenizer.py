@@ -1,4 +1,5 @@
-"""Tokenizer for GGUF byte-level BPE vocabularies: a real `tiktoken.Encoding`, byte-exact with llama.cpp.
+"""Tokenizer for GGUF byte-level BPE and SentencePiece vocabularies: a real `tiktoken.Encoding`, byte-exact
+with llama.cpp.
 
 It also renders the GGUF's chat template with jinja2 (as Hugging Face does) and detokenizes incrementally.
 
@@ -15,6 +16,13 @@ How it stays exact with llama.cpp (`llm_tokenizer_bpe` in `src/llama-vocab.cpp`)
   `vocab_size + byte` in the Encoding and `encode` drops them.
 - Special tokens are cut out first, longest text first, like `tokenizer_st_partition`: control tokens only in
   template text (`encode_template`), user-defined ones everywhere (llama.cpp does that even for user text).
+
+SentencePiece vocabularies (`tokenizer.ggml.model == "llama"`: TinyLlama, Llama 2, Mistral 7B v0.1) follow
+llama.cpp's `llm_tokenizer_spm` through a tiered tiktoken Encoding whose ranks are mapped to ids
+(`jupyter_chatflow.spm`); each text fragment that is first or follows a special token gets a space prefix
+(`tokenizer.ggml.add_space_prefix`, default true), ' ' becomes '▁', BOS is added by default, and tokens
+decode with '▁' as ' ' and '<0xNN>' as that byte. `decode` keeps the prefix space (" Hello"), like the
+token-by-token pieces of `StreamDecoder`.
 
 Example:
     >>> tok = Tokenizer.from_metadata(metadata)            # metadata: {key: field.contents()} of a GGUF
@@ -35,14 +43,15 @@ from typing import Any
 import jinja2
 import tiktoken
 
+from jupyter_chatflow.bpe import TYPE_CONTROL, TYPE_NORMAL, TYPE_UNKNOWN, TYPE_USER_DEFINED, BpeVocab
 from jupyter_chatflow.chat_template import CHATML_TEMPLATE, compile_template
 from jupyter_chatflow.errors import GenerationError, ModelFormatError
 from jupyter_chatflow.pretokenize import pre_tokenizer
+from jupyter_chatflow.spm import SpmCodec, spm_piece_bytes
 
 __all__ = ["CHATML_TEMPLATE", "StreamDecoder", "Tokenizer"]
 
 # GGUF token types (gguf.TokenType); 5 (unused) tokens are neither text llama.cpp's BPE makes nor special.
-_NORMAL, _UNKNOWN, _CONTROL, _USER_DEFINED, _BYTE = 1, 2, 3, 4, 6
 
 # Token texts that end a chat turn (llama.cpp's end-of-generation list, less the fill-in-the-middle ones).
 _CHAT_END_TEXTS = (
@@ -56,26 +65,6 @@ _CHAT_END_TEXTS = (
     "<EOT>",
     "<end_of_utterance>",
 )
-
-
-def _gpt2_byte_decoder() -> dict[str, int]:
-    """GPT-2's `bytes_to_unicode`, inverted: the printable character that stands for each byte."""
-    printable = [*range(0x21, 0x7F), *range(0xA1, 0xAD), *range(0xAE, 0x100)]
-    others = [b for b in range(256) if b not in printable]
-    mapping = {chr(b): b for b in printable}
-    mapping.update({chr(256 + n): b for n, b in enumerate(others)})
-    return mapping
-
-
-_BYTE_OF_CHAR = _gpt2_byte_decoder()
-
-
-def _gpt2_bytes(text: str) -> bytes | None:
-    """The bytes a vocabulary string in GPT-2 form stands for ('Ġthe' -> b' the'), or None if it is not."""
-    try:
-        return bytes(_BYTE_OF_CHAR[c] for c in text)
-    except KeyError:
-        return None
 
 
 def _clean(text: str) -> str:
@@ -113,86 +102,13 @@ def _readable(data: bytes) -> str:
     return re.sub("[\udc80-\udcff]", lambda m: f"<0x{ord(m[0]) - 0xDC00:02X}>", text)
 
 
-def _check_merge_order(merges: Sequence[str], token_id: Mapping[str, int]) -> set[str]:
-    """Check that token ids grow with merge order (so tiktoken's priority is llama.cpp's); return the merged.
-
-    Raises ModelFormatError when a merge makes a string that is not a token, or when ids and merge order
-    disagree: then no tiktoken Encoding with rank = id can reproduce llama.cpp.
-    """
-    merged: set[str] = set()
-    last = -1
-    for index, merge in enumerate(merges):
-        split = merge.find(" ", 1)  # llama.cpp splits at the first space after the first character
-        result = merge[:split] + merge[split + 1 :] if split > 0 else merge
-        tid = token_id.get(result)
-        if tid is None:
-            raise ModelFormatError(
-                f"merge #{index} {merge!r} makes {result!r}, which is not in the vocabulary: the GGUF's "
-                "tokenizer is inconsistent. Re-convert the model with llama.cpp's convert_hf_to_gguf.py."
-            )
-        if result in merged:
-            continue  # a second merge to the same token: tiktoken ranks it with the first
-        if tid <= last:
-            raise ModelFormatError(
-                f"token ids do not follow merge order (merge #{index} {merge!r} makes id {tid} after id "
-                f"{last}), so this vocabulary cannot be a tiktoken Encoding that matches llama.cpp. "
-                "Use a GGUF of another model."
-            )
-        merged.add(result)
-        last = tid
-    return merged
-
-
-@dataclass(frozen=True, eq=False)
-class _Vocab:
-    """The vocabulary read from GGUF metadata: bytes per id, tiktoken's tables, token classes."""
-
-    pieces: tuple[bytes, ...]
-    ranks: dict[bytes, int]
-    specials: dict[str, int]
-    types: tuple[int, ...]
-    texts: tuple[str, ...]
-
-    @classmethod
-    def read(cls, metadata: Mapping[str, Any], ignore_merges: bool) -> _Vocab:
-        """Read tokens, types and merges; decide which tokens tiktoken may produce by merging."""
-        texts = tuple(metadata["tokenizer.ggml.tokens"])
-        types = tuple(metadata.get("tokenizer.ggml.token_type") or [_NORMAL] * len(texts))
-        if len(types) != len(texts):
-            raise ModelFormatError(
-                f"the GGUF has {len(texts)} tokens but {len(types)} token types: the file is damaged. "
-                "Download or convert it again."
-            )
-        token_id = {text: i for i, text in enumerate(texts)}  # a repeated text: the last id, as llama.cpp
-        merges = metadata.get("tokenizer.ggml.merges")
-        if merges is None:
-            raise ModelFormatError(
-                "the GGUF has a BPE vocabulary but no tokenizer.ggml.merges. Re-convert it with llama.cpp's "
-                "convert_hf_to_gguf.py."
-            )
-        merged = _check_merge_order(merges, token_id)
-        pieces: list[bytes] = []
-        ranks: dict[bytes, int] = {}
-        specials: dict[str, int] = {}
-        for i, (text, kind) in enumerate(zip(texts, types, strict=True)):
-            data = _gpt2_bytes(text) if kind in (_NORMAL, _BYTE) else None
-            pieces.append(text.encode("utf-8") if data is None else data)
-            if data is None:
-                specials[text] = i  # control, user-defined, unknown, unused: their text as is
-            elif len(data) == 1 or ignore_merges or text in merged:
-                ranks[data] = i  # a token llama.cpp's BPE can reach
-        for byte in range(256):
-            ranks.setdefault(bytes([byte]), len(texts) + byte)  # placeholder: llama.cpp drops the byte
-        return cls(tuple(pieces), ranks, specials, types, texts)
-
-
 @dataclass(frozen=True, eq=False)
 class Tokenizer:
     """A GGUF model's tokenizer: encode/decode byte-exact with llama.cpp, render and tokenize chat prompts.
 
-    Build it with `Tokenizer.from_metadata(metadata)`; `encoding` is the real `tiktoken.Encoding` (its
+    Build it with `Tokenizer.from_metadata(metadata)`; `encoding` is the real `tiktoken.Encoding` (BPE: its
     `encode_ordinary` may return placeholder ids >= vocab_size for bytes the vocabulary lacks; `encode`
-    drops them, as llama.cpp does).
+    drops them, as llama.cpp does. SentencePiece: its ranks are not token ids; use `encode`).
     """
 
     encoding: tiktoken.Encoding
@@ -213,6 +129,7 @@ class Tokenizer:
     _template_specials: tuple[tuple[str, int], ...] = field(repr=False)
     _control_texts: tuple[str, ...] = field(repr=False)
     _template: jinja2.Template = field(repr=False)
+    _spm: SpmCodec | None = field(default=None, repr=False)
 
     @classmethod
     def from_metadata(cls, metadata: Mapping[str, Any]) -> Tokenizer:
@@ -221,25 +138,69 @@ class Tokenizer:
         Raises ModelFormatError for vocabularies this module cannot reproduce exactly.
         """
         model = metadata.get("tokenizer.ggml.model")
+        if model == "llama":
+            return cls._from_spm(metadata)
         if model != "gpt2":
-            follow_up = (
-                " SentencePiece ('llama') vocabularies such as TinyLlama's are a planned follow-up."
-                if model == "llama"
-                else ""
-            )
             raise ModelFormatError(
-                f"tokenizer.ggml.model is {model!r}; only GPT-2-style byte-level BPE ('gpt2') is supported."
-                f"{follow_up} Use a model with a 'gpt2' vocabulary, such as SmolLM2."
+                f"tokenizer.ggml.model is {model!r}; only GPT-2-style byte-level BPE ('gpt2') and SentencePiece "
+                "('llama') vocabularies are supported. Use a model with one of these, such as SmolLM2 or TinyLlama."
             )
         pre = pre_tokenizer(metadata.get("tokenizer.ggml.pre"))
-        vocab = _Vocab.read(metadata, pre.ignore_merges)
-        n = len(vocab.texts)
+        vocab = BpeVocab.read(metadata, pre.ignore_merges)
         encoding = tiktoken.Encoding(
-            name=f"gguf-{pre.kind}-{n}",
+            name=f"gguf-{pre.kind}-{len(vocab.texts)}",
             pat_str=pre.pattern,
             mergeable_ranks=vocab.ranks,
             special_tokens=vocab.specials,
         )
+        return cls._assemble(metadata, encoding, vocab.texts, vocab.types, vocab.pieces, pre.add_bos_default, None)
+
+    @classmethod
+    def _from_spm(cls, metadata: Mapping[str, Any]) -> Tokenizer:
+        """A SentencePiece vocabulary: tiered tiktoken ranks mapped to ids (`jupyter_chatflow.spm`)."""
+        texts = tuple(metadata["tokenizer.ggml.tokens"])
+        types = tuple(metadata.get("tokenizer.ggml.token_type") or [TYPE_NORMAL] * len(texts))
+        scores = metadata.get("tokenizer.ggml.scores")
+        if scores is None:  # llama.cpp reads 0.0 for all: every merge would be a tie, broken by position
+            raise ModelFormatError(
+                "the GGUF's SentencePiece ('llama') vocabulary has no tokenizer.ggml.scores, so every merge would "
+                "be a tie (broken by position, which tiktoken cannot reproduce). Re-convert the model with "
+                "llama.cpp's convert_hf_to_gguf.py, which writes the scores."
+            )
+        if not len(types) == len(scores) == len(texts):
+            raise ModelFormatError(
+                f"the GGUF has {len(texts)} tokens but {len(types)} token types and {len(scores)} scores: the "
+                "file is damaged. Download or convert it again."
+            )
+        codec = SpmCodec.build(texts, scores, metadata)
+        if codec.tie_conflicts:
+            left, right = codec.tie_conflicts[0]
+            raise ModelFormatError(
+                f"the SentencePiece vocabulary has {len(codec.tie_conflicts)} pairs of tokens with equal scores "
+                f"whose merge order llama.cpp decides by position (e.g. {texts[left]!r} and {texts[right]!r}), "
+                "which a tiktoken Encoding cannot reproduce. Use a GGUF of another model."
+            )
+        pieces = []
+        for text, kind in zip(texts, types, strict=True):
+            data = spm_piece_bytes(text, kind)
+            pieces.append(text.encode("utf-8") if data is None else data)
+        defaults = {"tokenizer.ggml.bos_token_id": 1, "tokenizer.ggml.eos_token_id": 2}  # llama.cpp's for SPM
+        metadata = {**defaults, **{k: v for k, v in metadata.items() if v is not None}}
+        return cls._assemble(metadata, codec.encoding, texts, types, tuple(pieces), True, codec)
+
+    @classmethod
+    def _assemble(
+        cls,
+        metadata: Mapping[str, Any],
+        encoding: tiktoken.Encoding,
+        texts: tuple[str, ...],
+        types: tuple[int, ...],
+        pieces: tuple[bytes, ...],
+        add_bos_default: bool,
+        spm: SpmCodec | None,
+    ) -> Tokenizer:
+        """The parts both vocabulary kinds share: special ids, stop ids, BOS, the chat template."""
+        n = len(texts)
         bos, eos = metadata.get("tokenizer.ggml.bos_token_id"), metadata.get("tokenizer.ggml.eos_token_id")
         if eos is None or not 0 <= eos < n:
             raise ModelFormatError(
@@ -248,14 +209,15 @@ class Tokenizer:
             )
         if bos is not None and not 0 <= bos < n:
             bos = None
-        kinds = {_CONTROL, _UNKNOWN, _USER_DEFINED}
-        special = frozenset(i for i, kind in enumerate(vocab.types) if kind in kinds)
-        chat_end = {i for i, text in enumerate(vocab.texts) if text in _CHAT_END_TEXTS}
+        kinds = {TYPE_CONTROL, TYPE_UNKNOWN, TYPE_USER_DEFINED}
+        special = frozenset(i for i, kind in enumerate(types) if kind in kinds)
+        chat_end = {i for i, text in enumerate(texts) if text in _CHAT_END_TEXTS}
         for key in ("tokenizer.ggml.eot_token_id", "tokenizer.ggml.eom_token_id"):
             if metadata.get(key) is not None:
                 chat_end.add(int(metadata[key]))
-        by_length = sorted(special, key=lambda i: (-len(vocab.pieces[i]), i))
+        by_length = sorted(special, key=lambda i: (-len(pieces[i]), i))
         source = metadata.get("tokenizer.chat_template") or CHATML_TEMPLATE
+        add_bos = metadata.get("tokenizer.ggml.add_bos_token")
         return cls(
             encoding=encoding,
             vocab_size=n,
@@ -263,14 +225,15 @@ class Tokenizer:
             eos_id=int(eos),
             stop_ids=frozenset({int(eos), *chat_end}),
             special_ids=special,
-            add_bos=bool(metadata.get("tokenizer.ggml.add_bos_token", pre.add_bos_default)),
+            add_bos=bool(add_bos_default if add_bos is None else add_bos),
             chat_template=source,
-            _pieces=vocab.pieces,
-            _texts=vocab.texts,
-            _user_specials=tuple((vocab.texts[i], i) for i in by_length if vocab.types[i] == _USER_DEFINED),
-            _template_specials=tuple((vocab.texts[i], i) for i in by_length),
-            _control_texts=tuple(vocab.texts[i] for i in by_length if vocab.types[i] != _USER_DEFINED),
+            _pieces=pieces,
+            _texts=texts,
+            _user_specials=tuple((texts[i], i) for i in by_length if types[i] == TYPE_USER_DEFINED),
+            _template_specials=tuple((texts[i], i) for i in by_length),
+            _control_texts=tuple(texts[i] for i in by_length if types[i] != TYPE_USER_DEFINED),
             _template=compile_template(source),
+            _spm=spm,
         )
 
     def encode(self, text: str) -> list[int]:
@@ -333,8 +296,17 @@ class Tokenizer:
         return ids
 
     def _encode_parts(self, parts: Sequence[str | int]) -> list[int]:
-        """BPE-encode the text parts, keep the special-token ids, drop placeholder ids."""
+        """Encode the text parts, keep the special-token ids; BPE: drop placeholder ids."""
         ids: list[int] = []
+        if self._spm is not None:  # llama.cpp: a space prefix for text that is first or follows a special token
+            previous_special = True
+            for part in parts:
+                if isinstance(part, int):
+                    ids.append(part)
+                else:
+                    ids.extend(self._spm.encode_fragment(part, space_prefix=previous_special))
+                previous_special = isinstance(part, int)
+            return ids
         for part in parts:
             if isinstance(part, int):
                 ids.append(part)
