@@ -37,6 +37,8 @@ class TinySpec:
     tied: bool = True
     seed: int = 0
     chat_template: str | None = CHATML_TEMPLATE
+    rope_freqs: bool = False
+    """Ship a `rope_freqs.weight` tensor of per-frequency factors, as Llama 3.1+ GGUF files do."""
     vocabulary: str = "gpt2"
     """'gpt2' (byte-level BPE with merges, like SmolLM2's) or 'llama' (SentencePiece with scores, like TinyLlama's)."""
 
@@ -77,6 +79,8 @@ def write_tiny_gguf(path: str | os.PathLike[str], spec: TinySpec = TinySpec()) -
         values = (rng.standard_normal(shape) * 0.2).astype(np.float32)
         if name.endswith("norm.weight"):
             writer.add_tensor(name, 1.0 + values)
+        elif name == "rope_freqs.weight":  # factors >= 1 that stretch the low frequencies, as Llama 3.1's do
+            writer.add_tensor(name, np.linspace(1.0, 8.0, shape[0], dtype=np.float32))
         else:
             _add_matrix(writer, name, values, spec.quant if name.startswith("blk.") else "F32", rng)
     writer.write_header_to_file()
@@ -133,6 +137,8 @@ def _tensor_shapes(spec: TinySpec, vocab: int) -> dict[str, tuple[int, ...]]:
     }
     if not spec.tied:
         shapes["output.weight"] = (vocab, spec.dim)
+    if spec.rope_freqs:
+        shapes["rope_freqs.weight"] = (head_dim // 2,)
     for i in range(spec.n_layers):
         shapes |= {
             f"blk.{i}.attn_norm.weight": (spec.dim,),

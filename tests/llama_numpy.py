@@ -13,10 +13,12 @@ def rms_norm(x: np.ndarray, scale: np.ndarray, eps: float) -> np.ndarray:
     return x / np.sqrt(np.mean(x * x, axis=-1, keepdims=True) + eps) * scale
 
 
-def rope_interleaved(x: np.ndarray, base: float) -> np.ndarray:
-    """x: [T, n, e]; rotate each adjacent pair (2j, 2j+1) by pos * base^(-2j/e)."""
+def rope_interleaved(x: np.ndarray, base: float, factors: np.ndarray | None = None) -> np.ndarray:
+    """x: [T, n, e]; rotate each adjacent pair (2j, 2j+1) by pos * base^(-2j/e) / factors[j] (llama.cpp)."""
     length, _, dim = x.shape
     theta = np.arange(length)[:, None] * base ** (-np.arange(0, dim, 2) / dim)[None, :]  # [T, e/2]
+    if factors is not None:
+        theta = theta / factors[None, :]
     cos, sin = np.cos(theta)[:, None, :], np.sin(theta)[:, None, :]
     even, odd = x[..., 0::2], x[..., 1::2]
     out = np.empty_like(x)
@@ -35,8 +37,9 @@ def forward(tensors, config, ids) -> tuple[np.ndarray, list[np.ndarray]]:
     for i in range(config.n_layers):
         w = lambda name, i=i: t[f"blk.{i}.{name}.weight"]  # noqa: E731
         h = rms_norm(x, w("attn_norm"), config.norm_eps)
-        q = rope_interleaved((h @ w("attn_q").T).reshape(length, heads, dim), config.rope_base)
-        k = rope_interleaved((h @ w("attn_k").T).reshape(length, kv_heads, dim), config.rope_base)
+        factors = t.get("rope_freqs.weight")
+        q = rope_interleaved((h @ w("attn_q").T).reshape(length, heads, dim), config.rope_base, factors)
+        k = rope_interleaved((h @ w("attn_k").T).reshape(length, kv_heads, dim), config.rope_base, factors)
         v = (h @ w("attn_v").T).reshape(length, kv_heads, dim)
         group = heads // kv_heads
         probs = np.empty((heads, length, length))

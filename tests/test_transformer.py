@@ -82,3 +82,16 @@ def test_chunked_prompt_generates_the_same_answer(tiny_model, monkeypatch):
     monkeypatch.setattr(engine, "PREFILL_CHUNK", 8)
     chunked = [s.token_id for s in tiny_model.generate(IDS, max_tokens=8, temperature=0.0, ignore_eos=True)]
     assert chunked == whole
+
+
+def test_rope_frequency_factors_of_llama_3_1_files(tmp_path):
+    """A `rope_freqs.weight` tensor divides the rotary frequencies (llama.cpp's Llama 3.1+ scaling)."""
+    path = write_tiny_gguf(tmp_path / "llama31.gguf", TinySpec(rope_freqs=True, seed=5))
+    model, gguf_model = load_model(path), read_gguf(path)
+    assert "rope_freqs.weight" in gguf_model.tensors
+    expected, _ = llama_numpy.forward(gguf_model.tensors, gguf_model.config, IDS)
+    np.testing.assert_allclose(model.logits(IDS), expected, atol=2e-4, rtol=1e-4)
+    plain, _ = llama_numpy.forward(
+        {k: v for k, v in gguf_model.tensors.items() if k != "rope_freqs.weight"}, gguf_model.config, IDS
+    )
+    assert np.abs(plain - expected).max() > 1e-3, "the factors made no difference: the test would prove nothing"
