@@ -59,7 +59,7 @@ class _Reader(gguf.GGUFReader):
     (about 100,000 for a vocabulary), which made parsing 2.5x slower than over a plain view of the same memory.
     """
 
-    @property
+    @property  # type: ignore[override]  # a plain view of the same memory map
     def data(self) -> np.ndarray:
         return self._plain
 

@@ -26,8 +26,9 @@ def enable_compilation_cache() -> Path | None:
     setting = os.environ.get(CACHE_ENV_VAR, "")
     if setting.lower() == "off":
         return None
-    if jax.config.jax_compilation_cache_dir:
-        return Path(jax.config.jax_compilation_cache_dir)
+    configured = getattr(jax.config, "jax_compilation_cache_dir", None)
+    if configured:
+        return Path(configured)
     folder = Path(setting or Path.home() / ".cache" / "jupyter_chatflow" / "xla").expanduser()
     try:
         folder.mkdir(parents=True, exist_ok=True)

@@ -284,9 +284,9 @@ def _tie_conflicts(
     found: set[tuple[int, int]] = set()
     for y in tied:  # shared symbol
         for k in range(1, len(y)):
-            x = first.get((score[y], y[k:]))
-            if x is not None and x < token_id[y]:
-                found.add((token_id[y], x))
+            x_id = first.get((score[y], y[k:]))
+            if x_id is not None and x_id < token_id[y]:
+                found.add((token_id[y], x_id))
     tied_set = set(tied)
     for w in multi:  # a cascade of merges scoring at least as high that starts at one and takes a symbol of the other
         for i in range(len(w)):
@@ -296,11 +296,11 @@ def _tie_conflicts(
                     continue
                 tid = token_id[x]
                 for k in range(1, i + 1):  # w = (proper suffix of y) + ... + x + ...: x first lets w take y's symbol
-                    y = last.get((score[x], w[:k]))
-                    if y is not None and y > tid:
-                        found.add((y, tid))
+                    y_id = last.get((score[x], w[:k]))
+                    if y_id is not None and y_id > tid:
+                        found.add((y_id, tid))
                 for k in range(j, len(w)):  # w = ... + x + ... + (proper prefix of y), x on the left
-                    y = first.get((score[x], w[k:]))
-                    if y is not None and y < tid:
-                        found.add((tid, y))
+                    y_id = first.get((score[x], w[k:]))
+                    if y_id is not None and y_id < tid:
+                        found.add((tid, y_id))
     return tuple(sorted(found))
