@@ -54,6 +54,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     try:
         return {"chat": run_chat, "tokens": run_tokens, "model": run_model_info}[args.command](args)
+    except KeyboardInterrupt:  # Ctrl-C before streaming started (while loading, say): no traceback
+        print("\nchatflow: interrupted", file=sys.stderr)
+        return 130
     except ChatflowError as error:
         if getattr(args, "json", False):
             _emit({"type": "error", "error": type(error).__name__, "message": str(error)}, sys.stdout)

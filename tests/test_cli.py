@@ -121,3 +121,14 @@ def test_prompt_larger_than_the_window_is_a_short_message(tiny_path, capsys):
     assert main(["chat", "--model", str(tiny_path), huge]) == 1
     err = capsys.readouterr().err
     assert "window is 512" in err and "shorten the prompt" in err and "Traceback" not in err
+
+
+def test_ctrl_c_while_loading_is_not_a_traceback(monkeypatch, capsys, tiny_path):
+    from jupyter_chatflow import loader
+
+    def interrupted(*args, **kwargs):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(loader, "load_model", interrupted)
+    assert main(["chat", "--model", str(tiny_path), "Hi"]) == 130
+    assert capsys.readouterr().err.endswith("chatflow: interrupted\n")
