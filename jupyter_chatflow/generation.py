@@ -141,7 +141,8 @@ class Generation:
 
     def _release(self, pending: str, final: bool = False) -> tuple[str, str, bool]:
         """Split pending text into (shown now, held back, hit a stop string)."""
-        window = self.text[-max((len(s) for s in self._stop), default=0) :] + pending
+        reach = max((len(s) for s in self._stop), default=0)  # shown text a stop string could still touch
+        window = (self.text[-reach:] if reach else "") + pending
         hits = [window.find(s) for s in self._stop if s in window]
         if hits:
             cut = min(hits) - (len(window) - len(pending))

@@ -76,20 +76,23 @@ def save(model_path: Path, prepared: Prepared) -> Path | None:
     try:
         entry.parent.mkdir(parents=True, exist_ok=True)
         staging = Path(tempfile.mkdtemp(dir=entry.parent, prefix=".writing-"))
-        arrays = _flatten(prepared.weights)
-        for name, array in arrays.items():
-            np.save(staging / f"{name}.npy", np.ascontiguousarray(array))
-        manifest = {
-            "metadata": prepared.metadata,
-            "config": dataclasses.asdict(prepared.config),
-            "arrays": list(arrays),
-        }
-        (staging / "manifest.json").write_text(json.dumps(manifest))
-        staging.rename(entry)
     except OSError:
-        shutil.rmtree(staging, ignore_errors=True) if "staging" in locals() else None
+        return None
+    try:
+        _write_entry(staging, prepared)
+        staging.rename(entry)  # fails if another process got there first: its entry is as good
+    except OSError:
+        shutil.rmtree(staging, ignore_errors=True)
         return None
     return entry
+
+
+def _write_entry(folder: Path, prepared: Prepared) -> None:
+    arrays = _flatten(prepared.weights)
+    for name, array in arrays.items():
+        np.save(folder / f"{name}.npy", np.ascontiguousarray(array))
+    manifest = {"metadata": prepared.metadata, "config": dataclasses.asdict(prepared.config), "arrays": list(arrays)}
+    (folder / "manifest.json").write_text(json.dumps(manifest))
 
 
 def _flatten(weights: dict[str, Any]) -> dict[str, np.ndarray]:
