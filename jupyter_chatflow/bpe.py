@@ -17,16 +17,14 @@ from jupyter_chatflow.errors import ModelFormatError
 TYPE_NORMAL, TYPE_UNKNOWN, TYPE_CONTROL, TYPE_USER_DEFINED, TYPE_BYTE = 1, 2, 3, 4, 6
 
 
-def _gpt2_byte_decoder() -> dict[str, int]:
-    """GPT-2's `bytes_to_unicode`, inverted: the printable character that stands for each byte."""
+def gpt2_byte_chars() -> list[str]:
+    """GPT-2's `bytes_to_unicode`: the printable character that stands for each byte, in byte order."""
     printable = [*range(0x21, 0x7F), *range(0xA1, 0xAD), *range(0xAE, 0x100)]
-    others = [b for b in range(256) if b not in printable]
-    mapping = {chr(b): b for b in printable}
-    mapping.update({chr(256 + n): b for n, b in enumerate(others)})
-    return mapping
+    others = iter(range(256, 512))
+    return [chr(b) if b in printable else chr(next(others)) for b in range(256)]
 
 
-_BYTE_OF_CHAR = _gpt2_byte_decoder()
+_BYTE_OF_CHAR = {char: byte for byte, char in enumerate(gpt2_byte_chars())}
 
 
 def _gpt2_bytes(text: str) -> bytes | None:

@@ -13,6 +13,7 @@ from pathlib import Path
 import gguf
 import numpy as np
 
+from .bpe import gpt2_byte_chars
 from .tokenizer import CHATML_TEMPLATE
 
 SPECIALS = ("<|endoftext|>", "<|im_start|>", "<|im_end|>")
@@ -43,16 +44,9 @@ class TinySpec:
     """'gpt2' (byte-level BPE with merges, like SmolLM2's) or 'llama' (SentencePiece with scores, like TinyLlama's)."""
 
 
-def byte_vocabulary() -> list[str]:
-    """GPT-2 byte-to-unicode strings of the 256 bytes, in byte order."""
-    printable = [*range(33, 127), *range(161, 173), *range(174, 256)]
-    extra = iter(range(256, 512))
-    return [chr(b) if b in printable else chr(next(extra)) for b in range(256)]
-
-
 def tiny_tokens() -> list[str]:
     """Special tokens, the 256 byte tokens, then one token per merge (ids follow merge order)."""
-    return [*SPECIALS, *byte_vocabulary(), *(m.replace(" ", "") for m in MERGES)]
+    return [*SPECIALS, *gpt2_byte_chars(), *(m.replace(" ", "") for m in MERGES)]
 
 
 SPM_PIECES = ("▁", *"abcdefghijklmnopqrstuvwxyz", "▁t", "he", "▁the", "in", "er", "▁a", "on", "▁s", "é", "▁é")
