@@ -1,0 +1,341 @@
+"""The typed events of one turn: every pipeline stage emits them, every view reads them.
+
+Each event is a frozen dataclass with `type`, `sequence_number` (0, 1, 2… within a turn), `turn_id` and a
+monotonic `timestamp` (seconds, `time.monotonic()`). A stage builds an event with only its own fields; the turn's
+`Emitter` stamps the other three. `to_dict()` / `event_from_dict()` round-trip exactly through JSON.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import time
+import types
+import typing
+from typing import Any, ClassVar, TypeVar, Union
+
+from .generation import Alternative
+
+E = TypeVar("E", bound="Event")
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class Event:
+    """Fields every event has; subclasses add their own."""
+
+    type: ClassVar[str] = "event"
+    sequence_number: int = -1
+    turn_id: str = ""
+    timestamp: float = 0.0
+
+    def to_dict(self) -> dict[str, Any]:
+        """A JSON-ready dict, `type` first."""
+        return {"type": self.type, **_encode(self)}
+
+
+# ---- values carried inside events ----------------------------------------------------------------------------
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class Span:
+    """A character range [start, end) of a text, with why it was marked."""
+
+    start: int
+    end: int
+    category: str
+    replacement: str = ""
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class Segment:
+    """One part of the assembled prompt."""
+
+    kind: str
+    """system | memory | tools | history | user | tool | template."""
+    label: str
+    """Human-readable name, e.g. "history[2] assistant"."""
+    tokens: int
+    text: str = ""
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class Trim:
+    """What context assembly left out (or summarized) to fit the window, and why."""
+
+    label: str
+    tokens: int
+    action: str
+    """dropped | summarized."""
+    reason: str
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class Run:
+    """A run of prompt tokens [start, end) that came from `segments[segment]`."""
+
+    segment: int
+    start: int
+    end: int
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class Snippet:
+    """A memory recalled into the context."""
+
+    memory_id: int
+    text: str
+    score: float
+
+
+# ---- the events, in pipeline order ----------------------------------------------------------------------------
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class TurnStarted(Event):
+    """The validated request envelope: what was asked, with which knobs and features."""
+
+    type: ClassVar[str] = "turn_started"
+    request_id: str
+    session_id: str
+    user: str
+    params: dict[str, Any]
+    features: dict[str, Any]
+    created: float
+    """Wall-clock time (Unix seconds)."""
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class SafetyDecision(Event):
+    """One safety layer's verdict on a text."""
+
+    type: ClassVar[str] = "safety_decision"
+    layer: str
+    """input | model | output | tool."""
+    action: str
+    """allow | flag | redact | block."""
+    guard: str
+    categories: tuple[str, ...] = ()
+    scores: dict[str, float] = dataclasses.field(default_factory=dict)
+    spans: tuple[Span, ...] = ()
+    reason: str = ""
+    latency_ms: float = 0.0
+    replacement: str = ""
+    """For block: the text shown instead."""
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class MemoryRecalled(Event):
+    """Memories found relevant to the user's message and put into the context."""
+
+    type: ClassVar[str] = "memory_recalled"
+    query: str
+    snippets: tuple[Snippet, ...]
+    latency_ms: float = 0.0
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class ContextAssembled(Event):
+    """The prompt's segments, the token budget, and what was trimmed to fit it."""
+
+    type: ClassVar[str] = "context_assembled"
+    window: int
+    reserved_output: int
+    budget: int
+    prompt_tokens: int
+    segments: tuple[Segment, ...]
+    trimmed: tuple[Trim, ...] = ()
+    strategy: str = "drop"
+    latency_ms: float = 0.0
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class Tokenized(Event):
+    """The exact prompt ids and where every one came from (runs over `ContextAssembled.segments`)."""
+
+    type: ClassVar[str] = "tokenized"
+    ids: tuple[int, ...]
+    provenance: tuple[Run, ...]
+    latency_ms: float = 0.0
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class PrefillDone(Event):
+    """The prompt is in the KV cache; reused tokens came from the prompt cache."""
+
+    type: ClassVar[str] = "prefill"
+    prompt_tokens: int
+    reused_tokens: int
+    computed_tokens: int
+    latency_ms: float
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class TokenDelta(Event):
+    """One generated token. `text` is what became visible (after stop-string holdback and output redaction)."""
+
+    type: ClassVar[str] = "token"
+    index: int
+    token_id: int
+    text: str
+    logprob: float
+    entropy: float
+    alternatives: tuple[Alternative, ...] = ()
+    elapsed_ms: float = 0.0
+    redacted: bool = False
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class ToolCall(Event):
+    """The model asked for a tool; the stream pauses here until the result."""
+
+    type: ClassVar[str] = "tool_call"
+    call_id: str
+    name: str
+    arguments: dict[str, Any]
+    constrained: bool = False
+    """True when the arguments were decoded under a JSON-schema token mask."""
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class ToolResult(Event):
+    """A tool's output or error, which goes back into the context."""
+
+    type: ClassVar[str] = "tool_result"
+    call_id: str
+    name: str
+    output: str = ""
+    error: str = ""
+    latency_ms: float = 0.0
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class MemoryWritten(Event):
+    """A memory was stored or forgotten."""
+
+    type: ClassVar[str] = "memory_written"
+    operation: str
+    """remember | forget."""
+    text: str
+    memory_ids: tuple[int, ...] = ()
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class TitleGenerated(Event):
+    """The session's title, written by the model after its first answer."""
+
+    type: ClassVar[str] = "title_generated"
+    title: str
+    latency_ms: float = 0.0
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class Completed(Event):
+    """The turn ended normally (terminal)."""
+
+    type: ClassVar[str] = "completed"
+    finish_reason: str
+    """stop | length | tool_calls_exhausted | content_filter."""
+    text: str
+    usage: dict[str, int]
+    timings: dict[str, float]
+    """Milliseconds per stage, plus ttft_ms and total_ms."""
+    tokens_per_s: float = 0.0
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class Cancelled(Event):
+    """The turn was stopped (Stop, Ctrl-C, Kernel → Interrupt); the partial answer is kept (terminal)."""
+
+    type: ClassVar[str] = "cancelled"
+    text: str
+    usage: dict[str, int] = dataclasses.field(default_factory=dict)
+    timings: dict[str, float] = dataclasses.field(default_factory=dict)
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class Failed(Event):
+    """The turn failed (terminal); `message` says what to do."""
+
+    type: ClassVar[str] = "error"
+    error: str
+    message: str
+    text: str = ""
+
+
+EVENT_TYPES: dict[str, type[Event]] = {
+    cls.type: cls
+    for cls in (
+        TurnStarted, SafetyDecision, MemoryRecalled, ContextAssembled, Tokenized, PrefillDone, TokenDelta,
+        ToolCall, ToolResult, MemoryWritten, TitleGenerated, Completed, Cancelled, Failed,
+    )
+}  # fmt: skip
+TERMINAL = (Completed, Cancelled, Failed)
+
+
+def event_from_dict(data: dict[str, Any]) -> Event:
+    """Rebuild an event from `to_dict()` output (or its JSON)."""
+    fields = dict(data)
+    cls = EVENT_TYPES.get(fields.pop("type", ""))
+    if cls is None:
+        raise ValueError(f"Unknown event type {data.get('type')!r}; known: {', '.join(EVENT_TYPES)}")
+    return _decode(cls, fields)
+
+
+class Emitter:
+    """Stamps a turn's events with its id, the next sequence number and the time."""
+
+    def __init__(self, turn_id: str, clock=time.monotonic):
+        self.turn_id = turn_id
+        self.count = 0
+        self._clock = clock
+
+    def __call__(self, event: E) -> E:
+        stamped = dataclasses.replace(event, sequence_number=self.count, turn_id=self.turn_id, timestamp=self._clock())
+        self.count += 1
+        return stamped
+
+
+# ---- JSON codec: dataclasses <-> plain dicts, guided by the type hints ----------------------------------------
+
+
+def _encode(value: Any) -> Any:
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        return {f.name: _encode(getattr(value, f.name)) for f in dataclasses.fields(value)}
+    if isinstance(value, (tuple, list)):
+        return [_encode(v) for v in value]
+    if isinstance(value, dict):
+        return {str(k): _encode(v) for k, v in value.items()}
+    return value
+
+
+T = TypeVar("T")
+
+
+def _decode(cls: type[T], data: dict[str, Any]) -> T:
+    hints = _hints(cls)
+    names = {f.name for f in dataclasses.fields(cls)}  # type: ignore[arg-type]
+    unknown = set(data) - names
+    if unknown:
+        raise ValueError(f"{cls.__name__} has no field(s) {sorted(unknown)}")
+    return cls(**{k: _decode_value(hints[k], v) for k, v in data.items()})
+
+
+def _decode_value(hint: Any, value: Any) -> Any:
+    origin = typing.get_origin(hint)
+    if origin in (Union, types.UnionType):
+        options = [a for a in typing.get_args(hint) if a is not type(None)]
+        return None if value is None else _decode_value(options[0], value)
+    if origin is tuple:
+        (item, *_) = typing.get_args(hint)
+        return tuple(_decode_value(item, v) for v in value)
+    if isinstance(hint, type) and dataclasses.is_dataclass(hint):
+        return _decode(hint, value)
+    return value
+
+
+_HINTS: dict[type, dict[str, Any]] = {}
+
+
+def _hints(cls: type) -> dict[str, Any]:
+    if cls not in _HINTS:
+        _HINTS[cls] = typing.get_type_hints(cls)
+    return _HINTS[cls]

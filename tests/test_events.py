@@ -1,0 +1,106 @@
+import dataclasses
+import json
+
+import pytest
+
+from jupyter_chatflow.events import (
+    EVENT_TYPES,
+    Completed,
+    ContextAssembled,
+    Emitter,
+    Event,
+    SafetyDecision,
+    Segment,
+    Span,
+    TokenDelta,
+    Trim,
+    event_from_dict,
+)
+from jupyter_chatflow.generation import Alternative
+from jupyter_chatflow.response import Response
+
+
+def _samples() -> list[Event]:
+    emit = Emitter("turn-1", clock=iter(range(100)).__next__)
+    return [
+        emit(
+            SafetyDecision(layer="input", action="redact", guard="pii", spans=(Span(start=3, end=9, category="email"),))
+        ),
+        emit(
+            ContextAssembled(
+                window=8192,
+                reserved_output=256,
+                budget=7936,
+                prompt_tokens=12,
+                segments=(Segment(kind="system", label="system", tokens=10, text="Be brief."),),
+                trimmed=(Trim(label="history[0] user", tokens=40, action="dropped", reason="over budget"),),
+            )
+        ),
+        emit(
+            TokenDelta(
+                index=0,
+                token_id=42,
+                text="Paris",
+                logprob=-0.25,
+                entropy=1.5,
+                alternatives=(Alternative(token_id=7, text="Lyon", logprob=-2.0, sampling_prob=0.0),),
+            )
+        ),
+        emit(Completed(finish_reason="stop", text="Paris", usage={"prompt_tokens": 12}, timings={"ttft_ms": 9.5})),
+    ]
+
+
+def test_emitter_numbers_events_in_order():
+    events = _samples()
+    assert [e.sequence_number for e in events] == [0, 1, 2, 3]
+    assert {e.turn_id for e in events} == {"turn-1"}
+    assert [e.timestamp for e in events] == [0, 1, 2, 3]
+
+
+def test_events_round_trip_exactly_through_json():
+    for event in _samples():
+        row = json.loads(json.dumps(event.to_dict()))
+        assert row["type"] == event.type
+        assert event_from_dict(row) == event
+
+
+def test_every_event_type_is_registered_once():
+    assert len(EVENT_TYPES) == len({cls.__name__ for cls in EVENT_TYPES.values()})
+    assert EVENT_TYPES["token"] is TokenDelta
+
+
+def test_unknown_event_type_and_field_are_errors():
+    with pytest.raises(ValueError, match="Unknown event type"):
+        event_from_dict({"type": "nope"})
+    with pytest.raises(ValueError, match="no field"):
+        event_from_dict({"type": "completed", "finish_reason": "stop", "text": "", "usage": {}, "timings": {}, "x": 1})
+
+
+def test_events_are_frozen():
+    event = _samples()[0]
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        event.action = "allow"  # type: ignore[misc]
+
+
+def test_response_is_lazy_and_replays():
+    pulled = []
+
+    def source():
+        for event in _samples():
+            pulled.append(event.sequence_number)
+            yield event
+
+    response = Response(source())
+    assert pulled == []
+    first = next(iter(response))
+    assert pulled == [0] and first.sequence_number == 0
+    assert [e.sequence_number for e in response] == [0, 1, 2, 3]
+    assert [e.sequence_number for e in response] == [0, 1, 2, 3]
+    assert pulled == [0, 1, 2, 3]
+    assert response.text() == "Paris"
+
+
+def test_response_rebuilds_from_dicts():
+    response = Response(_samples())
+    again = Response.from_dicts(response.to_dicts())
+    assert again.events() == response.events()
