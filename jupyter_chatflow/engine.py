@@ -17,9 +17,11 @@ import jax
 import numpy as np
 
 from .config import ModelConfig
+from .constraint import Constraint
 from .errors import GenerationError
-from .generation import Generation, RawStep
+from .generation import Generation, RawStep, Usage
 from .programs import Programs
+from .prompt_cache import PromptCache
 from .sampling import Sampled, SamplingParams
 from .tokenizer import Tokenizer
 from .transformer import KVCache, Transformer
@@ -52,8 +54,9 @@ class Model:
         self.dtype = transformer.embed[...].dtype
         self._programs = Programs(transformer)
         self._weights = self._programs.weights  # the transformer's arrays, as the programs take them
-        self._caches: dict[int, KVCache] = {}
+        self.prompt_cache = PromptCache()
         self._lock = threading.Lock()
+        self._anything = jax.device_put(np.ones((1, config.vocab_size), bool))  # the mask of no constraint
 
     def generate(
         self,
@@ -70,11 +73,14 @@ class Model:
         ignore_eos: bool = False,
         params: SamplingParams | None = None,
         cancel: threading.Event | None = None,
+        constraint: Constraint | None = None,
     ) -> Generation:
         """Generate after `prompt_ids`, lazily: iterate the result for one `Step` per token.
 
         Pass `params` to use a ready `SamplingParams` (the keyword knobs are then ignored); set `cancel`
-        (a threading.Event) from any thread to stop between two steps.
+        (a threading.Event) from any thread to stop between two steps; pass a `constraint` to allow only the
+        tokens it allows (it also ends the generation once it is done). The longest prefix of the prompt found
+        in `prompt_cache` is not computed again (`generation.usage.reused_tokens`).
         """
         if params is None:
             params = SamplingParams(
@@ -82,11 +88,13 @@ class Model:
                 max_tokens=max_tokens, stop=tuple(stop), seed=seed, ignore_eos=ignore_eos,
             )  # fmt: skip
         prompt = self._check_prompt(prompt_ids)
-        run = functools.partial(self._raw_steps, prompt, params)
+        run = functools.partial(self._raw_steps, prompt, params, constraint)
         stop_ids = frozenset() if params.ignore_eos else self.tokenizer.stop_ids
+        done = constraint.is_done if constraint is not None else None
         return Generation(
-            run, self.tokenizer, prompt_tokens=len(prompt), stop=params.stop, stop_ids=stop_ids, cancel=cancel
-        )
+            run, self.tokenizer, prompt_tokens=len(prompt), stop=params.stop, stop_ids=stop_ids, cancel=cancel,
+            done=done,
+        )  # fmt: skip
 
     def _check_prompt(self, prompt_ids: Sequence[int]) -> np.ndarray:
         prompt = np.asarray(prompt_ids, dtype=np.int32).reshape(-1)
@@ -101,52 +109,98 @@ class Model:
             raise GenerationError(f"Prompt token ids must be in [0, {self.config.vocab_size}).")
         return prompt
 
-    def _raw_steps(self, prompt: np.ndarray, params: SamplingParams, cancel: threading.Event) -> Iterator[RawStep]:
-        """Prefill, then decode until max_tokens, the window, or cancel; one RawStep per sampled token."""
+    def _raw_steps(
+        self, prompt: np.ndarray, params: SamplingParams, constraint: Constraint | None, cancel: threading.Event,
+        usage: Usage,
+    ) -> Iterator[RawStep]:  # fmt: skip
+        """Prefill, then decode until max_tokens, the window, the constraint's end or cancel; one RawStep each."""
         budget = min(params.max_tokens, self.config.context_length - prompt.size)
         seed = params.seed if params.seed is not None else int(np.random.default_rng().integers(2**31))
-        key, knobs = jax.random.key(seed), params.as_array()
         seen = np.zeros((1, self.config.vocab_size), bool)
         seen[0, prompt] = True
         with self._lock:
-            cache = self._take_cache(prompt.size + budget)
+            run = _Run(prompt, jax.random.key(seed), params.as_array(), seen)
+            run.cache, usage.reused_tokens = self._take_cache(prompt, prompt.size + budget)
             try:
-                out, cache, seen = self._prefill_and_sample(cache, prompt, knobs, seen, key)
-                yield _to_host(out)  # the first token goes out before the decode program is even dispatched
-                pending = None
-                for step in range(1, budget):
-                    if cancel.is_set():
-                        return
-                    pos = np.int32(prompt.size + step - 1)
-                    out, chunk, seen = self._programs.decode_step(
-                        self._weights, cache, out.token, pos, seen, knobs, key, step
-                    )
-                    cache = self._programs.write(cache, chunk, pos)
-                    if pending is not None:  # read the previous step while XLA computes this one
-                        yield _to_host(pending)
-                    pending = out
-                if pending is not None and not cancel.is_set():
-                    yield _to_host(pending)
+                self._prefill_and_sample(run, usage.reused_tokens, constraint)
+                decode = self._decode_ahead if constraint is None else self._decode_constrained
+                yield from decode(run, budget, cancel, constraint)
             finally:
-                self._keep_cache(cache)
+                self._keep_cache(run.cache, run.written())
 
-    def _prefill_and_sample(self, cache: KVCache, prompt: np.ndarray, knobs, seen, key):
-        """All chunks but the last through `forward`; the last one fused with sampling the first token."""
-        *head, (start, tokens, size) = prefill_chunks(prompt, cache.length)
-        cache = self._prefill(cache, head)
-        out, chunk, seen = self._programs.prefill_and_sample(
-            self._weights, cache, tokens, np.int32(start), np.int32(size - 1), knobs, seen, key
+    def _decode_ahead(self, run: _Run, budget: int, cancel: threading.Event, _constraint) -> Iterator[RawStep]:
+        """Unconstrained decoding: XLA computes step n while the host reads step n-1."""
+        yield run.host(run.out)  # the first token goes out before the decode program is even dispatched
+        pending = None
+        for step in range(1, budget):
+            if cancel.is_set():
+                return
+            self._decode_step(run, step, self._anything)
+            if pending is not None:
+                yield run.host(pending)
+            pending = run.out
+        if pending is not None and not cancel.is_set():
+            yield run.host(pending)
+
+    def _decode_constrained(self, run: _Run, budget: int, cancel: threading.Event, constraint) -> Iterator[RawStep]:
+        """Constrained decoding, step by step: each mask depends on the token before it."""
+        for step in range(1, budget + 1):
+            raw = run.host(run.out)
+            constraint.advance(raw.token_id)
+            yield raw
+            if step == budget or cancel.is_set() or constraint.is_done():
+                return
+            self._decode_step(run, step, self._mask(constraint))
+
+    def _decode_step(self, run: _Run, step: int, allowed: jax.Array) -> None:
+        pos = np.int32(run.prompt.size + step - 1)
+        run.out, chunk, run.seen = self._programs.decode_step(
+            self._weights, run.cache, run.out.token, pos, run.seen, run.knobs, run.key, step, allowed
         )
-        return out, self._programs.write(cache, chunk, np.int32(start)), seen
+        run.cache = self._programs.write(run.cache, chunk, pos)
+        run.fed += 1
 
-    def _keep_cache(self, cache: KVCache) -> None:
+    def _prefill_and_sample(self, run: _Run, reused: int, constraint: Constraint | None) -> None:
+        """All chunks but the last through `forward`; the last one fused with sampling the first token."""
+        *head, (start, tokens, size) = prefill_chunks(run.prompt, run.cache.length, reused)
+        cache = self._prefill(run.cache, head)
+        run.cache = cache  # (a failure below must not leave the consumed cache behind)
+        run.out, chunk, run.seen = self._programs.prefill_and_sample(
+            self._weights, cache, tokens, np.int32(start), np.int32(size - 1), run.knobs, run.seen, run.key,
+            self._mask(constraint),
+        )  # fmt: skip
+        run.cache = self._programs.write(cache, chunk, np.int32(start))
+
+    def _mask(self, constraint: Constraint | None) -> jax.Array:
+        allowed = None if constraint is None else constraint.allowed()
+        return self._anything if allowed is None else jax.device_put(np.asarray(allowed, bool)[None])
+
+    def _keep_cache(self, cache: KVCache, ids: np.ndarray) -> None:
         if not cache.keys[0].is_deleted():  # a program that failed mid-call may have consumed it
-            self._caches[cache.length] = cache
+            self.prompt_cache.put(ids, cache)
 
-    def _take_cache(self, needed: int) -> KVCache:
+    def _take_cache(self, prompt: np.ndarray, needed: int) -> tuple[KVCache, int]:
         length = min(bucket(needed, MIN_CACHE), bucket(self.config.context_length))
-        cache = self._caches.pop(length, None)
-        return cache if cache is not None else KVCache.zeros(self.config, 1, length, self.dtype)
+        return self.prompt_cache.take(prompt, length, self._grow)
+
+    def _grow(self, cache: KVCache | None, length: int) -> KVCache:
+        """A new cache of `length` positions, holding a copy of `cache` at its start."""
+        empty = KVCache.zeros(self.config, 1, length, self.dtype)
+        return empty if cache is None else self._programs.write(empty, cache, np.int32(0))
+
+    def prefill(self, token_ids: Sequence[int]) -> int:
+        """Put a prompt (prefix) in the prompt cache without generating; returns how many tokens were computed.
+
+        A later request starting with these ids prefills only what follows (e.g. prewarm while the user types).
+        """
+        ids = self._check_prompt(token_ids)
+        with self._lock:
+            cache, reused = self._take_cache(ids, ids.size + 1)
+            try:
+                cache = self._prefill(cache, prefill_chunks(ids, cache.length, reused))
+            finally:
+                self._keep_cache(cache, ids)
+        return ids.size - reused
 
     def _prefill(self, cache: KVCache, chunks, probe_layer: int | None = None, on_chunk=None) -> KVCache:
         """Run `prefill_chunks` through; `on_chunk(start, size, hidden [1, w, d], queries)` sees each."""
@@ -173,7 +227,7 @@ class Model:
         n, chunks = ids.size, []
         out = np.zeros((self.config.n_heads, n, n), np.float16)
         with self._lock:
-            cache = self._take_cache(n)
+            cache = self._scratch_cache(ids)
             try:
                 keep = lambda start, size, _hidden, queries: chunks.append((start, size, queries))  # noqa: E731
                 cache = self._prefill(cache, prefill_chunks(ids, cache.length), layer, keep)
@@ -181,32 +235,57 @@ class Model:
                     rows = self._programs.rows(queries, cache.keys[layer], np.int32(start))
                     out[:, start : start + size, :] = np.asarray(rows[0, :, :size, :n])
             finally:
-                self._keep_cache(cache)
+                self._keep_cache(cache, ids)
         return out
 
     def logits(self, token_ids: Sequence[int]) -> np.ndarray:
         """Next-token logits after every position: float32 [T, V] (for tests and analysis; T is kept modest)."""
         ids, rows = self._check_prompt(token_ids), []
         with self._lock:
-            cache = self._take_cache(ids.size)
+            cache = self._scratch_cache(ids)
             try:
                 keep = lambda _start, size, hidden, _queries: rows.append(self._logits_of(hidden[:, :size]))  # noqa: E731
                 cache = self._prefill(cache, prefill_chunks(ids, cache.length), on_chunk=keep)
             finally:
-                self._keep_cache(cache)
+                self._keep_cache(cache, ids)
         return np.concatenate(rows)
+
+    def _scratch_cache(self, ids: np.ndarray) -> KVCache:
+        """A cache for a pass that needs every position computed (reusing a prefix would skip some)."""
+        cache, _ = self._take_cache(ids[:1], ids.size)  # a one-token "prompt" shares no prefix worth using
+        return cache
 
     def _logits_of(self, hidden: jax.Array) -> np.ndarray:
         return np.asarray(self._programs.logits(self._weights, hidden))[0]
 
 
-def prefill_chunks(prompt: np.ndarray, cache_length: int) -> Iterator[tuple[int, np.ndarray, int]]:
-    """Split a prompt into chunks padded to a bucket: (start, tokens [1, width], real size)."""
-    for start in range(0, prompt.size, PREFILL_CHUNK):
+def prefill_chunks(prompt: np.ndarray, cache_length: int, first: int = 0) -> Iterator[tuple[int, np.ndarray, int]]:
+    """Split prompt[first:] into chunks padded to a bucket: (start, tokens [1, width], real size)."""
+    for start in range(first, prompt.size, PREFILL_CHUNK):
         chunk = prompt[start : start + PREFILL_CHUNK]
         tokens = np.zeros((1, min(bucket(chunk.size), cache_length - start)), np.int32)
         tokens[0, : chunk.size] = chunk
         yield start, tokens, chunk.size
+
+
+class _Run:
+    """The state of one generation while it runs."""
+
+    def __init__(self, prompt: np.ndarray, key: jax.Array, knobs: jax.Array, seen: np.ndarray):
+        self.prompt, self.key, self.knobs, self.seen = prompt, key, knobs, seen
+        self.cache: KVCache
+        self.out: Sampled
+        self.fed = 0  # generated tokens whose keys/values are in the cache
+        self.tokens: list[int] = []  # generated tokens read back so far
+
+    def host(self, out: Sampled) -> RawStep:
+        raw = _to_host(out)
+        self.tokens.append(raw.token_id)
+        return raw
+
+    def written(self) -> np.ndarray:
+        """The ids whose keys/values the cache holds, in position order."""
+        return np.concatenate([self.prompt, np.asarray(self.tokens[: self.fed], np.int32)])
 
 
 def _to_host(out: Sampled) -> RawStep:

@@ -57,6 +57,8 @@ class Usage:
 
     prompt_tokens: int
     completion_tokens: int = 0
+    reused_tokens: int = 0
+    """Leading prompt tokens whose keys/values came from the prompt cache (not computed again)."""
     prefill_ms: float = 0.0
     decode_ms: float = 0.0
 
@@ -76,13 +78,14 @@ class Generation:
 
     def __init__(
         self,
-        raw_steps: Callable[[threading.Event], Iterator[RawStep]],
+        raw_steps: Callable[[threading.Event, Usage], Iterator[RawStep]],
         tokenizer: Tokenizer,
         *,
         prompt_tokens: int,
         stop: tuple[str, ...],
         stop_ids: frozenset[int] | None = None,
         cancel: threading.Event | None = None,
+        done: Callable[[], bool] | None = None,
     ):
         self.usage = Usage(prompt_tokens=prompt_tokens)
         self.finish_reason: str | None = None
@@ -93,6 +96,7 @@ class Generation:
         self._stop = tuple(s for s in stop if s)
         self._stop_ids = tokenizer.stop_ids if stop_ids is None else stop_ids
         self._iterator: Iterator[Step] | None = None
+        self._done = done
 
     def cancel(self) -> None:
         """Stop before the next step; safe to call from any thread."""
@@ -114,7 +118,7 @@ class Generation:
     def _steps(self) -> Iterator[Step]:
         started = time.perf_counter()
         decoder, pending = StreamDecoder(self._tokenizer), ""
-        for index, raw in enumerate(self._raw_steps(self._cancel)):
+        for index, raw in enumerate(self._raw_steps(self._cancel, self.usage)):
             elapsed = (time.perf_counter() - started) * 1000
             self._count(index, elapsed)
             if raw.token_id in self._stop_ids:
@@ -127,6 +131,9 @@ class Generation:
             if stopped:
                 self.finish_reason = "stop"
                 return
+            if self._done is not None and self._done():  # the constraint is complete
+                self.finish_reason = "stop"
+                break
         if self.finish_reason is None:
             self.finish_reason = "cancelled" if self._cancel.is_set() else "length"
         tail, _, _ = self._release(pending + decoder.flush(), final=True)

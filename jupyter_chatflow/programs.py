@@ -33,25 +33,25 @@ def logits(graphdef, state, hidden):
     return model.logits(hidden.reshape(b * s, d)).reshape(b, s, -1)
 
 
-def _sample_next(model: Transformer, hidden, knobs, seen, key, step):
-    """Sample from the logits of hidden [b, d]; mark the chosen token seen (for the repetition penalty)."""
-    out = sample(model.logits(hidden), knobs, seen, jax.random.fold_in(key, step), N_ALTERNATIVES)
+def _sample_next(model: Transformer, hidden, knobs, seen, key, step, allowed):
+    """Sample from the logits of hidden [b, d] among `allowed` [b, V]; mark the chosen token seen."""
+    out = sample(model.logits(hidden), knobs, seen, jax.random.fold_in(key, step), N_ALTERNATIVES, allowed)
     return out, seen.at[jnp.arange(hidden.shape[0]), out.token].set(True)
 
 
-def prefill_and_sample(graphdef, state, cache, tokens, start, last, knobs, seen, key):
+def prefill_and_sample(graphdef, state, cache, tokens, start, last, knobs, seen, key, allowed):
     """The prompt's last chunk and the first token in one program: forward, logits at `last`, sample."""
     model = nnx.merge(graphdef, state)
     hidden, chunk, _ = model(tokens, start, cache)
-    out, seen = _sample_next(model, jax.lax.dynamic_index_in_dim(hidden, last, 1, False), knobs, seen, key, 0)
+    out, seen = _sample_next(model, jax.lax.dynamic_index_in_dim(hidden, last, 1, False), knobs, seen, key, 0, allowed)
     return out, chunk, seen
 
 
-def decode_step(graphdef, state, cache, token, pos, seen, knobs, key, step):
+def decode_step(graphdef, state, cache, token, pos, seen, knobs, key, step, allowed):
     """One decode step: forward one token per row at `pos`, sample the next; returns its keys/values too."""
     model = nnx.merge(graphdef, state)
     hidden, chunk, _ = model(token[:, None], pos, cache)
-    out, seen = _sample_next(model, hidden[:, 0], knobs, seen, key, step)
+    out, seen = _sample_next(model, hidden[:, 0], knobs, seen, key, step, allowed)
     return out, chunk, seen
 
 

@@ -94,16 +94,26 @@ def filter_logits(logits: jax.Array, top_k: jax.Array, top_p: jax.Array, min_p: 
     return jnp.where(logits >= floor, logits, -jnp.inf)
 
 
-def sample(logits: jax.Array, knobs: jax.Array, seen: jax.Array, key: jax.Array, n_top: int = 5) -> Sampled:
+def sample(
+    logits: jax.Array,
+    knobs: jax.Array,
+    seen: jax.Array,
+    key: jax.Array,
+    n_top: int = 5,
+    allowed: jax.Array | None = None,
+) -> Sampled:
     """Pick the next token for each row of logits [b, V] given `SamplingParams.as_array()` knobs.
 
     Greedy (temperature 0) takes the argmax of the penalized logits; otherwise tokens are drawn from the
-    filtered, temperature-scaled distribution with `key`.
+    filtered, temperature-scaled distribution with `key`. `allowed` ([b, V] bool, from a constraint) removes
+    every other token before choosing; the alternatives still show what the model preferred, with sampling
+    probability 0 where the constraint cut them.
     """
     temperature, top_k, top_p, min_p, penalty = (knobs[i] for i in range(5))
     logprobs = jax.nn.log_softmax(logits, axis=-1)
     entropy = -jnp.sum(jnp.exp(logprobs) * jnp.where(jnp.isfinite(logprobs), logprobs, 0.0), axis=-1)
-    penalized = penalize(logits, seen, penalty)
+    preferred = penalize(logits, seen, penalty)
+    penalized = preferred if allowed is None else jnp.where(allowed, preferred, -jnp.inf)
 
     def greedy(_):
         token = jnp.argmax(penalized, axis=-1).astype(jnp.int32)
@@ -114,7 +124,7 @@ def sample(logits: jax.Array, knobs: jax.Array, seen: jax.Array, key: jax.Array,
         return jax.random.categorical(key, jnp.log(probs), axis=-1).astype(jnp.int32), probs
 
     token, final_probs = jax.lax.cond(temperature > 0, stochastic, greedy, None)  # [b], [b, V]
-    _, top_ids = jax.lax.top_k(penalized, n_top)
+    _, top_ids = jax.lax.top_k(preferred, n_top)
     return Sampled(
         token=token,
         logprob=jnp.take_along_axis(logprobs, token[:, None], axis=-1)[:, 0],

@@ -20,7 +20,7 @@ def raw(token_id: int) -> RawStep:
 
 
 def run(tokenizer, ids, stop=()):
-    generation = Generation(lambda cancel: (raw(i) for i in ids), tokenizer, prompt_tokens=3, stop=tuple(stop))
+    generation = Generation(lambda cancel, usage: (raw(i) for i in ids), tokenizer, prompt_tokens=3, stop=tuple(stop))
     return generation, list(generation)
 
 
@@ -79,13 +79,13 @@ def test_iterating_twice_continues_the_same_run(tokenizer):
 def test_stop_token_is_an_ordinary_token_when_eos_is_ignored(tokenizer):
     ids = [*tokenizer.encode("Hi"), tokenizer.eos_id, *tokenizer.encode("on")]
     generation = Generation(
-        lambda cancel: (raw(i) for i in ids), tokenizer, prompt_tokens=1, stop=(), stop_ids=frozenset()
+        lambda cancel, usage: (raw(i) for i in ids), tokenizer, prompt_tokens=1, stop=(), stop_ids=frozenset()
     )
     assert [s.token_id for s in generation] == ids and generation.finish_reason == "length"
 
 
 def test_interrupt_inside_the_engine_marks_the_generation_cancelled(tokenizer):
-    def interrupted(cancel):
+    def interrupted(cancel, usage):
         yield from (raw(i) for i in tokenizer.encode("ab"))
         raise KeyboardInterrupt
 
