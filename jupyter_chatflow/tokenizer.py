@@ -67,7 +67,7 @@ _CHAT_END_TEXTS = (
 )
 
 
-def _clean(text: str) -> str:
+def clean_text(text: str) -> str:
     """Make any str encodable: surrogate pairs are joined, lone surrogates become U+FFFD (as in tiktoken)."""
     try:
         text.encode("utf-8")
@@ -241,11 +241,11 @@ class Tokenizer:
 
         User-defined tokens (GGUF token type 4) are still matched, as llama.cpp and Hugging Face do.
         """
-        return self._encode_parts(_partition(_clean(text), self._user_specials))
+        return self._encode_parts(_partition(clean_text(text), self._user_specials))
 
     def encode_template(self, text: str) -> list[int]:
         """Token ids of template text: special-token text such as '<|im_start|>' becomes that token."""
-        return self._encode_parts(_partition(_clean(text), self._template_specials))
+        return self._encode_parts(_partition(clean_text(text), self._template_specials))
 
     def decode(self, ids: Sequence[int]) -> str:
         """Text of token ids; bytes that are not valid UTF-8 become U+FFFD."""
@@ -284,7 +284,7 @@ class Tokenizer:
         marker = self._free_marker(messages)
         originals: list[str] = []
         escaped = [{k: self._escape(v, marker, originals) for k, v in m.items()} for m in messages]
-        text = _clean(self.render_chat_template(escaped, add_generation_prompt))
+        text = clean_text(self.render_chat_template(escaped, add_generation_prompt))
         restore = re.compile(f"{marker}(\\d+){marker}")
         parts = [
             p if isinstance(p, int) else restore.sub(lambda m: originals[int(m[1])], p)
