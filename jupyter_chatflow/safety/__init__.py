@@ -1,0 +1,45 @@
+"""Safety layers of a chat turn, each a `SafetyDecision` event: input, model, output (streaming) and tool.
+
+Categories follow Llama Guard 3's hazard taxonomy (`taxonomy`); the default guards are transparent keyword rules
+(`rules`) and PII patterns (`pii`), plus an optional guard scored by the loaded model (`ModelGuard`). Guards are
+pluggable (`Guard`: a `name` and `check(text, *, layer)`), the policy is configurable (`SafetyPolicy`).
+
+>>> policy = SafetyPolicy(mode="all")
+>>> decisions, text = policy.scan_input("My card is 4111 1111 1111 1111")
+>>> text, decisions[0].action
+('My card is [CARD]', 'redact')
+"""
+
+from __future__ import annotations
+
+from .decisions import ACTIONS, LAYERS, SafetyConfigError, merge
+from .gate import OutputGate, Release
+from .guards import Guard, PiiGuard, RefusalGuard, RuleGuard
+from .model_guard import ModelGuard
+from .pii import find_pii, redact
+from .policy import MODES, SafetyPolicy, default_guards
+from .rules import Rule
+from .taxonomy import CATEGORIES, HAZARDS, Category
+
+__all__ = [
+    "ACTIONS",
+    "CATEGORIES",
+    "HAZARDS",
+    "LAYERS",
+    "MODES",
+    "Category",
+    "Guard",
+    "ModelGuard",
+    "OutputGate",
+    "PiiGuard",
+    "RefusalGuard",
+    "Release",
+    "Rule",
+    "RuleGuard",
+    "SafetyConfigError",
+    "SafetyPolicy",
+    "default_guards",
+    "find_pii",
+    "merge",
+    "redact",
+]
