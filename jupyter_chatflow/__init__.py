@@ -11,18 +11,37 @@ from .engine import Model
 from .errors import ChatflowError, GenerationError, ModelFormatError, ModelNotFoundError
 from .generation import Alternative, Generation, Step
 from .loader import load_model
+from .response import Response
 from .sampling import SamplingParams
 
 __version__ = "0.1.0"
 __all__ = [
     "Alternative",
+    "Chat",
     "ChatflowError",
     "Generation",
     "GenerationError",
     "Model",
     "ModelFormatError",
     "ModelNotFoundError",
+    "Response",
     "SamplingParams",
     "Step",
     "load_model",
 ]
+
+
+def __getattr__(name: str):  # type: ignore[no-untyped-def]
+    """`Chat` is imported on first use: it pulls in the whole pipeline (stores, safety, tools)."""
+    if name == "Chat":
+        from .chat import Chat
+
+        return Chat
+    raise AttributeError(f"module 'jupyter_chatflow' has no attribute {name!r}")
+
+
+def load_ipython_extension(ipython) -> None:  # type: ignore[no-untyped-def]
+    """`%load_ext jupyter_chatflow` registers the %%chat magics."""
+    from .magics import load_ipython_extension as load
+
+    load(ipython)

@@ -11,13 +11,11 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-import threading
 import time
 from collections.abc import Sequence
 from typing import Any, TextIO
 
 from .errors import ChatflowError
-from .sampling import SamplingParams
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -37,6 +35,11 @@ def build_parser() -> argparse.ArgumentParser:
     chat.add_argument("--seed", type=int, default=None, help="same seed, same answer")
     chat.add_argument("--stop", action="append", default=[], help="stop string (repeatable)")
     chat.add_argument("--ignore-eos", action="store_true", help="keep going past stop tokens (for benchmarks)")
+    chat.add_argument("--session", default=None, help="keep the conversation in this stored session")
+    chat.add_argument("--tools", default="", help="tools the model may call: NAME[,NAME...] (e.g. calculator)")
+    chat.add_argument("--tool-choice", default="auto", help="auto | none | required | NAME")
+    chat.add_argument("--safety", default="all", choices=["off", "input", "all"], help="safety layers (default all)")
+    chat.add_argument("--no-memory", action="store_true", help="neither recall nor write memories")
     chat.add_argument("--json", action="store_true", help="print one JSON object per line")
     tokens = commands.add_parser("tokens", help="show the token ids and pieces of TEXT")
     tokens.add_argument("text")
@@ -77,65 +80,56 @@ def _load(path: str | None, quiet: bool = False):
 
 
 def run_chat(args: argparse.Namespace) -> int:
-    """`chatflow chat`: stream the answer (text, or JSON lines with --json)."""
-    knobs = ("temperature", "top_k", "top_p", "min_p", "repetition_penalty", "max_tokens", "seed", "ignore_eos")
-    params = SamplingParams(stop=tuple(args.stop), **{name: getattr(args, name) for name in knobs})
-    model, load_ms = _load(args.model, quiet=args.json)
-    messages = ([{"role": "system", "content": args.system}] if args.system else []) + [
-        {"role": "user", "content": args.prompt}
-    ]
-    prompt_ids = model.tokenizer.apply_chat_template(messages)
-    cancel = threading.Event()
-    generation = model.generate(prompt_ids, params=params, cancel=cancel)
-    out = sys.stdout
+    """`chatflow chat`: one turn through the whole pipeline; text, or every event as a JSON line with --json."""
+    from .chat import Chat
+
+    model, _ = _load(args.model, quiet=args.json)
+    chat = Chat(model=model, session=args.session or "cli", system=args.system, persist=args.session is not None)
+    options = {name: getattr(args, name) for name in CHAT_OPTIONS}
+    response = chat.send(args.prompt, memory=not args.no_memory, **options)
+    out, last = sys.stdout, None
     try:
-        for step in generation:
-            if args.json:
-                _emit(_token_event(step), out)
-            else:
-                out.write(step.text)
-                out.flush()
+        last = _print_events(response, args.json, out)
     except KeyboardInterrupt:
-        cancel.set()
-        for _ in generation:  # drain: the engine stops at the next step boundary and records why
-            pass
-    if args.json:
-        _emit(_completed_event(generation, load_ms), out)
+        chat.stop()
+        last = _print_events(response, args.json, out, skip=last)
+    if not args.json:
+        _print_ending(last, out)
+    return {"completed": 0, "cancelled": 130}.get(last.type if last else "", 1)
+
+
+CHAT_OPTIONS = (
+    "temperature", "top_k", "top_p", "min_p", "repetition_penalty", "max_tokens", "seed", "stop", "ignore_eos",
+    "tools", "tool_choice", "safety",
+)  # fmt: skip
+
+
+def _print_events(response, as_json: bool, out: TextIO, skip=None):
+    """Stream the turn (text tokens, or every event as JSON); returns the last event."""
+    last = skip
+    for event in response:  # a Response replays from the start: skip what was printed before an interrupt
+        if last is not None and event.sequence_number <= last.sequence_number:
+            continue
+        last = event
+        if as_json:
+            _emit(event.to_dict(), out)
+        elif event.type == "token":
+            out.write(event.text)
+            out.flush()
+    return last
+
+
+def _print_ending(last, out: TextIO) -> None:
+    if last is None:
+        return
+    if last.type == "cancelled":
+        out.write("\n[stopped]\n")
+    elif last.type == "error":
+        print(f"chatflow: {last.message}", file=sys.stderr)
     else:
-        out.write("\n" if generation.finish_reason != "cancelled" else "\n[stopped]\n")
-    return 130 if generation.finish_reason == "cancelled" else 0
-
-
-def _token_event(step) -> dict[str, Any]:
-    return {
-        "type": "token",
-        "index": step.index,
-        "token_id": step.token_id,
-        "text": step.text,
-        "logprob": step.logprob,
-        "entropy": step.entropy,
-        "top_alternatives": [
-            {"token_id": a.token_id, "text": a.text, "logprob": a.logprob, "sampling_prob": a.sampling_prob}
-            for a in step.top_alternatives
-        ],
-        "elapsed_ms": round(step.elapsed_ms, 3),
-    }
-
-
-def _completed_event(generation, load_ms: float) -> dict[str, Any]:
-    usage = generation.usage
-    return {
-        "type": "completed",
-        "finish_reason": generation.finish_reason,
-        "text": generation.text,
-        "usage": {"prompt_tokens": usage.prompt_tokens, "completion_tokens": usage.completion_tokens},
-        "timings": {
-            "load_ms": round(load_ms, 1),
-            "time_to_first_token_ms": round(usage.prefill_ms, 1),
-            "decode_ms": round(usage.decode_ms, 1),
-            "decode_tokens_per_s": round(usage.decode_tokens_per_s, 2),
-        },
-    }
+        if last.finish_reason == "content_filter":
+            out.write(last.text)
+        out.write("\n")
 
 
 def run_tokens(args: argparse.Namespace) -> int:

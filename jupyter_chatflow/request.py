@@ -17,7 +17,17 @@ from .tokenizer import clean_text
 SAFETY_MODES = ("off", "input", "all")
 TRIM_STRATEGIES = ("drop", "summarize")
 TOOL_CHOICES = ("auto", "none", "required")
-SAMPLING_OPTIONS = ("temperature", "top_k", "top_p", "min_p", "repetition_penalty", "max_tokens", "stop", "seed")
+SAMPLING_OPTIONS = (
+    "temperature",
+    "top_k",
+    "top_p",
+    "min_p",
+    "repetition_penalty",
+    "max_tokens",
+    "stop",
+    "seed",
+    "ignore_eos",
+)
 
 
 class RequestError(ChatflowError):
@@ -82,6 +92,9 @@ class ChatRequest:
         if unknown:
             raise RequestError(f"Unknown option(s) {', '.join(unknown)}; known: {', '.join(sorted(known))}.")
         sampling = {k: options.pop(k) for k in SAMPLING_OPTIONS if options.get(k) is not None}
+        options = {k: v for k, v in options.items() if k not in SAMPLING_OPTIONS}  # the None ones
+        if isinstance(sampling.get("stop"), (list, tuple)):
+            sampling["stop"] = tuple(sampling["stop"])
         features = {k: options.pop(k) for k in feature_names if k in options}
         if isinstance(features.get("tools"), str):
             features["tools"] = tuple(t.strip() for t in features["tools"].split(",") if t.strip())

@@ -22,7 +22,7 @@ class MemoryLike(Protocol):
         """Store `text`; return its id."""
         ...
 
-    def recall(self, query: str, limit: int = 3) -> Sequence[Snippet]:
+    def recall(self, query: str, *, limit: int = 3) -> Sequence[Snippet]:
         """The stored texts most relevant to `query`."""
         ...
 

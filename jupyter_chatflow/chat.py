@@ -1,0 +1,153 @@
+"""`Chat`: a conversation with the model, turn by turn; `send` returns the turn's `Response` (its events).
+
+>>> import jupyter_chatflow as cf
+>>> chat = cf.Chat(session="demo")
+>>> response = chat.send("What is the capital of France?", temperature=0.7)
+>>> for event in response:
+...     if event.type == "token":
+...         print(event.text, end="")
+>>> response.text()
+
+Turns run on one engine worker thread (the caller's thread stays free: a widget's Stop is handled while tokens
+stream). Iterating a Response waits for its events; Ctrl-C / Kernel → Interrupt while waiting stops the turn
+and the Response ends with a `Cancelled` event that keeps the partial answer.
+"""
+
+from __future__ import annotations
+
+import queue
+import threading
+import uuid
+import warnings
+from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any
+
+from .engine import Model
+from .events import TERMINAL, Emitter, Event, TitleGenerated
+from .loader import load_model
+from .memory import Memory
+from .request import ChatRequest
+from .response import Response
+from .safety.pii import redact
+from .sessions import Sessions, TurnRecord
+from .store import Database
+from .telemetry import Telemetry, turn_record
+from .tools import Toolbox
+from .turn import DEFAULT_SYSTEM, Turn, TurnSetup
+
+STOPPED_MARK = " [stopped]"
+
+
+class Chat:
+    """A session with the model: history, memory, tools, safety and the prompt cache, kept across turns."""
+
+    def __init__(
+        self,
+        *,
+        model: Model | None = None,
+        session: str = "default",
+        new: bool = False,
+        system: str | None = None,
+        db: Database | str | None = None,
+        toolbox: Toolbox | None = None,
+        namespace: dict[str, Any] | None = None,
+        persist: bool = True,
+    ):
+        self.model = model if model is not None else load_model()
+        self.db = db if isinstance(db, Database) else Database(db)
+        self.sessions, self.memory = Sessions(self.db), Memory(self.db)
+        self.telemetry = Telemetry(self.db)
+        self.toolbox = toolbox or Toolbox.builtin(namespace=namespace, memory=self.memory)
+        self.system = system or DEFAULT_SYSTEM
+        self.persist = persist
+        self.session = self.sessions.open(session, new=new)
+        self._worker = ThreadPoolExecutor(max_workers=1, thread_name_prefix="chatflow-engine")
+        self._current: threading.Event | None = None
+
+    @property
+    def title(self) -> str:
+        """The session's title ("" until the model has written one after the first answer)."""
+        return self.session.title
+
+    def history(self) -> list[TurnRecord]:
+        """The session's stored turns, oldest first."""
+        return self.sessions.turns(self.session.id)
+
+    def send(self, text: str, **options: Any) -> Response:
+        """Start a turn (lazily: it runs when the Response is first iterated); options as `ChatRequest.build`."""
+        options.setdefault("session", self.session.name)
+        request = ChatRequest.build(text, window=self.model.config.context_length, **options)
+        tools = self.toolbox.resolve(",".join(request.features.tools)) if request.features.tools else []
+        return Response(self._events(request, tools))
+
+    def stop(self) -> None:
+        """Stop the running turn between two decode steps (from any thread)."""
+        if self._current is not None:
+            self._current.set()
+
+    def reset(self) -> None:
+        """Forget this session's turns (memories stay)."""
+        self.sessions.reset(self.session.id)
+
+    def new_session(self, name: str | None = None) -> None:
+        """Archive the session and start a fresh one with the same (or a new) name."""
+        self.session = self.sessions.open(name or self.session.name, new=True)
+
+    def _events(self, request: ChatRequest, tools: list) -> Iterator[Event]:
+        """Run the turn on the worker thread; yield its events; an interrupt while waiting cancels it."""
+        events: queue.SimpleQueue[Event] = queue.SimpleQueue()
+        cancel = threading.Event()
+        self._current = cancel
+        future = self._worker.submit(self._run, request, tools, events.put, cancel)
+        last: Event | None = None
+        while not isinstance(last, TERMINAL):
+            try:
+                last = events.get()
+            except KeyboardInterrupt:
+                cancel.set()  # the worker ends the turn with a Cancelled event; keep reading until then
+                continue
+            yield last
+        future.result()
+
+    def _run(self, request: ChatRequest, tools: list, put, cancel: threading.Event) -> None:
+        """On the worker thread: run the turn, stamping each event; store the turn before its last event goes out."""
+        emitter, log = Emitter(f"turn_{uuid.uuid4().hex[:16]}"), []
+
+        def emit(event: Event) -> None:
+            log.append(emitter(event))
+            if isinstance(log[-1], TERMINAL):
+                self._store(log)
+            put(log[-1])
+
+        setup = TurnSetup(
+            model=self.model, session_id=self.session.id, system=self.system, history=self._history(),
+            memory=self.memory if request.features.memory else None, tools=tools, needs_title=not self.session.title,
+        )  # fmt: skip
+        Turn(setup, request, emit, cancel).run()
+
+    def _history(self) -> list[list[dict[str, str]]]:
+        turns = []
+        for record in self.sessions.turns(self.session.id):
+            answer = record.answer + (STOPPED_MARK if record.status == "cancelled" else "")
+            turns.append([{"role": "user", "content": record.user}, {"role": "assistant", "content": answer}])
+        return turns
+
+    def _store(self, events: list[Event]) -> None:
+        """Save the turn and its telemetry record; a storage failure is reported, the answer still goes out."""
+        if not self.persist:
+            return
+        try:
+            self._save(events)
+        except Exception as error:
+            warnings.warn(f"jupyter_chatflow could not store this turn ({error}); the answer is not lost from the "
+                          f"output, but the session will not remember it.", stacklevel=1)  # fmt: skip
+
+    def _save(self, events: list[Event]) -> None:
+        record = TurnRecord.from_events(events, session_id=self.session.id)
+        self.sessions.add_turn(record)
+        title = next((e.title for e in events if isinstance(e, TitleGenerated)), None)
+        if title:
+            self.sessions.set_title(self.session.id, title)
+            self.session = self.sessions.get(self.session.id)
+        self.telemetry.log(turn_record(events, model=self.model.config.name, redact=redact))

@@ -1,0 +1,280 @@
+"""The IPython magics: `%%chat` / `%chat` send a turn and stream it into the cell; the others manage the session.
+
+    %load_ext jupyter_chatflow
+
+    %%chat --session demo --temperature 0.7
+    What is the capital of France? Also, remember that I prefer short answers.
+
+Defaults are traitlets: `%config ChatMagics.temperature = 0.5`. This module only parses arguments and hands
+them on; the turn itself is `Chat.send`, the cell's output `render.TurnView`.
+"""
+
+from __future__ import annotations
+
+import re
+import sys
+import time
+from typing import Any
+
+from IPython.core.error import UsageError
+from IPython.core.magic import Magics, line_cell_magic, line_magic, magics_class
+from IPython.core.magic_arguments import argument, magic_arguments, parse_argstring
+from IPython.display import Markdown, display
+from traitlets import Bool, CFloat, CInt, Enum, Unicode
+
+from .chat import Chat
+from .engine import Model
+from .errors import ChatflowError
+from .events import Cancelled
+from .loader import load_model
+from .render import TurnView
+from .response import Response
+
+UPDATE_EVERY_S = 0.05  # redraw the streaming answer at most this often
+_PLACEHOLDER = re.compile(r"\{\{|\}\}|\{([A-Za-z_]\w*)\}")
+
+
+@magics_class
+class ChatMagics(Magics):
+    """`%%chat`, `%chat`, `%chat_memory`, `%chat_history`, `%chat_reset`, `%chat_tokens`, `%chat_model`."""
+
+    session = Unicode("default", help="Session name used when --session is not given.").tag(config=True)
+    system = Unicode("", help="System prompt ('' keeps the model's default).").tag(config=True)
+    temperature = CFloat(0.2, help="Sampling temperature (0 is greedy).").tag(config=True)
+    top_p = CFloat(0.9, help="Nucleus sampling: keep tokens up to this probability mass.").tag(config=True)
+    top_k = CInt(0, help="Keep only the k most likely tokens (0 keeps all).").tag(config=True)
+    max_tokens = CInt(512, help="Longest answer, in tokens.").tag(config=True)
+    repetition_penalty = CFloat(1.1, help="Penalty on tokens already in the prompt or answer (1 is off).").tag(
+        config=True
+    )
+    tools = Unicode("", help="Tools the model may call, comma-separated (e.g. 'calculator').").tag(config=True)
+    memory = Bool(True, help="Recall and write memories.").tag(config=True)
+    safety = Enum(["off", "input", "all"], "all", help="Safety layers: off | input | all.").tag(config=True)
+    format = Enum(["markdown", "text", "code"], "markdown", help="How the answer is shown.").tag(config=True)
+    model_path = Unicode("", help="GGUF file to load ('' = the default model).").tag(config=True)
+
+    def __init__(self, shell: Any = None, **kwargs: Any):
+        super().__init__(shell=shell, **kwargs)
+        self._model: Model | None = None
+        self._chats: dict[str, Chat] = {}
+
+    # ---- %%chat / %chat ----------------------------------------------------------------------------------------
+
+    @magic_arguments()
+    @argument("--session", help="Session name: the conversation continues across cells and kernel restarts.")
+    @argument("--new", action="store_true", help="Start the session afresh (the old one is archived).")
+    @argument("--system", help="System prompt for this session.")
+    @argument("--temperature", type=float)
+    @argument("--top-p", type=float)
+    @argument("--top-k", type=int)
+    @argument("--max-tokens", type=int)
+    @argument("--seed", type=int)
+    @argument(
+        "--tools", help="Tools the model may call: NAME[,NAME…] (calculator, variable, remember, recall, python)."
+    )
+    @argument("--tool-choice", help="auto | none | required | NAME")
+    @argument("--no-memory", action="store_true", help="Neither recall nor write memories in this turn.")
+    @argument("--safety", choices=["off", "input", "all"])
+    @argument("--format", choices=["markdown", "text", "code"])
+    @argument("-o", dest="output", metavar="VAR", help="Store the turn's Response in this variable.")
+    @argument("--inspect", action="store_true", help="Open the inspector panel (needs the widget).")
+    @argument("text", nargs="*", help="The message (%%chat line); in a %%%%chat cell the cell is the message.")
+    @line_cell_magic
+    def chat(self, line: str, cell: str | None = None) -> None:
+        """Send a message to the model and stream the answer here."""
+        try:
+            args = parse_argstring(self.chat, line)
+            if cell is not None and args.text:
+                raise ChatflowError(
+                    f"Unexpected words on the %%chat line: {' '.join(args.text)!r}; put them in the cell."
+                )
+            # IPython has already expanded {name} on the line; the cell body is ours to expand
+            self._send(args, self._interpolate(cell) if cell is not None else " ".join(args.text))
+        except UsageError as error:
+            print(f"chatflow: {error} (see %chat? for the options)", file=sys.stderr)
+        except ChatflowError as error:
+            print(f"chatflow: {error}", file=sys.stderr)
+
+    def _send(self, args: Any, message: str) -> None:
+        chat = self._chat(args.session or self.session, new=args.new, system=args.system)
+        response = chat.send(message, **self._options(args))
+        if args.output:
+            self._namespace()[args.output] = response
+        if args.inspect:
+            print("chatflow: the inspector panel is not available yet; showing the text view.", file=sys.stderr)
+        fmt = args.format or self.format
+        view = self._stream(chat, response, fmt)
+        if fmt == "code" and view.end is not None and self.shell is not None:
+            self.shell.set_next_input(_code_of(view.text), replace=False)
+
+    def _options(self, args: Any) -> dict[str, Any]:
+        pick = lambda value, default: default if value is None else value  # noqa: E731
+        return {
+            "temperature": pick(args.temperature, self.temperature),
+            "top_p": pick(args.top_p, self.top_p),
+            "top_k": pick(args.top_k, self.top_k),
+            "max_tokens": pick(args.max_tokens, self.max_tokens),
+            "repetition_penalty": self.repetition_penalty,
+            "seed": args.seed,
+            "tools": pick(args.tools, self.tools),
+            "tool_choice": pick(args.tool_choice, "auto"),
+            "memory": self.memory and not args.no_memory,
+            "safety": pick(args.safety, self.safety),
+        }
+
+    def _stream(self, chat: Chat, response: Response, fmt: str) -> TurnView:
+        """Show events as they arrive; Kernel → Interrupt stops the turn and keeps what was written."""
+        view, seen = TurnView(), 0
+        rich = _has_display(self.shell)
+        handle = display(Markdown("…"), display_id=True) if rich else None
+        last_draw = 0.0
+        while view.end is None:
+            try:
+                for event in response:  # after an interrupt: replays from the start, so skip what was seen
+                    if event.sequence_number < seen:
+                        continue
+                    seen = event.sequence_number + 1
+                    view.add(event)
+                    if not rich:
+                        _print_token(event)
+                    elif handle is not None and (time.monotonic() - last_draw > UPDATE_EVERY_S or view.end is not None):
+                        handle.update(_bundle(view, fmt))
+                        last_draw = time.monotonic()
+            except KeyboardInterrupt:
+                chat.stop()
+        if not rich:
+            print(("\n[stopped]" if isinstance(view.end, Cancelled) else "") + "\n\n" + "\n".join(view.details()))
+        return view
+
+    # ---- the other magics --------------------------------------------------------------------------------------
+
+    @line_magic
+    def chat_memory(self, line: str) -> None:
+        """%chat_memory [list] | remember TEXT | forget TEXT_OR_ID | clear"""
+        verb, _, rest = line.strip().partition(" ")
+        memory = self._chat(self.session).memory
+        try:
+            if verb in ("", "list"):
+                records = memory.list()
+                print("\n".join(f"#{r.id}  {r.text}" for r in records) or "(no memories)")
+            elif verb == "remember":
+                print(f"remembered #{memory.remember(rest)}")
+            elif verb == "forget":
+                ids = memory.forget(int(rest) if rest.strip().isdigit() else rest)
+                print(f"forgot {', '.join(f'#{i}' for i in ids) or 'nothing'}")
+            elif verb == "clear":
+                print(f"forgot all {memory.clear()} memories")
+            else:
+                print("usage: %chat_memory [list] | remember TEXT | forget TEXT_OR_ID | clear", file=sys.stderr)
+        except (ChatflowError, ValueError) as error:
+            print(f"chatflow: {error}", file=sys.stderr)
+
+    @line_magic
+    def chat_history(self, line: str) -> None:
+        """%chat_history [SESSION]: the session's turns."""
+        chat = self._chat(line.strip() or self.session)
+        for turn in chat.history():
+            mark = "" if turn.status == "completed" else f" [{turn.status}]"
+            print(f"[{turn.seq}] user: {turn.user}\n    assistant: {turn.answer}{mark}")
+        if chat.title:
+            print(f"title: {chat.title}")
+
+    @line_magic
+    def chat_reset(self, line: str) -> None:
+        """%chat_reset [SESSION]: forget the session's turns (memories stay)."""
+        chat = self._chat(line.strip() or self.session)
+        chat.reset()
+        print(f"session {chat.session.name!r} reset")
+
+    @line_magic
+    def chat_tokens(self, line: str) -> None:
+        """%chat_tokens TEXT: how the model's tokenizer splits TEXT."""
+        tokenizer = self._load().tokenizer
+        ids = tokenizer.encode(self._interpolate(line))
+        print(f"{len(ids)} tokens")
+        print(" ".join(f"{tokenizer.piece(i)!r}:{i}" for i in ids))
+
+    @line_magic
+    def chat_model(self, line: str) -> None:
+        """%chat_model [PATH]: show the loaded model, or load another GGUF file."""
+        path = line.strip()
+        try:
+            if path:
+                self.model_path, self._model, self._chats = path, None, {}
+            model = self._load()
+        except ChatflowError as error:
+            print(f"chatflow: {error}", file=sys.stderr)
+            return
+        c = model.config
+        print(f"{c.name}: {c.n_layers} layers, d={c.dim}, window {c.context_length}, {model.dtype}, {model.path}")
+
+    # ---- helpers -----------------------------------------------------------------------------------------------
+
+    def _load(self) -> Model:
+        if self._model is None:
+            print("chatflow: loading the model (the first time also compiles it: ~10 s)…", file=sys.stderr)
+            self._model = load_model(self.model_path or None)
+        return self._model
+
+    def _chat(self, session: str, *, new: bool = False, system: str | None = None) -> Chat:
+        chat = self._chats.get(session)
+        if chat is None or new:
+            chat = Chat(model=self._load(), session=session, new=new, system=system or self.system or None,
+                        namespace=self._namespace())  # fmt: skip
+            self._chats[session] = chat
+        elif system:
+            chat.system = system
+        return chat
+
+    def _namespace(self) -> dict[str, Any]:
+        return self.shell.user_ns if self.shell is not None else {}
+
+    def _interpolate(self, text: str) -> str:
+        """Replace {name} with the value of `name` in the user's namespace ({{ and }} are literal braces)."""
+        namespace = self._namespace()
+
+        def swap(match: re.Match[str]) -> str:
+            if match[1] is None:
+                return match[0][0]
+            if match[1] not in namespace:
+                raise ChatflowError(f"{{{match[1]}}} is not a variable in this notebook; define it or write {{{{…}}}}.")
+            return str(namespace[match[1]])
+
+        return _PLACEHOLDER.sub(swap, text)
+
+
+def _bundle(view: TurnView, fmt: str) -> Any:
+    if fmt == "markdown":
+        return Markdown(view.markdown())
+    return _Plain(view.plain())
+
+
+class _Plain:
+    """A display object that is plain text only."""
+
+    def __init__(self, text: str):
+        self.text = text
+
+    def _repr_mimebundle_(self, include: Any = None, exclude: Any = None) -> dict[str, str]:
+        return {"text/plain": self.text}
+
+
+def _has_display(shell: Any) -> bool:
+    """True in a Jupyter kernel (a display can be updated in place); False in terminal IPython."""
+    return shell is not None and hasattr(shell, "kernel")
+
+
+def _print_token(event: Any) -> None:
+    if event.type == "token":
+        print(event.text, end="", flush=True)
+
+
+def _code_of(text: str) -> str:
+    """The code blocks of an answer (or all of it when it has none)."""
+    blocks = re.findall(r"```[\w+-]*\n(.*?)```", text, re.S)
+    return "\n\n".join(b.rstrip() for b in blocks) if blocks else text
+
+
+def load_ipython_extension(ipython: Any) -> None:
+    """`%load_ext jupyter_chatflow`."""
+    ipython.register_magics(ChatMagics)

@@ -1,0 +1,156 @@
+"""The cell output of a turn: the answer, then a compact account of what happened on the way.
+
+`TurnView` folds events into what a notebook cell shows; it renders as Markdown (Jupyter) or plain text
+(terminal IPython, logs). User and model text is escaped: nothing in a prompt or an answer becomes HTML.
+"""
+
+from __future__ import annotations
+
+import html
+import re
+
+from .events import (
+    Cancelled,
+    Completed,
+    ContextAssembled,
+    Event,
+    Failed,
+    MemoryRecalled,
+    MemoryWritten,
+    PrefillDone,
+    SafetyDecision,
+    TitleGenerated,
+    TokenDelta,
+    ToolCall,
+    ToolResult,
+)  # fmt: skip
+
+_MARKDOWN_HTML = re.compile(r"[<>&]")
+
+
+class TurnView:
+    """What one turn looks like so far; feed it events in order."""
+
+    def __init__(self) -> None:
+        self.text = ""
+        self.safety: list[SafetyDecision] = []
+        self.context: ContextAssembled | None = None
+        self.prefill: PrefillDone | None = None
+        self.recalled: MemoryRecalled | None = None
+        self.written: list[MemoryWritten] = []
+        self.tools: list[tuple[ToolCall, ToolResult | None]] = []
+        self.title = ""
+        self.end: Event | None = None
+
+    def add(self, event: Event) -> None:
+        """Take one event into account."""
+        if isinstance(event, TokenDelta):
+            self.text += event.text
+        elif isinstance(event, SafetyDecision):
+            self.safety.append(event)
+        elif isinstance(event, ContextAssembled):
+            self.context = event
+        elif isinstance(event, PrefillDone):
+            self.prefill = self.prefill or event
+        elif isinstance(event, MemoryRecalled):
+            self.recalled = event
+        elif isinstance(event, MemoryWritten):
+            self.written.append(event)
+        elif isinstance(event, ToolCall):
+            self.tools.append((event, None))
+        elif isinstance(event, ToolResult):
+            self.tools = [(c, event if c.call_id == event.call_id else r) for c, r in self.tools]
+        elif isinstance(event, TitleGenerated):
+            self.title = event.title
+        elif isinstance(event, (Completed, Cancelled, Failed)):
+            self.end = event
+            self.text = event.text or self.text
+
+    @property
+    def answer(self) -> str:
+        """The answer as shown, marked when stopped."""
+        return self.text + (" [stopped]" if isinstance(self.end, Cancelled) else "")
+
+    def details(self) -> list[str]:
+        """One short line per pipeline stage that has something to say."""
+        lines = [
+            self._safety_line(),
+            self._memory_line(),
+            self._context_line(),
+            *self._tool_lines(),
+            self._speed_line(),
+        ]
+        if self.title:
+            lines.append(f"title: {self.title}")
+        if isinstance(self.end, Failed):
+            lines.insert(0, f"error: {self.end.message}")
+        return [line for line in lines if line]
+
+    def markdown(self) -> str:
+        """The answer (Markdown, raw HTML escaped) and the details as a small list."""
+        body = _escape_markdown(self.answer) or "…"
+        details = "\n".join(f"- {_escape_markdown(line)}" for line in self.details())
+        return f"{body}\n\n<details><summary>pipeline</summary>\n\n{details}\n\n</details>" if details else body
+
+    def plain(self) -> str:
+        """The answer and the details as plain text."""
+        details = "\n".join(f"  · {line}" for line in self.details())
+        return f"{self.answer}\n\n{details}" if details else self.answer
+
+    def _safety_line(self) -> str:
+        if not self.safety:
+            return ""
+        parts = [
+            f"{d.layer} {d.action}" + (f" ({', '.join(d.categories)})" if d.categories else "") for d in self.safety
+        ]
+        return "safety: " + "; ".join(parts)
+
+    def _memory_line(self) -> str:
+        parts = []
+        if self.recalled is not None:
+            parts.append(f"recalled {len(self.recalled.snippets)}")
+        parts += [f"{w.operation} “{w.text}”" for w in self.written]
+        return "memory: " + ", ".join(parts) if parts else ""
+
+    def _context_line(self) -> str:
+        if self.context is None:
+            return ""
+        c = self.context
+        by_kind: dict[str, int] = {}
+        for segment in c.segments:
+            by_kind[segment.kind] = by_kind.get(segment.kind, 0) + segment.tokens
+        used = " + ".join(f"{kind} {n}" for kind, n in by_kind.items() if n)
+        trimmed = f"; trimmed {len(c.trimmed)}" if c.trimmed else ""
+        reused = f"; {self.prefill.reused_tokens} reused from cache" if self.prefill else ""
+        return f"context: {c.prompt_tokens}/{c.window} tokens ({used}){trimmed}{reused}"
+
+    def _tool_lines(self) -> list[str]:
+        lines = []
+        for call, result in self.tools:
+            outcome = "…" if result is None else (f"error: {result.error}" if result.error else result.output)
+            ms = f" ({result.latency_ms:.0f} ms)" if result else ""
+            lines.append(f"tool: {call.name}({_short(str(call.arguments))}) → {_short(outcome)}{ms}")
+        return lines
+
+    def _speed_line(self) -> str:
+        if not isinstance(self.end, (Completed, Cancelled)):
+            return ""
+        timings, usage = self.end.timings, self.end.usage
+        parts = []
+        if "ttft_ms" in timings:
+            parts.append(f"first token {timings['ttft_ms']:.0f} ms")
+        if isinstance(self.end, Completed) and self.end.tokens_per_s:
+            parts.append(f"{self.end.tokens_per_s:.1f} tok/s")
+        if usage.get("completion_tokens"):
+            parts.append(f"{usage['completion_tokens']} tokens")
+        ending = self.end.finish_reason if isinstance(self.end, Completed) else "stopped"
+        return "speed: " + ", ".join(parts) + f" · {ending}" if parts else f"finish: {ending}"
+
+
+def _short(text: str, limit: int = 80) -> str:
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+def _escape_markdown(text: str) -> str:
+    """Keep Markdown formatting but make any HTML in it inert text."""
+    return _MARKDOWN_HTML.sub(lambda m: html.escape(m[0]), text)

@@ -1,0 +1,160 @@
+"""One generation round of a turn, as events: tokens through the output gate, and a tool call if the model makes one.
+
+The engine yields `Step`s; each becomes a `TokenDelta` once the output safety gate releases its text (a gate
+holds back a short tail that could still become an e-mail address or a card number, and redacts what it finds).
+When the model starts a `<tool_call>`, the free-running generation is closed and the call is decoded again under
+a JSON-schema token mask (`ToolCallConstraint`), so its arguments are valid for the tool even from a 135M model.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import re
+import threading
+from collections.abc import Callable, Iterator, Sequence
+from typing import Any
+
+from .engine import Model
+from .events import Event, PrefillDone, SafetyDecision, TokenDelta
+from .generation import Generation, Step
+from .sampling import SamplingParams
+from .tools import CALL_OPEN, Tool, ToolCallConstraint, ToolCallDetector, ToolCallError, parse_tool_call
+
+CALL_MAX_TOKENS = 256
+
+
+@dataclasses.dataclass
+class Round:
+    """What one round produced."""
+
+    text: str = ""
+    """The answer text of this round as the model wrote it (tool call cut out; before the output gate)."""
+    call: tuple[str, dict[str, Any]] | None = None
+    call_text: str = ""
+    call_error: str = ""
+    """Why the call could not be read (it becomes the tool's error result)."""
+    finish_reason: str = "stop"
+    completion_tokens: int = 0
+    prompt_tokens: int = 0
+    reused_tokens: int = 0
+    prefill_ms: float = 0.0
+    decode_ms: float = 0.0
+    first_token_ms: float | None = None
+    blocked: SafetyDecision | None = None
+
+
+class Streamer:
+    """Runs rounds for one turn; `emit` receives each event (unstamped) as soon as it exists."""
+
+    def __init__(self, model: Model, emit: Callable[[Event], None], cancel: threading.Event, gate: Any | None):
+        self.model, self.emit, self.cancel, self.gate = model, emit, cancel, gate
+        self.index = 0  # TokenDelta.index across the turn's rounds
+        self.shown = ""  # the answer as released to the views
+        self.blocked: SafetyDecision | None = None
+        self._held: dict[int, Step] = {}  # steps whose text the gate has not released yet
+        self._last = -1
+
+    def free(self, ids: Sequence[int], params: SamplingParams, tools: Sequence[Tool]) -> Round:
+        """Generate freely; stop early at a tool call (when `tools`) and decode it under the mask."""
+        result = Round(prompt_tokens=len(ids))
+        detector = ToolCallDetector() if tools else None
+        generation = self.model.generate(ids, params=params, cancel=self.cancel)
+        for step in generation:
+            if step.index == 0:
+                self._prefilled(result, generation)
+            self._show(result, step, detector.feed(step.text) if detector else step.text)
+            if self.blocked is not None or (detector is not None and detector.started):
+                break
+        _close(generation)
+        self._count(result, generation)
+        if detector is not None and detector.started and self.blocked is None:
+            return self._call(result, [*ids, *self.model.tokenizer.encode(result.text + CALL_OPEN)], params, tools)
+        if detector is not None and self.blocked is None:
+            self._show(result, None, detector.flush())
+        result.finish_reason = "content_filter" if self.blocked else (generation.finish_reason or "stop")
+        return result
+
+    def forced(self, ids: Sequence[int], params: SamplingParams, tools: Sequence[Tool], only: str | None) -> Round:
+        """tool_choice required / a name: the answer starts with a call, decoded under the mask."""
+        return self._call(Round(prompt_tokens=len(ids)), list(ids), params, tools, only=only, include_open=True)
+
+    def _call(self, result: Round, ids, params, tools, only=None, include_open=False) -> Round:
+        constraint = ToolCallConstraint(
+            self.model.tokenizer, tools, only=only, include_open=include_open, vocab_size=self.model.config.vocab_size
+        )
+        call_params = dataclasses.replace(params, max_tokens=CALL_MAX_TOKENS, stop=(), temperature=0.0)
+        generation = self.model.generate(ids, params=call_params, cancel=self.cancel, constraint=constraint)
+        for step in generation:
+            if step.index == 0 and result.first_token_ms is None:
+                self._prefilled(result, generation)
+        self._count(result, generation)
+        result.call_text = constraint.text
+        if generation.finish_reason == "cancelled":
+            result.finish_reason = "cancelled"
+            return result
+        text = constraint.text.split(CALL_OPEN, 1)[-1].split("</tool_call>", 1)[0]
+        try:
+            result.call = parse_tool_call(text)
+        except ToolCallError as error:  # cut off by the token limit: the model is told, the turn goes on
+            name = re.search(r'"name"\s*:\s*"([^"]*)"', text)
+            result.call, result.call_error = (name[1] if name else "unknown", {}), str(error)
+        result.finish_reason = "tool_calls"
+        return result
+
+    def _show(self, result: Round, step: Step | None, text: str) -> None:
+        """Pass a step's visible text through the gate; emit a TokenDelta for each token it releases."""
+        result.text += text
+        if step is not None:
+            self._held[step.index] = step
+            self._last = step.index
+        if self.gate is None:
+            self._release([(self._last, text, False)] if step is not None else [])
+        else:
+            self._release(self.gate.feed(self._last, text))
+
+    def finish(self) -> None:
+        """At the end of the turn: release what the gate still holds."""
+        if self.gate is not None and self.blocked is None:
+            self._release(self.gate.close())
+
+    def _release(self, items) -> None:
+        for item in items:
+            if isinstance(item, SafetyDecision):
+                self.emit(item)
+                if item.action == "block":
+                    self.blocked = item
+            elif isinstance(item, tuple):
+                self._delta(self._held.pop(item[0]), item[1], item[2])
+            elif item.index in self._held:
+                self._delta(self._held.pop(item.index), item.text, item.redacted)
+
+    def _delta(self, step: Step, text: str, redacted: bool) -> None:
+        self.shown += text
+        self.emit(
+            TokenDelta(
+                index=self.index, token_id=step.token_id, text=text, logprob=step.logprob, entropy=step.entropy,
+                alternatives=step.top_alternatives, elapsed_ms=step.elapsed_ms, redacted=redacted,
+            )
+        )  # fmt: skip
+        self.index += 1
+
+    def _prefilled(self, result: Round, generation: Generation) -> None:
+        """The first token is out: the prompt is in the cache (reported once per round)."""
+        usage = generation.usage
+        result.first_token_ms = usage.prefill_ms
+        result.reused_tokens, result.prefill_ms = usage.reused_tokens, usage.prefill_ms
+        computed = usage.prompt_tokens - usage.reused_tokens
+        self.emit(PrefillDone(prompt_tokens=usage.prompt_tokens, reused_tokens=usage.reused_tokens,
+                              computed_tokens=computed, latency_ms=usage.prefill_ms))  # fmt: skip
+
+    def _count(self, result: Round, generation: Generation) -> None:
+        usage = generation.usage
+        result.completion_tokens += usage.completion_tokens
+        result.decode_ms += usage.decode_ms
+
+
+def _close(generation: Generation) -> None:
+    iterator: Iterator[Step] = iter(generation)
+    close = getattr(iterator, "close", None)
+    if close is not None:
+        close()

@@ -1,0 +1,130 @@
+"""The magics through a real IPython InteractiveShell, on the tiny model."""
+
+from __future__ import annotations
+
+import pytest
+from IPython.core.interactiveshell import InteractiveShell
+
+from jupyter_chatflow.response import Response
+from jupyter_chatflow.testing import TinySpec, write_tiny_gguf
+
+
+@pytest.fixture(scope="module")
+def wide_path(tmp_path_factory):
+    return write_tiny_gguf(tmp_path_factory.mktemp("wide") / "wide.gguf", TinySpec(context_length=4096))
+
+
+@pytest.fixture
+def shell(wide_path, tmp_path, monkeypatch):
+    monkeypatch.setenv("CHATFLOW_DB", str(tmp_path / "magic.db"))
+    InteractiveShell.clear_instance()
+    ip = InteractiveShell.instance()
+    ip.run_line_magic("load_ext", "jupyter_chatflow")
+    ip.run_line_magic("config", f"ChatMagics.model_path = {str(wide_path)!r}")
+    yield ip
+    InteractiveShell.clear_instance()
+
+
+def chat(shell, line: str, cell: str) -> None:
+    shell.run_cell_magic("chat", line, cell)
+
+
+def test_cell_streams_the_answer_and_a_summary(shell, capsys):
+    chat(shell, "--session s --temperature 0 --max-tokens 6 -o r", "Hello")
+    out = capsys.readouterr().out
+    response = shell.user_ns["r"]
+    assert isinstance(response, Response) and response.text() in out
+    for stage in ("safety:", "memory:", "context:", "speed:"):
+        assert stage in out
+    assert [e.to_dict()["type"] for e in response][-1] == "completed"
+
+
+def test_line_magic_and_interpolation(shell, capsys):
+    shell.user_ns["city"] = "Paris"
+    shell.run_line_magic("chat", "--max-tokens 3 -o r What about {city}?")  # IPython expands a line itself
+    assert shell.user_ns["r"].request.user == "What about Paris?"
+    chat(shell, "--max-tokens 3 -o r", "Tell me about {city}. {{literal}}")
+    assert shell.user_ns["r"].request.user == "Tell me about Paris. {literal}"
+    chat(shell, "--max-tokens 3", "{undefined_name}")
+    assert "is not a variable" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize(
+    ("line", "message"),
+    [
+        ("--temprature 0", "unrecognized arguments"),
+        ("--temperature -1", "temperature must be >= 0"),
+        ("--safety maybe", "invalid choice"),
+        ("--tools nosuchtool", "nosuchtool"),
+        ("--max-tokens 99999", "does not fit"),
+    ],
+)
+def test_mistakes_print_a_short_message_not_a_traceback(shell, capsys, line, message):
+    chat(shell, line, "Hi")
+    err = capsys.readouterr().err
+    assert message in err and "Traceback" not in err and err.startswith("chatflow:")
+
+
+def test_session_history_reset_and_continuation(shell, capsys):
+    chat(shell, "--session demo --max-tokens 3", "first")
+    chat(shell, "--session demo --max-tokens 3 -o r", "second")
+    context = next(e for e in shell.user_ns["r"] if e.type == "context_assembled")
+    assert any(s.kind == "history" for s in context.segments)
+    capsys.readouterr()
+    shell.run_line_magic("chat_history", "demo")
+    out = capsys.readouterr().out
+    assert "[0] user: first" in out and "[1] user: second" in out
+    shell.run_line_magic("chat_reset", "demo")
+    shell.run_line_magic("chat_history", "demo")
+    assert "user:" not in capsys.readouterr().out.split("reset")[-1]
+
+
+def test_new_session_starts_empty(shell):
+    chat(shell, "--session n --max-tokens 3", "first")
+    chat(shell, "--session n --new --max-tokens 3 -o r", "again")
+    context = next(e for e in shell.user_ns["r"] if e.type == "context_assembled")
+    assert not any(s.kind == "history" for s in context.segments)
+
+
+def test_memory_magic(shell, capsys):
+    shell.run_line_magic("chat_memory", "remember I like tea")
+    shell.run_line_magic("chat_memory", "list")
+    assert "I like tea" in capsys.readouterr().out
+    shell.run_line_magic("chat_memory", "forget tea")
+    shell.run_line_magic("chat_memory", "")
+    assert "(no memories)" in capsys.readouterr().out
+    chat(shell, "--max-tokens 3 --no-memory -o r", "tea?")
+    assert all(e.type != "memory_recalled" for e in shell.user_ns["r"])
+
+
+def test_tokens_and_model_magics(shell, capsys):
+    shell.run_line_magic("chat_tokens", "Hi")
+    assert "2 tokens" in capsys.readouterr().out
+    shell.run_line_magic("chat_model", "")
+    assert "window 4096" in capsys.readouterr().out
+    shell.run_line_magic("chat_model", "/no/such/model.gguf")
+    assert "chatflow:" in capsys.readouterr().err
+
+
+def test_config_defaults_apply(shell):
+    shell.run_line_magic("config", "ChatMagics.max_tokens = 2")
+    shell.run_line_magic("config", "ChatMagics.safety = 'off'")
+    chat(shell, "-o r", "Hello")
+    events = list(shell.user_ns["r"])
+    assert events[0].params["max_tokens"] == 2 and events[0].features["safety"] == "off"
+
+
+def test_code_format_puts_the_answer_into_the_next_cell(shell, monkeypatch):
+    seen = []
+    monkeypatch.setattr(shell, "set_next_input", lambda text, replace=False: seen.append(text))
+    chat(shell, "--format code --max-tokens 3 -o r", "write code")
+    assert seen == [shell.user_ns["r"].text()]
+
+
+def test_html_in_prompt_and_answer_is_escaped_in_markdown():
+    from jupyter_chatflow.events import Completed
+    from jupyter_chatflow.render import TurnView
+
+    view = TurnView()
+    view.add(Completed(finish_reason="stop", text="<script>alert(1)</script> **bold**", usage={}, timings={}))
+    assert "<script>" not in view.markdown() and "&lt;script&gt;" in view.markdown() and "**bold**" in view.markdown()
