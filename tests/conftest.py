@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import tempfile
 from pathlib import Path
 
 import pytest
@@ -14,6 +15,8 @@ from jupyter_chatflow.testing import TinySpec, write_tiny_gguf
 REFERENCE = Path(__file__).resolve().parents[2] / "shared" / "reference"
 # Tests do not write prepared-weight caches into the home folder; test_prepared.py turns it on in a tmp dir.
 os.environ["CHATFLOW_WEIGHTS_CACHE"] = "off"
+# Nor do they touch the user's database (memories, sessions, the request log): one scratch file per test run.
+os.environ["CHATFLOW_DB"] = os.path.join(tempfile.mkdtemp(prefix="chatflow-tests-"), "chatflow.db")
 
 
 @pytest.fixture(scope="session")

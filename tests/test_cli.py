@@ -21,13 +21,15 @@ def test_chat_json_stream(tiny_path, tiny_model, capsys):
     code = main(["chat", "--model", str(tiny_path), "--json", "--temperature", "0", "--max-tokens", "6", "Hi"])
     events = json_lines(capsys.readouterr().out)
     assert code == 0 and all("type" in e for e in events)
-    tokens, last = events[:-1], events[-1]
-    assert tokens and all(e["type"] == "token" for e in tokens)
-    assert all(isinstance(e["token_id"], int) and isinstance(e["logprob"], float) for e in tokens)
-    assert isinstance(tokens[0]["text"], str) and len(tokens[0]["top_alternatives"]) == 5
+    assert [e["sequence_number"] for e in events] == list(range(len(events)))
+    kinds = [e["type"] for e in events]
+    assert kinds[0] == "turn_started" and {"safety_decision", "context_assembled", "tokenized", "prefill"} <= set(kinds)
+    tokens, last = [e for e in events if e["type"] == "token"], events[-1]
+    assert tokens and all(isinstance(e["token_id"], int) and isinstance(e["logprob"], float) for e in tokens)
+    assert isinstance(tokens[0]["text"], str) and len(tokens[0]["alternatives"]) == 5
     assert last["type"] == "completed" and last["finish_reason"] in ("stop", "length")
-    prompt_tokens = len(tiny_model.tokenizer.apply_chat_template([{"role": "user", "content": "Hi"}]))
-    assert last["usage"]["prompt_tokens"] == prompt_tokens
+    tokenized = next(e for e in events if e["type"] == "tokenized")
+    assert last["usage"]["prompt_tokens"] == len(tokenized["ids"])
     assert last["usage"]["completion_tokens"] == len(tokens) + (last["finish_reason"] == "stop")
     assert last["text"] == "".join(e["text"] for e in tokens)
 
@@ -120,7 +122,7 @@ def test_prompt_larger_than_the_window_is_a_short_message(tiny_path, capsys):
     huge = "lorem ipsum " * 100_000  # ~1.2 MB of text
     assert main(["chat", "--model", str(tiny_path), huge]) == 1
     err = capsys.readouterr().err
-    assert "window is 512" in err and "shorten the prompt" in err and "Traceback" not in err
+    assert "512-token window" in err and "shorten the message" in err and "Traceback" not in err
 
 
 def test_ctrl_c_while_loading_is_not_a_traceback(monkeypatch, capsys, tiny_path):
