@@ -10,16 +10,15 @@
 
 Turns run on one engine worker thread (the caller's thread stays free: a widget's Stop is handled while tokens
 stream). Iterating a Response waits for its events; Ctrl-C / Kernel → Interrupt while waiting stops the turn
-and the Response ends with a `Cancelled` event that keeps the partial answer.
+(the KeyboardInterrupt still reaches the caller) and the Response ends with a `Cancelled` event that keeps the
+partial answer: iterate it again to read the rest.
 """
 
 from __future__ import annotations
 
-import queue
 import threading
 import uuid
 import warnings
-from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
@@ -28,7 +27,8 @@ from .events import TERMINAL, Emitter, Event, TitleGenerated
 from .loader import load_model
 from .memory import Memory
 from .request import ChatRequest
-from .response import Response
+from .response import Response, WrittenLog
+from .safety import SafetyPolicy
 from .safety.pii import redact
 from .sessions import Sessions, TurnRecord
 from .store import Database
@@ -53,6 +53,7 @@ class Chat:
         toolbox: Toolbox | None = None,
         namespace: dict[str, Any] | None = None,
         persist: bool = True,
+        policy: SafetyPolicy | None = None,
     ):
         self.model = model if model is not None else load_model()
         self.db = db if isinstance(db, Database) else Database(db)
@@ -61,6 +62,8 @@ class Chat:
         self.toolbox = toolbox or Toolbox.builtin(namespace=namespace, memory=self.memory)
         self.system = system or DEFAULT_SYSTEM
         self.persist = persist
+        self.policy = policy
+        """Guards and PII actions of the safety layers (e.g. with `ModelGuard`); the request picks the mode."""
         self.session = self.sessions.open(session, new=new)
         self._worker = ThreadPoolExecutor(max_workers=1, thread_name_prefix="chatflow-engine")
         self._current: threading.Event | None = None
@@ -79,7 +82,10 @@ class Chat:
         options.setdefault("session", self.session.name)
         request = ChatRequest.build(text, window=self.model.config.context_length, **options)
         tools = self.toolbox.resolve(",".join(request.features.tools)) if request.features.tools else []
-        return Response(self._events(request, tools))
+        cancel = threading.Event()
+        log = WrittenLog(lambda: self._worker.submit(self._run, request, tools, log, cancel), cancel)
+        self._current = cancel
+        return Response(log)
 
     def stop(self) -> None:
         """Stop the running turn between two decode steps (from any thread)."""
@@ -94,23 +100,7 @@ class Chat:
         """Archive the session and start a fresh one with the same (or a new) name."""
         self.session = self.sessions.open(name or self.session.name, new=True)
 
-    def _events(self, request: ChatRequest, tools: list) -> Iterator[Event]:
-        """Run the turn on the worker thread; yield its events; an interrupt while waiting cancels it."""
-        events: queue.SimpleQueue[Event] = queue.SimpleQueue()
-        cancel = threading.Event()
-        self._current = cancel
-        future = self._worker.submit(self._run, request, tools, events.put, cancel)
-        last: Event | None = None
-        while not isinstance(last, TERMINAL):
-            try:
-                last = events.get()
-            except KeyboardInterrupt:
-                cancel.set()  # the worker ends the turn with a Cancelled event; keep reading until then
-                continue
-            yield last
-        future.result()
-
-    def _run(self, request: ChatRequest, tools: list, put, cancel: threading.Event) -> None:
+    def _run(self, request: ChatRequest, tools: list, out: WrittenLog, cancel: threading.Event) -> None:
         """On the worker thread: run the turn, stamping each event; store the turn before its last event goes out."""
         emitter, log = Emitter(f"turn_{uuid.uuid4().hex[:16]}"), []
 
@@ -118,13 +108,17 @@ class Chat:
             log.append(emitter(event))
             if isinstance(log[-1], TERMINAL):
                 self._store(log)
-            put(log[-1])
+            out.append(log[-1])
 
         setup = TurnSetup(
             model=self.model, session_id=self.session.id, system=self.system, history=self._history(),
             memory=self.memory if request.features.memory else None, tools=tools, needs_title=not self.session.title,
+            policy=self.policy,
         )  # fmt: skip
-        Turn(setup, request, emit, cancel).run()
+        try:
+            Turn(setup, request, emit, cancel).run()
+        finally:
+            out.end()  # readers never wait forever, whatever happened
 
     def _history(self) -> list[list[dict[str, str]]]:
         turns = []

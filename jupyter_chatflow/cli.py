@@ -87,12 +87,17 @@ def run_chat(args: argparse.Namespace) -> int:
     chat = Chat(model=model, session=args.session or "cli", system=args.system, persist=args.session is not None)
     options = {name: getattr(args, name) for name in CHAT_OPTIONS}
     response = chat.send(args.prompt, memory=not args.no_memory, **options)
-    out, last = sys.stdout, None
-    try:
-        last = _print_events(response, args.json, out)
-    except KeyboardInterrupt:
-        chat.stop()
-        last = _print_events(response, args.json, out, skip=last)
+    out, printed = sys.stdout, 0
+    while True:
+        try:
+            for event in response:  # after Ctrl-C this replays from the start: skip what was printed
+                if event.sequence_number >= printed:
+                    printed = event.sequence_number + 1
+                    _print_event(event, args.json, out)
+            break
+        except KeyboardInterrupt:
+            response.cancel()  # the turn ends with a Cancelled event that keeps the partial answer
+    last = response.terminal()
     if not args.json:
         _print_ending(last, out)
     return {"completed": 0, "cancelled": 130}.get(last.type if last else "", 1)
@@ -104,19 +109,12 @@ CHAT_OPTIONS = (
 )  # fmt: skip
 
 
-def _print_events(response, as_json: bool, out: TextIO, skip=None):
-    """Stream the turn (text tokens, or every event as JSON); returns the last event."""
-    last = skip
-    for event in response:  # a Response replays from the start: skip what was printed before an interrupt
-        if last is not None and event.sequence_number <= last.sequence_number:
-            continue
-        last = event
-        if as_json:
-            _emit(event.to_dict(), out)
-        elif event.type == "token":
-            out.write(event.text)
-            out.flush()
-    return last
+def _print_event(event, as_json: bool, out: TextIO) -> None:
+    if as_json:
+        _emit(event.to_dict(), out)
+    elif event.type == "token":
+        out.write(event.text)
+        out.flush()
 
 
 def _print_ending(last, out: TextIO) -> None:

@@ -29,6 +29,7 @@ from .events import Cancelled
 from .loader import load_model
 from .render import TurnView
 from .response import Response
+from .safety import ModelGuard, SafetyPolicy
 
 UPDATE_EVERY_S = 0.05  # redraw the streaming answer at most this often
 _PLACEHOLDER = re.compile(r"\{\{|\}\}|\{([A-Za-z_]\w*)\}")
@@ -51,6 +52,9 @@ class ChatMagics(Magics):
     memory = Bool(True, help="Recall and write memories.").tag(config=True)
     safety = Enum(["off", "input", "all"], "all", help="Safety layers: off | input | all.").tag(config=True)
     format = Enum(["markdown", "text", "code"], "markdown", help="How the answer is shown.").tag(config=True)
+    model_guard = Bool(False, help="Also score input and answers with the loaded model (Llama-Guard-style).").tag(
+        config=True
+    )
     model_path = Unicode("", help="GGUF file to load ('' = the default model).").tag(config=True)
 
     def __init__(self, shell: Any = None, **kwargs: Any):
@@ -124,25 +128,24 @@ class ChatMagics(Magics):
 
     def _stream(self, chat: Chat, response: Response, fmt: str) -> TurnView:
         """Show events as they arrive; Kernel → Interrupt stops the turn and keeps what was written."""
-        view, seen = TurnView(), 0
-        rich = _has_display(self.shell)
+        view, rich = TurnView(), _has_display(self.shell)
         handle = display(Markdown("…"), display_id=True) if rich else None
-        last_draw = 0.0
-        while view.end is None:
+        drawn = 0.0
+        while True:
             try:
-                for event in response:  # after an interrupt: replays from the start, so skip what was seen
-                    if event.sequence_number < seen:
+                for event in response:  # after an interrupt this replays from the start: skip what was seen
+                    if event.sequence_number < view.seen:
                         continue
-                    seen = event.sequence_number + 1
                     view.add(event)
-                    if not rich:
+                    if handle is None:
                         _print_token(event)
-                    elif handle is not None and (time.monotonic() - last_draw > UPDATE_EVERY_S or view.end is not None):
+                    elif time.monotonic() - drawn > UPDATE_EVERY_S or view.end is not None:
                         handle.update(_bundle(view, fmt))
-                        last_draw = time.monotonic()
+                        drawn = time.monotonic()
+                break
             except KeyboardInterrupt:
-                chat.stop()
-        if not rich:
+                response.cancel()  # the turn ends with a Cancelled event; keep reading until it arrives
+        if handle is None:
             print(("\n[stopped]" if isinstance(view.end, Cancelled) else "") + "\n\n" + "\n".join(view.details()))
         return view
 
@@ -219,8 +222,10 @@ class ChatMagics(Magics):
     def _chat(self, session: str, *, new: bool = False, system: str | None = None) -> Chat:
         chat = self._chats.get(session)
         if chat is None or new:
-            chat = Chat(model=self._load(), session=session, new=new, system=system or self.system or None,
-                        namespace=self._namespace())  # fmt: skip
+            model = self._load()
+            policy = SafetyPolicy(model_guard=ModelGuard(model=model)) if self.model_guard else None
+            chat = Chat(model=model, session=session, new=new, system=system or self.system or None,
+                        namespace=self._namespace(), policy=policy)  # fmt: skip
             self._chats[session] = chat
         elif system:
             chat.system = system

@@ -1,12 +1,94 @@
-"""`Response`: a turn's events, produced lazily and kept, so any number of consumers can replay them."""
+"""`Response`: a turn's events, produced lazily and kept, so any number of consumers can replay them.
+
+The events live in an `EventLog` that only grows. A reader keeps its own position, so an interrupt that lands
+anywhere in a reader (Ctrl-C, Kernel → Interrupt) loses nothing: iterate again and every event is still there.
+"""
 
 from __future__ import annotations
 
 import threading
-from collections.abc import Iterable, Iterator
-from typing import Any
+from collections.abc import Callable, Iterable, Iterator
+from typing import Any, Protocol
 
-from .events import TERMINAL, Cancelled, Completed, Event, Failed, TokenDelta, TurnStarted, event_from_dict
+from .events import TERMINAL, Event, TokenDelta, TurnStarted, event_from_dict
+
+
+class EventLog(Protocol):
+    """A growing list of events."""
+
+    def get(self, index: int) -> Event | None:
+        """The event at `index`, waiting for it if needed; None once the log has ended before it."""
+        ...
+
+    def cancel(self) -> None:
+        """Ask the producer to stop (it still ends the log with its terminal event)."""
+        ...
+
+
+class PulledLog:
+    """An EventLog over any iterable of events, pulled on demand (the first `get` starts it)."""
+
+    def __init__(self, events: Iterable[Event]):
+        self._source: Iterator[Event] | None = iter(events)
+        self._events: list[Event] = []
+        self._lock = threading.Lock()
+
+    def get(self, index: int) -> Event | None:
+        with self._lock:
+            while index >= len(self._events) and self._source is not None:
+                event = next(self._source, None)
+                if event is None:
+                    self._source = None
+                else:
+                    self._events.append(event)
+            return self._events[index] if index < len(self._events) else None
+
+    def cancel(self) -> None:
+        """Nothing to stop: a plain iterable produces on demand."""
+
+
+class WrittenLog:
+    """An EventLog a producer thread writes to; `start` runs once, on the first `get`."""
+
+    def __init__(self, start: Callable[[], Any], cancel: threading.Event):
+        self._events: list[Event] = []
+        self._ended = False
+        self._changed = threading.Condition()
+        self._start: Callable[[], Any] | None = start
+        self._cancel = cancel
+
+    def append(self, event: Event) -> None:
+        """Add an event (producer side); a terminal event ends the log."""
+        with self._changed:
+            self._events.append(event)
+            self._ended = self._ended or isinstance(event, TERMINAL)
+            self._changed.notify_all()
+
+    def end(self) -> None:
+        """The producer is done (normally after a terminal event)."""
+        with self._changed:
+            self._ended = True
+            self._changed.notify_all()
+
+    def get(self, index: int) -> Event | None:
+        self._begin()
+        with self._changed:
+            try:
+                while index >= len(self._events) and not self._ended:
+                    self._changed.wait()
+            except KeyboardInterrupt:  # Ctrl-C while waiting for the model: stop the turn, let the caller know
+                self._cancel.set()
+                raise
+            return self._events[index] if index < len(self._events) else None
+
+    def cancel(self) -> None:
+        self._cancel.set()
+
+    def _begin(self) -> None:
+        with self._changed:
+            start, self._start = self._start, None
+        if start is not None:
+            start()
 
 
 class Response:
@@ -18,10 +100,8 @@ class Response:
     >>> response.text()                 # the answer as shown (waits for the end)
     """
 
-    def __init__(self, events: Iterable[Event]):
-        self._source: Iterator[Event] | None = iter(events)
-        self._events: list[Event] = []
-        self._lock = threading.Lock()
+    def __init__(self, events: Iterable[Event] | EventLog):
+        self._log: EventLog = events if isinstance(events, (PulledLog, WrittenLog)) else PulledLog(events)  # type: ignore[arg-type]
 
     @classmethod
     def from_dicts(cls, rows: Iterable[dict[str, Any]]) -> Response:
@@ -30,27 +110,13 @@ class Response:
 
     def __iter__(self) -> Iterator[Event]:
         index = 0
-        while True:
-            with self._lock:
-                if index >= len(self._events) and not self._pull():
-                    return
-                event = self._events[index]
+        while (event := self._log.get(index)) is not None:
             index += 1
             yield event
 
-    def _pull(self) -> bool:
-        """Take one more event from the source; False when it is exhausted."""
-        if self._source is None:
-            return False
-        try:
-            self._events.append(next(self._source))
-            return True
-        except StopIteration:
-            self._source = None
-            return False
-        except BaseException:
-            self._source = None
-            raise
+    def cancel(self) -> None:
+        """Stop the turn between two decode steps; it ends with a `Cancelled` event (safe from any thread)."""
+        self._log.cancel()
 
     def events(self) -> list[Event]:
         """All events (runs the turn to its end)."""
@@ -59,8 +125,8 @@ class Response:
     def text(self) -> str:
         """The answer as shown to the user (runs the turn to its end)."""
         last = self.terminal()
-        if isinstance(last, (Completed, Cancelled, Failed)):
-            return last.text
+        if last is not None:
+            return last.text  # type: ignore[attr-defined]
         return "".join(e.text for e in self if isinstance(e, TokenDelta))
 
     def terminal(self) -> Event | None:
@@ -70,12 +136,12 @@ class Response:
 
     @property
     def turn_id(self) -> str:
-        first = next(iter(self), None)
+        first = self._log.get(0)
         return first.turn_id if first is not None else ""
 
     @property
     def request(self) -> TurnStarted | None:
-        first = next(iter(self), None)
+        first = self._log.get(0)
         return first if isinstance(first, TurnStarted) else None
 
     def to_dicts(self) -> list[dict[str, Any]]:
@@ -83,5 +149,4 @@ class Response:
         return [event.to_dict() for event in self]
 
     def __repr__(self) -> str:
-        state = "done" if self._source is None else "streaming"
-        return f"<Response {state}, {len(self._events)} events>"
+        return f"<Response {len(getattr(self._log, '_events', []))} events so far>"

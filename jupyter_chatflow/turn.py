@@ -63,7 +63,8 @@ class Turn:
         self.timings: dict[str, float] = {}
         self.started = time.perf_counter()
         self.usage = {"prompt_tokens": 0, "completion_tokens": 0, "reused_tokens": 0}
-        self.policy = setup.policy or SafetyPolicy(mode=request.features.safety)
+        mode = request.features.safety  # the request picks the layers; a configured policy, the guards
+        self.policy = dataclasses.replace(setup.policy, mode=mode) if setup.policy else SafetyPolicy(mode=mode)
         self.streamer = Streamer(
             setup.model, self._emit, cancel, self.policy.output_gate() if self._scans_output else None
         )

@@ -50,7 +50,7 @@ def test_a_turn_is_one_ordered_stream_ending_in_one_terminal_event(chat):
 
 def test_response_is_lazy_and_replays(chat):
     response = chat.send("Hi", max_tokens=4, temperature=0.0)
-    assert repr(response).startswith("<Response streaming")
+    assert repr(response) == "<Response 0 events so far>"  # nothing runs until it is read
     first = types(response)
     assert types(response) == first and response.text() == response.text()
 
@@ -202,3 +202,14 @@ def test_hostile_text_is_carried_as_text(chat):
     response = chat.send(text, max_tokens=4, temperature=0.0)
     assert response.request is not None and response.request.user.startswith("<script>")
     assert isinstance(response.terminal(), Completed)
+
+
+def test_model_scored_guard_adds_a_probability_to_the_input_decision(wide_model, tmp_path):
+    from jupyter_chatflow.safety import ModelGuard, SafetyPolicy
+
+    policy = SafetyPolicy(model_guard=ModelGuard(model=wide_model))
+    chat = Chat(model=wide_model, db=Database(tmp_path / "g.db"), policy=policy)
+    response = chat.send("Hello", max_tokens=2, safety="input")
+    [decision] = [e for e in response if e.type == "safety_decision"]
+    assert "model" in decision.guard or any("unsafe" in k for k in decision.scores)
+    assert all(0.0 <= v <= 1.0 for v in decision.scores.values())

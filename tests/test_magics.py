@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 from IPython.core.interactiveshell import InteractiveShell
 
@@ -128,3 +130,35 @@ def test_html_in_prompt_and_answer_is_escaped_in_markdown():
     view = TurnView()
     view.add(Completed(finish_reason="stop", text="<script>alert(1)</script> **bold**", usage={}, timings={}))
     assert "<script>" not in view.markdown() and "&lt;script&gt;" in view.markdown() and "**bold**" in view.markdown()
+
+
+@pytest.mark.parametrize("where", ["yield event", "self._changed.wait()"])
+def test_an_interrupt_anywhere_in_the_reader_stops_the_turn_and_loses_nothing(shell, where):
+    """Ctrl-C can land on any bytecode of the reading thread: between two events, or while it waits for one."""
+    import sys
+
+    from jupyter_chatflow import response as response_module
+    from jupyter_chatflow.events import Cancelled
+
+    magics = shell.magics_manager.registry["ChatMagics"]
+    chat_ = magics._chat("interrupt")
+    response = chat_.send("go", max_tokens=300, temperature=1.0, ignore_eos=True, safety="off", memory=False)
+    lines = Path(response_module.__file__).read_text().splitlines()
+    hits = {"n": 0}
+
+    def local(frame, event, arg):
+        if event == "line" and where in lines[frame.f_lineno - 1]:
+            hits["n"] += 1
+            if hits["n"] == 8:
+                raise KeyboardInterrupt  # what the SIGINT handler does at this bytecode boundary
+        return local
+
+    sys.settrace(lambda frame, event, arg: local if frame.f_code.co_filename == response_module.__file__ else None)
+    try:
+        view = magics._stream(chat_, response, "text")
+    finally:
+        sys.settrace(None)
+    assert hits["n"] >= 8 and isinstance(view.end, Cancelled)
+    events = response.events()
+    assert [e.sequence_number for e in events] == list(range(len(events)))
+    assert view.text == events[-1].text == "".join(e.text for e in events if e.type == "token")
