@@ -51,17 +51,18 @@ class Streamer:
         self.index = 0  # TokenDelta.index across the turn's rounds
         self.shown = ""  # the answer as released to the views
         self.blocked: SafetyDecision | None = None
-        self._held: dict[int, Step] = {}  # steps whose text the gate has not released yet
-        self._last = -1
+        self._steps: list[Step] = []  # every step of the turn's rounds; the gate names them by position
 
     def free(self, ids: Sequence[int], params: SamplingParams, tools: Sequence[Tool]) -> Round:
         """Generate freely; stop early at a tool call (when `tools`) and decode it under the mask."""
         result = Round(prompt_tokens=len(ids))
         detector = ToolCallDetector() if tools else None
         generation = self.model.generate(ids, params=params, cancel=self.cancel)
+        streamed = 0  # characters of the answer the steps carried
         for step in generation:
             if step.index == 0:
                 self._prefilled(result, generation)
+            streamed += len(step.text)
             self._show(result, step, detector.feed(step.text) if detector else step.text)
             if self.blocked is not None or (detector is not None and detector.started):
                 break
@@ -69,8 +70,9 @@ class Streamer:
         self._count(result, generation)
         if detector is not None and detector.started and self.blocked is None:
             return self._call(result, [*ids, *self.model.tokenizer.encode(result.text + CALL_OPEN)], params, tools)
-        if detector is not None and self.blocked is None:
-            self._show(result, None, detector.flush())
+        if self.blocked is None:  # text held back until the end: a stop-string prefix, a partial "<tool_call"
+            tail = generation.text[streamed:]
+            self._show(result, None, (detector.feed(tail) + detector.flush()) if detector else tail)
         result.finish_reason = "content_filter" if self.blocked else (generation.finish_reason or "stop")
         return result
 
@@ -105,12 +107,12 @@ class Streamer:
         """Pass a step's visible text through the gate; emit a TokenDelta for each token it releases."""
         result.text += text
         if step is not None:
-            self._held[step.index] = step
-            self._last = step.index
+            self._steps.append(step)
+        last = len(self._steps) - 1  # text flushed at the end belongs to the last step
         if self.gate is None:
-            self._release([(self._last, text, False)] if step is not None else [])
+            self._release([(last, text, False)] if last >= 0 and text else [])
         else:
-            self._release(self.gate.feed(self._last, text))
+            self._release(self.gate.feed(last, text))
 
     def finish(self) -> None:
         """At the end of the turn: release what the gate still holds."""
@@ -124,9 +126,9 @@ class Streamer:
                 if item.action == "block":
                     self.blocked = item
             elif isinstance(item, tuple):
-                self._delta(self._held.pop(item[0]), item[1], item[2])
-            elif item.index in self._held:
-                self._delta(self._held.pop(item.index), item.text, item.redacted)
+                self._delta(self._steps[item[0]], item[1], item[2])
+            else:
+                self._delta(self._steps[item.index], item.text, item.redacted)
 
     def _delta(self, step: Step, text: str, redacted: bool) -> None:
         self.shown += text

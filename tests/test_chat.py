@@ -213,3 +213,14 @@ def test_model_scored_guard_adds_a_probability_to_the_input_decision(wide_model,
     [decision] = [e for e in response if e.type == "safety_decision"]
     assert "model" in decision.guard or any("unsafe" in k for k in decision.scores)
     assert all(0.0 <= v <= 1.0 for v in decision.scores.values())
+
+
+@pytest.mark.parametrize("safety", ["off", "all"])
+def test_text_held_back_for_a_stop_string_is_shown_at_the_end(chat, safety):
+    plain = chat.send("abc", max_tokens=12, temperature=0.0, ignore_eos=True, safety="off", memory=False).text()
+    stop = plain[-1] + "\x00never"  # a stop string whose first character ends the answer: held back, never matched
+    chat.reset()  # the same prompt again (no history)
+    response = chat.send("abc", max_tokens=12, temperature=0.0, ignore_eos=True, stop=[stop], safety=safety,
+                         memory=False)  # fmt: skip
+    assert response.text() == "".join(e.text for e in response if e.type == "token")
+    assert response.text().endswith(plain[-1])
