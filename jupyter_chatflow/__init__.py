@@ -7,6 +7,8 @@
 ...     print(step.text, end="")
 """
 
+import importlib
+
 from .engine import Model
 from .errors import ChatflowError, GenerationError, ModelFormatError, ModelNotFoundError
 from .generation import Alternative, Generation, Step
@@ -32,11 +34,13 @@ __all__ = [
 
 
 def __getattr__(name: str):  # type: ignore[no-untyped-def]
-    """`Chat` is imported on first use: it pulls in the whole pipeline (stores, safety, tools)."""
+    """`Chat` and the pipeline's subpackages are imported on first use (the engine alone needs none of them)."""
     if name == "Chat":
         from .chat import Chat
 
         return Chat
+    if name in ("adapters", "safety", "tools"):
+        return importlib.import_module(f".{name}", __name__)
     raise AttributeError(f"module 'jupyter_chatflow' has no attribute {name!r}")
 
 
