@@ -90,7 +90,7 @@ class Generation:
         self.usage = Usage(prompt_tokens=prompt_tokens)
         self.finish_reason: str | None = None
         self.text = ""
-        self._cancel = cancel or threading.Event()
+        self._cancel = _Stop(cancel)
         self._raw_steps = raw_steps
         self._tokenizer = tokenizer
         self._stop = tuple(s for s in stop if s)
@@ -112,7 +112,7 @@ class Generation:
             yield from self._steps()
         finally:  # an exception (KeyboardInterrupt, an engine error) or close() ended it early
             if self.finish_reason is None:
-                self._cancel.set()
+                self._cancel.set()  # this generation only: the caller's event is theirs to set
                 self.finish_reason = "cancelled"
 
     def _steps(self) -> Iterator[Step]:
@@ -178,3 +178,14 @@ class Generation:
             top_alternatives=alternatives,
             elapsed_ms=elapsed_ms,
         )
+
+
+class _Stop(threading.Event):
+    """This generation's stop flag; also raised while the caller's event is (which stopping here leaves alone)."""
+
+    def __init__(self, caller: threading.Event | None):
+        super().__init__()
+        self._caller = caller
+
+    def is_set(self) -> bool:
+        return super().is_set() or (self._caller is not None and self._caller.is_set())

@@ -101,6 +101,8 @@ class Turn:
         finish = self._answer(text, snippets)
         if self.cancel.is_set():
             return self._end_cancelled()
+        if self.streamer.blocked is not None:  # the output layer stopped the answer: show its message instead
+            self.streamer.shown = self.streamer.blocked.replacement or "[blocked by the output safety layer]"
         if finish != "content_filter":
             self._check_answer()
             self._title()

@@ -224,3 +224,17 @@ def test_text_held_back_for_a_stop_string_is_shown_at_the_end(chat, safety):
                          memory=False)  # fmt: skip
     assert response.text() == "".join(e.text for e in response if e.type == "token")
     assert response.text().endswith(plain[-1])
+
+
+def test_an_output_block_stops_generation_and_replaces_the_answer(wide_model, tmp_path):
+    from jupyter_chatflow.safety import RuleGuard, SafetyPolicy
+    from jupyter_chatflow.safety.rules import Rule
+
+    everything = Rule(category="S1", pattern=r"\S", action="block")  # any visible character
+    policy = SafetyPolicy(guards={"output": (RuleGuard(rules=(everything,)),)})
+    chat = Chat(model=wide_model, db=Database(tmp_path / "b.db"), policy=policy)
+    response = chat.send("Hi", max_tokens=200, temperature=1.0, ignore_eos=True, memory=False)
+    block = next(e for e in response if e.type == "safety_decision" and e.layer == "output")
+    last = response.terminal()
+    assert block.action == "block" and isinstance(last, Completed) and last.finish_reason == "content_filter"
+    assert last.text == block.replacement and last.usage["completion_tokens"] < 200

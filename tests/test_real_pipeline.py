@@ -1,0 +1,37 @@
+"""The whole pipeline with the real default model: an answer, a follow-up from the prompt cache, a tool call."""
+
+from __future__ import annotations
+
+import pytest
+
+from jupyter_chatflow.chat import Chat
+from jupyter_chatflow.events import Completed
+from jupyter_chatflow.store import Database
+from jupyter_chatflow.tools import evaluate
+
+pytestmark = pytest.mark.slow
+
+
+@pytest.fixture
+def chat(real_model, tmp_path):
+    return Chat(model=real_model, db=Database(tmp_path / "real.db"), session="real")
+
+
+def test_answer_then_follow_up_reuses_the_conversation(chat):
+    first = chat.send("What is the capital of France?", temperature=0.0, max_tokens=24)
+    assert "Paris" in first.text() and isinstance(first.terminal(), Completed)
+    assert chat.title  # the model wrote one after the first answer
+    second = chat.send("And of Germany?", temperature=0.0, max_tokens=24)
+    prefill = next(e for e in second if e.type == "prefill")
+    assert "Berlin" in second.text()
+    assert prefill.reused_tokens >= first.terminal().usage["prompt_tokens"]  # the whole first prompt, and more
+
+
+def test_forced_calculator_call_gives_the_model_the_result(chat):
+    response = chat.send("What is 17 * 23?", tools="calculator", tool_choice="calculator", temperature=0.0,
+                         max_tokens=40)  # fmt: skip
+    call = next(e for e in response if e.type == "tool_call")
+    result = next(e for e in response if e.type == "tool_result")
+    assert call.name == "calculator" and not result.error
+    assert float(result.output) == pytest.approx(float(evaluate(call.arguments["expression"])))
+    assert isinstance(response.terminal(), Completed) and response.text()

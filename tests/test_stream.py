@@ -1,0 +1,73 @@
+"""The streaming round on its own: a model that starts a tool call mid-answer (scripted) hands over to the mask."""
+
+from __future__ import annotations
+
+import threading
+
+from jupyter_chatflow.events import TokenDelta, ToolCall
+from jupyter_chatflow.generation import Step, Usage
+from jupyter_chatflow.sampling import SamplingParams
+from jupyter_chatflow.stream import Streamer
+from jupyter_chatflow.tools import calculator
+
+
+class ScriptedGeneration:
+    """What Model.generate returns, with fixed texts (closing it early is how the streamer stops it)."""
+
+    def __init__(self, texts: list[str]):
+        self.texts, self.text, self.finish_reason = texts, "", None
+        self.usage = Usage(prompt_tokens=3)
+
+    def __iter__(self):
+        for index, text in enumerate(self.texts):
+            self.usage.completion_tokens = index + 1
+            self.text += text
+            yield Step(index=index, token_id=40 + index, text=text, logprob=-0.1, entropy=0.5, top_alternatives=(),
+                       elapsed_ms=float(index))  # fmt: skip
+        self.finish_reason = "stop"
+
+
+class Scripted:
+    """The tiny model, except that free generation says `texts`; masked generation is the real engine's."""
+
+    def __init__(self, model, texts):
+        self.model, self.texts = model, texts
+        self.tokenizer, self.config = model.tokenizer, model.config
+
+    def generate(self, ids, *, params, cancel=None, constraint=None):
+        if constraint is not None:
+            return self.model.generate(ids, params=params, cancel=cancel, constraint=constraint)
+        return ScriptedGeneration(self.texts)
+
+
+def run(model, texts, tools=(calculator,)):
+    events, cancel = [], threading.Event()
+    streamer = Streamer(Scripted(model, texts), events.append, cancel, gate=None)
+    result = streamer.free([1, 2, 3], SamplingParams(temperature=0.0), list(tools))
+    streamer.finish()
+    return result, events, cancel
+
+
+def test_a_call_started_mid_answer_is_decoded_under_the_mask(tiny_model):
+    result, events, cancel = run(tiny_model, ["Let me ", "compute. <to", "ol_call>", '{"name": "x"', " never read"])
+    assert result.text == "Let me compute. " and result.finish_reason == "tool_calls"
+    name, arguments = result.call
+    assert name == "calculator" and set(arguments) == {"expression"}
+    assert "".join(e.text for e in events if isinstance(e, TokenDelta)) == "Let me compute. "
+    assert not cancel.is_set()  # closing the free generation must not stop the turn
+
+
+def test_a_partial_tag_that_is_not_a_call_is_shown(tiny_model):
+    result, events, _ = run(tiny_model, ["a <tool", " box"])
+    assert result.call is None and result.text == "a <tool box"
+    assert "".join(e.text for e in events if isinstance(e, TokenDelta)) == "a <tool box"
+
+
+def test_without_tools_the_tag_is_just_text(tiny_model):
+    result, _, _ = run(tiny_model, ["<tool_call>", "{}"], tools=())
+    assert result.call is None and result.text == "<tool_call>{}"
+
+
+def test_events_name_the_call_only_once_the_turn_emits_it(tiny_model):
+    _, events, _ = run(tiny_model, ["<tool_call>"])
+    assert not any(isinstance(e, ToolCall) for e in events)  # the streamer returns the call; the turn runs it
