@@ -51,6 +51,9 @@ class ChatMagics(Magics):
     tools = Unicode("", help="Tools the model may call, comma-separated (e.g. 'calculator').").tag(config=True)
     memory = Bool(True, help="Recall and write memories.").tag(config=True)
     safety = Enum(["off", "input", "all"], "all", help="Safety layers: off | input | all.").tag(config=True)
+    trim = Enum(["drop", "summarize"], "drop", help="When old turns leave a full window: drop or summarize them.").tag(
+        config=True
+    )
     format = Enum(["markdown", "text", "code"], "markdown", help="How the answer is shown.").tag(config=True)
     model_guard = Bool(False, help="Also score input and answers with the loaded model (Llama-Guard-style).").tag(
         config=True
@@ -124,6 +127,7 @@ class ChatMagics(Magics):
             "tool_choice": pick(args.tool_choice, "auto"),
             "memory": self.memory and not args.no_memory,
             "safety": pick(args.safety, self.safety),
+            "trim": self.trim,
         }
 
     def _stream(self, chat: Chat, response: Response, fmt: str) -> TurnView:
