@@ -30,7 +30,6 @@ class Round:
     text: str = ""
     """The answer text of this round as the model wrote it (tool call cut out; before the output gate)."""
     call: tuple[str, dict[str, Any]] | None = None
-    call_text: str = ""
     call_error: str = ""
     """Why the call could not be read (it becomes the tool's error result)."""
     finish_reason: str = "stop"
@@ -39,8 +38,6 @@ class Round:
     reused_tokens: int = 0
     prefill_ms: float = 0.0
     decode_ms: float = 0.0
-    first_token_ms: float | None = None
-    blocked: SafetyDecision | None = None
 
 
 class Streamer:
@@ -87,10 +84,9 @@ class Streamer:
         call_params = dataclasses.replace(params, max_tokens=CALL_MAX_TOKENS, stop=(), temperature=0.0)
         generation = self.model.generate(ids, params=call_params, cancel=self.cancel, constraint=constraint)
         for step in generation:
-            if step.index == 0 and result.first_token_ms is None:
+            if step.index == 0:
                 self._prefilled(result, generation)
         self._count(result, generation)
-        result.call_text = constraint.text
         if generation.finish_reason == "cancelled":
             result.finish_reason = "cancelled"
             return result
@@ -141,10 +137,11 @@ class Streamer:
         self.index += 1
 
     def _prefilled(self, result: Round, generation: Generation) -> None:
-        """The first token is out: the prompt is in the cache (reported once per round)."""
+        """The first token of a generation is out: its prompt is in the KV cache."""
         usage = generation.usage
-        result.first_token_ms = usage.prefill_ms
-        result.reused_tokens, result.prefill_ms = usage.reused_tokens, usage.prefill_ms
+        if result.prefill_ms == 0.0:  # the round's first generation: its prompt is the round's prompt
+            result.reused_tokens = usage.reused_tokens
+        result.prefill_ms += usage.prefill_ms
         computed = usage.prompt_tokens - usage.reused_tokens
         self.emit(PrefillDone(prompt_tokens=usage.prompt_tokens, reused_tokens=usage.reused_tokens,
                               computed_tokens=computed, latency_ms=usage.prefill_ms))  # fmt: skip

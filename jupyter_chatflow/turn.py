@@ -27,6 +27,7 @@ from .events import (
     MemoryRecalled,
     MemoryWritten,
     TitleGenerated,
+    TokenDelta,
     ToolCall,
     ToolResult,
     TurnStarted,
@@ -96,7 +97,7 @@ class Turn:
         text = self._scan_input()
         if text is None:
             return
-        command = parse_command(self.request.text) if self._memory_on else None
+        command = parse_command(text) if self._memory_on else None  # the redacted text: no PII goes into memory
         snippets = self._recall(text)
         finish = self._answer(text, snippets)
         if self.cancel.is_set():
@@ -181,8 +182,6 @@ class Turn:
         return result
 
     def _account(self, result: Round) -> None:
-        if self.first_token_ms is None:
-            self.first_token_ms = (time.perf_counter() - self.started) * 1000 - result.decode_ms
         self.usage["prompt_tokens"] = result.prompt_tokens
         self.usage["completion_tokens"] += result.completion_tokens
         self.usage["reused_tokens"] += result.reused_tokens
@@ -274,6 +273,8 @@ class Turn:
     # ---- helpers -----------------------------------------------------------------------------------------------
 
     def _emit(self, event: Event) -> None:
+        if self.first_token_ms is None and isinstance(event, TokenDelta):  # the first token the user sees
+            self.first_token_ms = (time.perf_counter() - self.started) * 1000
         self.emit(event)
 
     def _time(self, stage: str, started: float) -> float:

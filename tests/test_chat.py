@@ -238,3 +238,10 @@ def test_an_output_block_stops_generation_and_replaces_the_answer(wide_model, tm
     last = response.terminal()
     assert block.action == "block" and isinstance(last, Completed) and last.finish_reason == "content_filter"
     assert last.text == block.replacement and last.usage["completion_tokens"] < 200
+
+
+def test_pii_in_a_remember_command_is_redacted_before_it_is_stored(chat):
+    response = chat.send("Remember that my email is jane.doe@example.com", max_tokens=2)
+    written = next(e for e in response if e.type == "memory_written")
+    assert "jane.doe@example.com" not in written.text and "[EMAIL]" in written.text
+    assert all("jane.doe" not in m.text for m in chat.memory.list())
