@@ -67,6 +67,7 @@ class Chat:
         self.session = self.sessions.open(session, new=new)
         self._worker = ThreadPoolExecutor(max_workers=1, thread_name_prefix="chatflow-engine")
         self._current: threading.Event | None = None
+        self._unsaved: list[TurnRecord] = []
 
     @property
     def title(self) -> str:
@@ -74,8 +75,8 @@ class Chat:
         return self.session.title
 
     def history(self) -> list[TurnRecord]:
-        """The session's stored turns, oldest first."""
-        return self.sessions.turns(self.session.id)
+        """The session's turns, oldest first (kept in this object only when `persist` is False)."""
+        return self.sessions.turns(self.session.id) if self.persist else list(self._unsaved)
 
     def send(self, text: str, **options: Any) -> Response:
         """Start a turn (lazily: it runs when the Response is first iterated); options as `ChatRequest.build`."""
@@ -95,6 +96,7 @@ class Chat:
     def reset(self) -> None:
         """Forget this session's turns (memories stay)."""
         self.sessions.reset(self.session.id)
+        self._unsaved.clear()
 
     def new_session(self, name: str | None = None) -> None:
         """Archive the session and start a fresh one with the same (or a new) name."""
@@ -112,7 +114,8 @@ class Chat:
 
         setup = TurnSetup(
             model=self.model, session_id=self.session.id, system=self.system, history=self._history(),
-            memory=self.memory if request.features.memory else None, tools=tools, needs_title=not self.session.title,
+            memory=self.memory if request.features.memory else None, tools=tools,
+            needs_title=self.persist and not self.session.title,  # an unstored session keeps no title
             policy=self.policy,
         )  # fmt: skip
         try:
@@ -122,7 +125,7 @@ class Chat:
 
     def _history(self) -> list[list[dict[str, str]]]:
         turns = []
-        for record in self.sessions.turns(self.session.id):
+        for record in self.history():
             answer = record.answer + (STOPPED_MARK if record.status == "cancelled" else "")
             turns.append([{"role": "user", "content": record.user}, {"role": "assistant", "content": answer}])
         return turns
@@ -130,6 +133,7 @@ class Chat:
     def _store(self, events: list[Event]) -> None:
         """Save the turn and its telemetry record; a storage failure is reported, the answer still goes out."""
         if not self.persist:
+            self._unsaved.append(TurnRecord.from_events(events, session_id=self.session.id))
             return
         try:
             self._save(events)

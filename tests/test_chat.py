@@ -245,3 +245,13 @@ def test_pii_in_a_remember_command_is_redacted_before_it_is_stored(chat):
     written = next(e for e in response if e.type == "memory_written")
     assert "jane.doe@example.com" not in written.text and "[EMAIL]" in written.text
     assert all("jane.doe" not in m.text for m in chat.memory.list())
+
+
+def test_an_unstored_chat_keeps_its_turns_in_memory_only(wide_model, tmp_path):
+    chat = Chat(model=wide_model, db=Database(tmp_path / "u.db"), session="u", persist=False)
+    chat.send("first", max_tokens=2).text()
+    response = chat.send("second", max_tokens=2)
+    assert any(e.type == "context_assembled" and any(s.kind == "history" for s in e.segments) for e in response)
+    assert "title_generated" not in [e.type for e in response]
+    assert [t.user for t in chat.history()] == ["first", "second"]
+    assert Chat(model=wide_model, db=Database(tmp_path / "u.db"), session="u").history() == []
