@@ -39,6 +39,7 @@ from .stream import Round, Streamer
 from .tools import Tool, ToolOutcome, call_message, result_message, tool_role, tools_system_prompt
 
 DEFAULT_SYSTEM = "You are a helpful AI assistant named SmolLM, trained by Hugging Face."
+SUMMARY_TOKENS = 96
 TITLE_PROMPT = "Write a title of at most five words for this conversation. Reply with the title only."
 
 
@@ -283,10 +284,18 @@ class Turn:
         return elapsed
 
     def _summarize(self, messages: Sequence[dict[str, str]]) -> str:
-        transcript = "\n".join(f"{m['role']}: {m['content']}" for m in messages)[-6000:]
-        prompt = [{"role": "user", "content": f"Summarize this conversation in two sentences:\n\n{transcript}"}]
-        ids = self.setup.model.tokenizer.apply_chat_template(prompt)
-        return "".join(s.text for s in self.setup.model.generate(ids, max_tokens=96, temperature=0.0)).strip()
+        """A short summary of old turns by the model; a transcript too long for the window loses its oldest part."""
+        model, answer = self.setup.model, SUMMARY_TOKENS
+        tokenizer = model.tokenizer
+        transcript = tokenizer.encode("\n".join(f"{m['role']}: {m['content']}" for m in messages))
+        room = model.config.context_length - answer - len(tokenizer.apply_chat_template([_summary_request("")])) - 8
+        text = tokenizer.decode(transcript[-room:]) if room > 0 else ""
+        ids = tokenizer.apply_chat_template([_summary_request(text)])
+        return "".join(s.text for s in model.generate(ids, max_tokens=answer, temperature=0.0)).strip()
+
+
+def _summary_request(transcript: str) -> dict[str, str]:
+    return {"role": "user", "content": f"Summarize this conversation in two sentences:\n\n{transcript}"}
 
 
 def _choice(tool_choice: str, round_index: int, max_rounds: int) -> str:

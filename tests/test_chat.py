@@ -255,3 +255,16 @@ def test_an_unstored_chat_keeps_its_turns_in_memory_only(wide_model, tmp_path):
     assert "title_generated" not in [e.type for e in response]
     assert [t.user for t in chat.history()] == ["first", "second"]
     assert Chat(model=wide_model, db=Database(tmp_path / "u.db"), session="u").history() == []
+
+
+@pytest.mark.parametrize("trim", ["drop", "summarize"])
+def test_a_long_conversation_is_trimmed_to_the_window(tiny_model, tmp_path, trim):
+    chat = Chat(model=tiny_model, db=Database(tmp_path / f"{trim}.db"), session="long")  # a 512-token window
+    for i in range(4):
+        chat.send(f"message {i} " * 8, max_tokens=64, temperature=1.0, ignore_eos=True, safety="off").text()
+    response = chat.send("last one", max_tokens=64, trim=trim, safety="off")
+    context = next(e for e in response if e.type == "context_assembled")
+    assert context.trimmed and {t.action for t in context.trimmed} == {"dropped" if trim == "drop" else "summarized"}
+    assert context.prompt_tokens <= context.budget == 512 - 64
+    assert any(s.kind == "system" for s in context.segments) and context.segments[-2].kind == "user"
+    assert isinstance(response.terminal(), Completed)
