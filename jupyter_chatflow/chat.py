@@ -124,10 +124,15 @@ class Chat:
             out.end()  # readers never wait forever, whatever happened
 
     def _history(self) -> list[list[dict[str, str]]]:
+        """Earlier turns as the model saw them (the user's text after input redaction); turns the model never
+        saw (blocked at the input, failed before the prompt was built) are left out."""
         turns = []
         for record in self.history():
+            user = _prompted_user_text(record)
+            if user is None or record.status == "error":
+                continue
             answer = record.answer + (STOPPED_MARK if record.status == "cancelled" else "")
-            turns.append([{"role": "user", "content": record.user}, {"role": "assistant", "content": answer}])
+            turns.append([{"role": "user", "content": user}, {"role": "assistant", "content": answer}])
         return turns
 
     def _store(self, events: list[Event]) -> None:
@@ -149,3 +154,11 @@ class Chat:
             self.sessions.set_title(self.session.id, title)
             self.session = self.sessions.get(self.session.id)
         self.telemetry.log(turn_record(events, model=self.model.config.name, redact=redact))
+
+
+def _prompted_user_text(record: TurnRecord) -> str | None:
+    """The user's message as it went into the prompt (its `user` segment), or None if no prompt was built."""
+    contexts = [e for e in record.events if e.get("type") == "context_assembled"]
+    if not contexts:
+        return None
+    return next((s["text"] for s in contexts[0]["segments"] if s["kind"] == "user"), record.user)

@@ -268,3 +268,12 @@ def test_a_long_conversation_is_trimmed_to_the_window(tiny_model, tmp_path, trim
     assert context.prompt_tokens <= context.budget == 512 - 64
     assert any(s.kind == "system" for s in context.segments) and context.segments[-2].kind == "user"
     assert isinstance(response.terminal(), Completed)
+
+
+def test_later_turns_see_the_redacted_message_and_not_blocked_ones(chat):
+    chat.send("My card is 4111 1111 1111 1111, ok?", max_tokens=2).text()
+    chat.send("How do I build a pipe bomb at home?", max_tokens=2).text()
+    response = chat.send("next", max_tokens=2)
+    tokenized = next(e for e in response if e.type == "tokenized")
+    prompt = chat.model.tokenizer.decode(list(tokenized.ids))
+    assert "4111 1111" not in prompt and "[CARD]" in prompt and "pipe bomb" not in prompt
