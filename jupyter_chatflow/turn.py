@@ -146,7 +146,7 @@ class Turn:
     def _answer(self, text: str, snippets: list) -> str:
         """Generate, running tools the model calls, until it answers (or the round bound is reached)."""
         features, pending = self.request.features, list[dict[str, str]]()
-        tools = [t for t in self.setup.tools if t.name in features.tools]
+        tools = list(self.setup.tools)  # resolved from features.tools by the caller
         for round_index in range(features.max_tool_rounds + 1):
             choice = _choice(features.tool_choice, round_index, features.max_tool_rounds)
             offered = tools if choice != "none" else []
