@@ -45,7 +45,7 @@ class ChatMagics(Magics):
     top_p = CFloat(0.9, help="Nucleus sampling: keep tokens up to this probability mass.").tag(config=True)
     top_k = CInt(0, help="Keep only the k most likely tokens (0 keeps all).").tag(config=True)
     max_tokens = CInt(512, help="Longest answer, in tokens.").tag(config=True)
-    repetition_penalty = CFloat(1.1, help="Penalty on tokens already in the prompt or answer (1 is off).").tag(
+    repetition_penalty = CFloat(1.0, help="Penalty on tokens already in the prompt or answer (1 is off).").tag(
         config=True
     )
     tools = Unicode("", help="Tools the model may call, comma-separated (e.g. 'calculator').").tag(config=True)

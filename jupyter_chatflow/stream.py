@@ -81,7 +81,8 @@ class Streamer:
         constraint = ToolCallConstraint(
             self.model.tokenizer, tools, only=only, include_open=include_open, vocab_size=self.model.config.vocab_size
         )
-        call_params = dataclasses.replace(params, max_tokens=CALL_MAX_TOKENS, stop=(), temperature=0.0)
+        # greedy and unpenalized: a call's JSON repeats its own tokens ({"…": …}), and the mask does the steering
+        call_params = SamplingParams(temperature=0.0, max_tokens=CALL_MAX_TOKENS, seed=params.seed)
         generation = self.model.generate(ids, params=call_params, cancel=self.cancel, constraint=constraint)
         for step in generation:
             if step.index == 0:
