@@ -250,6 +250,20 @@ class Model:
                 self._keep_cache(cache, ids)
         return np.concatenate(rows)
 
+    def next_logits(self, token_ids: Sequence[int]) -> np.ndarray:
+        """Next-token logits after the last position only: float32 [V] (a cached prefix is not computed again)."""
+        ids, last = self._check_prompt(token_ids), []
+        with self._lock:
+            cache, reused = self._take_cache(ids, ids.size + 1)
+            try:
+                keep = lambda _start, size, hidden, _queries: last.append(  # noqa: E731
+                    jax.lax.dynamic_index_in_dim(hidden, size - 1, 1)  # [1, 1, d]
+                )
+                cache = self._prefill(cache, prefill_chunks(ids, cache.length, reused), on_chunk=keep)
+            finally:
+                self._keep_cache(cache, ids)
+        return self._logits_of(last[-1])[0]
+
     def _scratch_cache(self, ids: np.ndarray) -> KVCache:
         """A cache for a pass that needs every position computed (reusing a prefix would skip some)."""
         cache, _ = self._take_cache(ids[:1], ids.size)  # a one-token "prompt" shares no prefix worth using

@@ -5,6 +5,7 @@ from __future__ import annotations
 import threading
 import time
 
+import numpy as np
 import pytest
 
 from jupyter_chatflow import GenerationError, SamplingParams
@@ -97,3 +98,12 @@ def test_unknown_dtype_is_a_clear_error(tiny_path):
 
     with pytest.raises(ChatflowError, match="dtype must be one of float32, bfloat16, float16"):
         load_model(tiny_path, dtype="int4")
+
+
+def test_next_logits_equal_the_last_row_of_logits_also_from_the_prompt_cache(tiny_model):
+    ids = [1, 50, 60, 70, 80]
+    expected = tiny_model.logits(ids)[-1]
+    np.testing.assert_allclose(tiny_model.next_logits(ids), expected, rtol=1e-5, atol=1e-5)
+    np.testing.assert_allclose(tiny_model.next_logits(ids), expected, rtol=1e-5, atol=1e-5)  # prefix reused
+    longer = [*ids, 90]
+    np.testing.assert_allclose(tiny_model.next_logits(longer), tiny_model.logits(longer)[-1], rtol=1e-5, atol=1e-5)

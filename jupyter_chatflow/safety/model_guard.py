@@ -62,7 +62,7 @@ class ModelGuard:
     """Scores a text with the loaded model: P(unsafe) >= threshold leads to `action` (flag or block)."""
 
     model: Any
-    """A loaded model (`jupyter_chatflow.Model`): `tokenizer` and `logits(ids) -> float32 [T, V]`."""
+    """A loaded model (`jupyter_chatflow.Model`): `tokenizer` and `next_logits(ids) -> float32 [V]`."""
     threshold: float = 0.5
     action: str = "flag"
     name: str = "model_guard"
@@ -96,7 +96,7 @@ class ModelGuard:
     def score(self, text: str, *, layer: str) -> float:
         """P(unsafe) in [0, 1]: softmax over the candidate first tokens of "unsafe" and "safe"."""
         unsafe_ids, safe_ids = self._candidates()
-        logits = np.asarray(self.model.logits(self._prompt_ids(text, layer)))[-1].astype(np.float64)  # [V]
+        logits = np.asarray(self.model.next_logits(self._prompt_ids(text, layer))).astype(np.float64)  # [V]
         both = logits[unsafe_ids + safe_ids]
         weights = np.exp(both - both.max())
         return float(weights[: len(unsafe_ids)].sum() / weights.sum())
