@@ -15,6 +15,7 @@ import time
 from collections.abc import Sequence
 from typing import Any, TextIO
 
+from .defaults import CHAT_DEFAULTS
 from .errors import ChatflowError
 
 
@@ -25,12 +26,21 @@ def build_parser() -> argparse.ArgumentParser:
     chat = commands.add_parser("chat", help="stream the model's answer to PROMPT")
     chat.add_argument("prompt", help="the user message")
     chat.add_argument("--system", default=None, help="system prompt (default: the chat template's own)")
-    # Defaults from SmolLM2's model card (temperature 0.2, top-p 0.9): small models ramble when sampled hotter.
-    chat.add_argument("--temperature", type=float, default=0.2, help="0 is greedy (default 0.2)")
-    chat.add_argument("--top-p", type=float, default=0.9, help="nucleus sampling mass (default 0.9)")
+    # Unset sampling options take the chat defaults (`request.CHAT_DEFAULTS`).
+    chat.add_argument(
+        "--temperature", type=float, default=None, help=f"0 is greedy (default {CHAT_DEFAULTS['temperature']})"
+    )
+    chat.add_argument(
+        "--top-p", type=float, default=None, help=f"nucleus sampling mass (default {CHAT_DEFAULTS['top_p']})"
+    )
     chat.add_argument("--top-k", type=int, default=0, help="keep the k likeliest tokens; 0 keeps all (default)")
     chat.add_argument("--min-p", type=float, default=0.0, help="drop tokens below min_p x the top one")
-    chat.add_argument("--repetition-penalty", type=float, default=1.0, help="1 is off")
+    chat.add_argument(
+        "--repetition-penalty",
+        type=float,
+        default=None,
+        help=f"1 is off (default {CHAT_DEFAULTS['repetition_penalty']})",
+    )
     chat.add_argument("--max-tokens", type=int, default=256, help="most tokens to generate (default 256)")
     chat.add_argument("--seed", type=int, default=None, help="same seed, same answer")
     chat.add_argument("--stop", action="append", default=[], help="stop string (repeatable)")

@@ -23,6 +23,7 @@ from IPython.display import Markdown, display
 from traitlets import Bool, CFloat, CInt, Enum, Unicode
 
 from .chat import Chat
+from .defaults import CHAT_DEFAULTS
 from .engine import Model
 from .errors import ChatflowError
 from .events import Cancelled
@@ -41,13 +42,15 @@ class ChatMagics(Magics):
 
     session = Unicode("default", help="Session name used when --session is not given.").tag(config=True)
     system = Unicode("", help="System prompt ('' keeps the model's default).").tag(config=True)
-    temperature = CFloat(0.2, help="Sampling temperature (0 is greedy).").tag(config=True)
-    top_p = CFloat(0.9, help="Nucleus sampling: keep tokens up to this probability mass.").tag(config=True)
-    top_k = CInt(0, help="Keep only the k most likely tokens (0 keeps all).").tag(config=True)
-    max_tokens = CInt(512, help="Longest answer, in tokens.").tag(config=True)
-    repetition_penalty = CFloat(1.0, help="Penalty on tokens already in the prompt or answer (1 is off).").tag(
+    temperature = CFloat(CHAT_DEFAULTS["temperature"], help="Sampling temperature (0 is greedy).").tag(config=True)
+    top_p = CFloat(CHAT_DEFAULTS["top_p"], help="Nucleus sampling: keep tokens up to this probability mass.").tag(
         config=True
     )
+    top_k = CInt(0, help="Keep only the k most likely tokens (0 keeps all).").tag(config=True)
+    max_tokens = CInt(512, help="Longest answer, in tokens.").tag(config=True)
+    repetition_penalty = CFloat(
+        CHAT_DEFAULTS["repetition_penalty"], help="Penalty on tokens already in the prompt or answer (1 is off)."
+    ).tag(config=True)
     tools = Unicode("", help="Tools the model may call, comma-separated (e.g. 'calculator').").tag(config=True)
     memory = Bool(True, help="Recall and write memories.").tag(config=True)
     safety = Enum(["off", "input", "all"], "all", help="Safety layers: off | input | all.").tag(config=True)

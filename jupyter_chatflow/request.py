@@ -10,6 +10,7 @@ import dataclasses
 import uuid
 from typing import Any
 
+from .defaults import CHAT_DEFAULTS
 from .errors import ChatflowError, GenerationError
 from .sampling import SamplingParams
 from .tokenizer import clean_text
@@ -91,7 +92,7 @@ class ChatRequest:
         unknown = sorted(set(options) - known)
         if unknown:
             raise RequestError(f"Unknown option(s) {', '.join(unknown)}; known: {', '.join(sorted(known))}.")
-        sampling = {k: options.pop(k) for k in SAMPLING_OPTIONS if options.get(k) is not None}
+        sampling = CHAT_DEFAULTS | {k: options.pop(k) for k in SAMPLING_OPTIONS if options.get(k) is not None}
         options = {k: v for k, v in options.items() if k not in SAMPLING_OPTIONS}  # the None ones
         if isinstance(sampling.get("stop"), (list, tuple)):
             sampling["stop"] = tuple(sampling["stop"])
