@@ -148,5 +148,14 @@ class Response:
         """Every event as a JSON-ready dict (runs the turn to its end)."""
         return [event.to_dict() for event in self]
 
+    def _repr_markdown_(self) -> str:
+        """In a notebook: the answer and the pipeline summary, as `%%chat` shows them (runs the turn to its end)."""
+        from .render import TurnView
+
+        view = TurnView()
+        for event in self:
+            view.add(event)
+        return view.markdown()
+
     def __repr__(self) -> str:
         return f"<Response {len(getattr(self._log, '_events', []))} events so far>"

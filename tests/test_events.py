@@ -104,3 +104,9 @@ def test_response_rebuilds_from_dicts():
     response = Response(_samples())
     again = Response.from_dicts(response.to_dicts())
     assert again.events() == response.events()
+
+
+def test_response_renders_as_markdown_in_a_notebook():
+    markdown = Response(_samples())._repr_markdown_()
+    assert markdown.startswith("Paris") and "<details><summary>pipeline</summary>" in markdown
+    assert "safety: input redact" in markdown and "context: 12/8192 tokens" in markdown
