@@ -194,13 +194,7 @@ class Model:
         A later request starting with these ids prefills only what follows (e.g. prewarm while the user types).
         """
         ids = self._check_prompt(token_ids)
-        with self._lock:
-            cache, reused = self._take_cache(ids, ids.size + 1)
-            try:
-                cache = self._prefill(cache, prefill_chunks(ids, cache.length, reused))
-            finally:
-                self._keep_cache(cache, ids)
-        return ids.size - reused
+        return ids.size - self._prefill_reusing(ids)
 
     def _prefill(self, cache: KVCache, chunks, probe_layer: int | None = None, on_chunk=None) -> KVCache:
         """Run `prefill_chunks` through; `on_chunk(start, size, hidden [1, w, d], queries)` sees each."""
@@ -252,17 +246,22 @@ class Model:
 
     def next_logits(self, token_ids: Sequence[int]) -> np.ndarray:
         """Next-token logits after the last position only: float32 [V] (a cached prefix is not computed again)."""
-        ids, last = self._check_prompt(token_ids), []
+        last: list[jax.Array] = []
+        keep = lambda _start, size, hidden, _queries: last.append(  # noqa: E731
+            jax.lax.dynamic_index_in_dim(hidden, size - 1, 1)  # [1, 1, d]
+        )
+        self._prefill_reusing(self._check_prompt(token_ids), keep)
+        return self._logits_of(last[-1])[0]
+
+    def _prefill_reusing(self, ids: np.ndarray, on_chunk=None) -> int:
+        """Prefill `ids` after the longest cached prefix (at least one token is computed); returns its length."""
         with self._lock:
             cache, reused = self._take_cache(ids, ids.size + 1)
             try:
-                keep = lambda _start, size, hidden, _queries: last.append(  # noqa: E731
-                    jax.lax.dynamic_index_in_dim(hidden, size - 1, 1)  # [1, 1, d]
-                )
-                cache = self._prefill(cache, prefill_chunks(ids, cache.length, reused), on_chunk=keep)
+                cache = self._prefill(cache, prefill_chunks(ids, cache.length, reused), on_chunk=on_chunk)
             finally:
                 self._keep_cache(cache, ids)
-        return self._logits_of(last[-1])[0]
+        return reused
 
     def _scratch_cache(self, ids: np.ndarray) -> KVCache:
         """A cache for a pass that needs every position computed (reusing a prefix would skip some)."""

@@ -19,7 +19,7 @@ from typing import Any
 from IPython.core.error import UsageError
 from IPython.core.magic import Magics, line_cell_magic, line_magic, magics_class
 from IPython.core.magic_arguments import argument, magic_arguments, parse_argstring
-from IPython.display import Markdown, display
+from IPython.display import Markdown, Pretty, display
 from traitlets import Bool, CFloat, CInt, Enum, Unicode
 
 from .chat import Chat
@@ -258,17 +258,7 @@ class ChatMagics(Magics):
 def _bundle(view: TurnView, fmt: str) -> Any:
     if fmt == "markdown":
         return Markdown(view.markdown())
-    return _Plain(view.plain())
-
-
-class _Plain:
-    """A display object that is plain text only."""
-
-    def __init__(self, text: str):
-        self.text = text
-
-    def _repr_mimebundle_(self, include: Any = None, exclude: Any = None) -> dict[str, str]:
-        return {"text/plain": self.text}
+    return Pretty(view.plain())
 
 
 def _has_display(shell: Any) -> bool:

@@ -34,6 +34,8 @@ class Round:
     """Why the call could not be read (it becomes the tool's error result)."""
     finish_reason: str = "stop"
     completion_tokens: int = 0
+    decode_steps: int = 0
+    """Tokens that came from decode steps (each generation's first token comes from its prefill)."""
     prompt_tokens: int = 0
     reused_tokens: int = 0
     prefill_ms: float = 0.0
@@ -150,6 +152,7 @@ class Streamer:
     def _count(self, result: Round, generation: Generation) -> None:
         usage = generation.usage
         result.completion_tokens += usage.completion_tokens
+        result.decode_steps += max(usage.completion_tokens - 1, 0)
         result.decode_ms += usage.decode_ms
 
 
