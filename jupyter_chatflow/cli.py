@@ -97,16 +97,8 @@ def run_chat(args: argparse.Namespace) -> int:
     chat = Chat(model=model, session=args.session or "cli", system=args.system, persist=args.session is not None)
     options = {name: getattr(args, name) for name in CHAT_OPTIONS}
     response = chat.send(args.prompt, memory=not args.no_memory, **options)
-    out, printed = sys.stdout, 0
-    while True:
-        try:
-            for event in response:  # after Ctrl-C this replays from the start: skip what was printed
-                if event.sequence_number >= printed:
-                    printed = event.sequence_number + 1
-                    _print_event(event, args.json, out)
-            break
-        except KeyboardInterrupt:
-            response.cancel()  # the turn ends with a Cancelled event that keeps the partial answer
+    out = sys.stdout
+    response.follow(lambda event: _print_event(event, args.json, out))  # Ctrl-C: ends with a Cancelled event
     last = response.terminal()
     if not args.json:
         _print_ending(last, out)

@@ -26,7 +26,7 @@ from .chat import Chat
 from .defaults import CHAT_DEFAULTS
 from .engine import Model
 from .errors import ChatflowError
-from .events import Cancelled
+from .events import Cancelled, Event
 from .loader import load_model
 from .render import TurnView
 from .response import Response
@@ -138,20 +138,17 @@ class ChatMagics(Magics):
         view, rich = TurnView(), _has_display(self.shell)
         handle = display(Markdown("…"), display_id=True) if rich else None
         drawn = 0.0
-        while True:
-            try:
-                for event in response:  # after an interrupt this replays from the start: skip what was seen
-                    if event.sequence_number < view.seen:
-                        continue
-                    view.add(event)
-                    if handle is None:
-                        _print_token(event)
-                    elif time.monotonic() - drawn > UPDATE_EVERY_S or view.end is not None:
-                        handle.update(_bundle(view, fmt))
-                        drawn = time.monotonic()
-                break
-            except KeyboardInterrupt:
-                response.cancel()  # the turn ends with a Cancelled event; keep reading until it arrives
+
+        def show(event: Event) -> None:
+            nonlocal drawn
+            view.add(event)
+            if handle is None:
+                _print_token(event)
+            elif time.monotonic() - drawn > UPDATE_EVERY_S or view.end is not None:
+                handle.update(_bundle(view, fmt))
+                drawn = time.monotonic()
+
+        response.follow(show)
         if handle is None:
             print(("\n[stopped]" if isinstance(view.end, Cancelled) else "") + "\n\n" + "\n".join(view.details()))
         return view

@@ -41,12 +41,9 @@ class TurnView:
         self.tools: list[tuple[ToolCall, ToolResult | None]] = []
         self.title = ""
         self.end: Event | None = None
-        self.seen = 0
-        """How many events were added (the next expected sequence number)."""
 
     def add(self, event: Event) -> None:
         """Take one event into account."""
-        self.seen = event.sequence_number + 1
         if isinstance(event, TokenDelta):
             self.text += event.text
         elif isinstance(event, SafetyDecision):

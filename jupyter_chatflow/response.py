@@ -118,6 +118,20 @@ class Response:
         """Stop the turn between two decode steps; it ends with a `Cancelled` event (safe from any thread)."""
         self._log.cancel()
 
+    def follow(self, handle: Callable[[Event], Any]) -> None:
+        """Pass every event to `handle` once, in order, until the end. Ctrl-C (Kernel → Interrupt) on the way
+        cancels the turn and reading goes on, so the `Cancelled` event with the partial answer still arrives."""
+        handled = 0
+        while True:
+            try:
+                for index, event in enumerate(self):  # after an interrupt this replays: skip what was handled
+                    if index >= handled:
+                        handled = index + 1
+                        handle(event)
+                return
+            except KeyboardInterrupt:
+                self.cancel()
+
     def events(self) -> list[Event]:
         """All events (runs the turn to its end)."""
         return list(self)

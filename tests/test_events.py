@@ -110,3 +110,16 @@ def test_response_renders_as_markdown_in_a_notebook():
     markdown = Response(_samples())._repr_markdown_()
     assert markdown.startswith("Paris") and "<details><summary>pipeline</summary>" in markdown
     assert "safety: input redact" in markdown and "context: 12/8192 tokens" in markdown
+
+
+def test_follow_hands_each_event_once_even_after_an_interrupt_in_the_handler():
+    response, seen, interrupted = Response(_samples()), [], []
+
+    def handle(event):
+        seen.append(event.sequence_number)
+        if len(seen) == 2 and not interrupted:
+            interrupted.append(True)
+            raise KeyboardInterrupt  # lands in the caller's code, after the event was taken
+
+    response.follow(handle)
+    assert seen == [0, 1, 2, 3] and interrupted
