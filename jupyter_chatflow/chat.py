@@ -16,17 +16,22 @@ partial answer: iterate it again to read the rest.
 
 from __future__ import annotations
 
+import dataclasses
 import threading
+import time
 import uuid
 import warnings
-from concurrent.futures import ThreadPoolExecutor
-from typing import Any
+from collections.abc import Callable
+from concurrent.futures import Future, ThreadPoolExecutor
+from typing import Any, TypeVar
 
 from .engine import Model
 from .events import TERMINAL, Emitter, Event, TitleGenerated
+from .fork import fork_request
+from .generation import Step
 from .loader import load_model
 from .memory import Memory
-from .request import ChatRequest
+from .request import ChatRequest, RequestError
 from .response import Response, WrittenLog
 from .safety import SafetyPolicy
 from .safety.pii import redact
@@ -37,6 +42,19 @@ from .tools import Toolbox
 from .turn import DEFAULT_SYSTEM, Turn, TurnSetup
 
 STOPPED_MARK = " [stopped]"
+T = TypeVar("T")
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class Prewarm:
+    """A draft's prompt put into the prompt cache before it is sent (see `Chat.prewarm`)."""
+
+    chars: int
+    prompt_tokens: int
+    computed_tokens: int
+    cached_before: int
+    """Prompt tokens already cached before the prewarm: a turn that reuses more than these used the prewarm."""
+    latency_ms: float
 
 
 class Chat:
@@ -88,6 +106,32 @@ class Chat:
         self._current = cancel
         return Response(log)
 
+    def fork(self, turn_id: str, index: int, token_id: int) -> Response:
+        """Regenerate the latest turn's answer from its token `index`, with `token_id` (one of the alternatives the
+        sampler saw there) in its place. The answer before it is kept and comes from the prompt cache, so only the
+        new token is computed. The fork is a new turn (`fork_of` set) that replaces the forked one in the history.
+        """
+        parent = self._active()[-1] if self._active() else None
+        if parent is None or parent.id != turn_id:
+            raise RequestError("Only the latest turn of the session can be forked (later turns build on it).")
+        request, prefix = fork_request(parent, index, token_id, self.model.tokenizer, self.session.name)
+        tools = self.toolbox.resolve(",".join(request.features.tools)) if request.features.tools else []
+        cancel, history = threading.Event(), self._history(exclude=parent.id)
+        log = WrittenLog(lambda: self._worker.submit(self._run, request, tools, log, cancel, history, prefix), cancel)
+        self._current = cancel
+        return Response(log)
+
+    def prewarm(self, text: str, **options: Any) -> Future[Prewarm]:
+        """Put the prompt that `text` would make into the prompt cache, on the engine thread (a draft being typed:
+        the turn that sends it then prefills only what changed). Options as `send`."""
+        options.setdefault("session", self.session.name)
+        request = ChatRequest.build(text, window=self.model.config.context_length, **options)
+        return self._worker.submit(self._prewarm, request)
+
+    def submit(self, work: Callable[..., T], *args: Any) -> Future[T]:
+        """Run `work(*args)` on the engine thread, after the turns already queued (e.g. an attention pass)."""
+        return self._worker.submit(work, *args)
+
     def stop(self) -> None:
         """Stop the running turn between two decode steps (from any thread)."""
         if self._current is not None:
@@ -102,7 +146,8 @@ class Chat:
         """Archive the session and start a fresh one with the same (or a new) name."""
         self.session = self.sessions.open(name or self.session.name, new=True)
 
-    def _run(self, request: ChatRequest, tools: list, out: WrittenLog, cancel: threading.Event) -> None:
+    def _run(self, request: ChatRequest, tools: list, out: WrittenLog, cancel: threading.Event,
+             history: list | None = None, prefix: tuple[Step, ...] = ()) -> None:  # fmt: skip
         """On the worker thread: run the turn, stamping each event; store the turn before its last event goes out."""
         emitter, log = Emitter(f"turn_{uuid.uuid4().hex[:16]}"), []
 
@@ -112,23 +157,46 @@ class Chat:
                 self._store(log)
             out.append(log[-1])
 
-        setup = TurnSetup(
-            model=self.model, session_id=self.session.id, system=self.system, history=self._history(),
-            memory=self.memory if request.features.memory else None, tools=tools,
-            needs_title=self.persist and not self.session.title,  # an unstored session keeps no title
-            policy=self.policy,
-        )  # fmt: skip
+        setup = self._setup(request, tools, self._history() if history is None else history)
+        setup.prefix = prefix
         try:
             Turn(setup, request, emit, cancel).run()
         finally:
             out.end()  # readers never wait forever, whatever happened
 
-    def _history(self) -> list[list[dict[str, str]]]:
+    def _setup(self, request: ChatRequest, tools: list, history: list) -> TurnSetup:
+        return TurnSetup(
+            model=self.model, session_id=self.session.id, system=self.system, history=history,
+            memory=self.memory if request.features.memory else None, tools=tools,
+            needs_title=self.persist and not self.session.title,  # an unstored session keeps no title
+            policy=self.policy,
+        )  # fmt: skip
+
+    def _prewarm(self, request: ChatRequest) -> Prewarm:
+        """On the worker thread: the turn's stages up to the prompt ids (no events kept), then a prefill."""
+        started = time.perf_counter()
+        tools = self.toolbox.resolve(",".join(request.features.tools)) if request.features.tools else []
+        turn = Turn(self._setup(request, tools, self._history()), request, lambda _: None, threading.Event())
+        ids = turn.prompt_ids()
+        computed = self.model.prefill(ids) if ids else 0
+        ms = (time.perf_counter() - started) * 1000
+        return Prewarm(chars=len(request.text), prompt_tokens=len(ids), computed_tokens=computed,
+                       cached_before=len(ids) - computed, latency_ms=ms)  # fmt: skip
+
+    def _active(self) -> list[TurnRecord]:
+        """The session's turns without those a fork replaced."""
+        records = self.history()
+        forked = {e.get("fork_of") for r in records for e in r.events[:1]}
+        return [r for r in records if r.id not in forked]
+
+    def _history(self, exclude: str = "") -> list[list[dict[str, str]]]:
         """Earlier turns as the model saw them (the user's text after input redaction); turns the model never
-        saw (blocked at the input, failed before the prompt was built) are left out."""
+        saw (blocked at the input, failed before the prompt was built) and forked-away turns are left out."""
         turns = []
-        for record in self.history():
+        for record in self._active():
             user = _prompted_user_text(record)
+            if record.id == exclude:
+                continue
             if user is None or record.status == "error":
                 continue
             answer = record.answer + (STOPPED_MARK if record.status == "cancelled" else "")

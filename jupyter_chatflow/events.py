@@ -101,6 +101,10 @@ class TurnStarted(Event):
     features: dict[str, Any]
     created: float
     """Wall-clock time (Unix seconds)."""
+    fork_of: str = ""
+    """The turn this one regenerates from one of its tokens ("" for a new message)."""
+    fork_index: int = -1
+    """That token's index in the forked turn's answer: the answer up to it is kept, it is replaced."""
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)

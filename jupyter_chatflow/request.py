@@ -73,6 +73,9 @@ class ChatRequest:
     params: SamplingParams = dataclasses.field(default_factory=SamplingParams)
     features: Features = dataclasses.field(default_factory=Features)
     request_id: str = dataclasses.field(default_factory=lambda: f"req_{uuid.uuid4().hex[:16]}")
+    fork_of: str = ""
+    """A fork regenerates this turn's answer from token `fork_index` (see `Chat.fork`)."""
+    fork_index: int = -1
 
     def __post_init__(self) -> None:
         if not isinstance(self.text, str):

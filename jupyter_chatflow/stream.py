@@ -52,11 +52,21 @@ class Streamer:
         self.blocked: SafetyDecision | None = None
         self._steps: list[Step] = []  # every step of the turn's rounds; the gate names them by position
 
-    def free(self, ids: Sequence[int], params: SamplingParams, tools: Sequence[Tool]) -> Round:
-        """Generate freely; stop early at a tool call (when `tools`) and decode it under the mask."""
-        result = Round(prompt_tokens=len(ids))
+    def free(
+        self, ids: Sequence[int], params: SamplingParams, tools: Sequence[Tool], prefix: Sequence[Step] = ()
+    ) -> Round:
+        """Generate freely; stop early at a tool call (when `tools`) and decode it under the mask.
+
+        `prefix`: steps the answer starts with (a fork); they are shown first, then generation continues after them.
+        """
+        result = Round(prompt_tokens=len(ids), completion_tokens=len(prefix))
         detector = ToolCallDetector() if tools else None
-        generation = self.model.generate(ids, params=params, cancel=self.cancel)
+        for step in prefix:
+            self._show(result, step, detector.feed(step.text) if detector else step.text)
+        if prefix and prefix[-1].token_id in self.model.tokenizer.stop_ids:  # a fork that chose to end the answer
+            return result
+        room = dataclasses.replace(params, max_tokens=max(params.max_tokens - len(prefix), 1))
+        generation = self.model.generate([*ids, *(s.token_id for s in prefix)], params=room, cancel=self.cancel)
         streamed = 0  # characters of the answer the steps carried
         for step in generation:
             if step.index == 0:
@@ -140,10 +150,10 @@ class Streamer:
         self.index += 1
 
     def _prefilled(self, result: Round, generation: Generation) -> None:
-        """The first token of a generation is out: its prompt is in the KV cache."""
+        """The first token of a generation is out: its prompt (with a fork's prefix tokens) is in the KV cache."""
         usage = generation.usage
         if result.prefill_ms == 0.0:  # the round's first generation: its prompt is the round's prompt
-            result.reused_tokens = usage.reused_tokens
+            result.reused_tokens = min(usage.reused_tokens, result.prompt_tokens)
         result.prefill_ms += usage.prefill_ms
         computed = usage.prompt_tokens - usage.reused_tokens
         self.emit(PrefillDone(prompt_tokens=usage.prompt_tokens, reused_tokens=usage.reused_tokens,

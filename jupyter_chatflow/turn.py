@@ -32,6 +32,7 @@ from .events import (
     ToolResult,
     TurnStarted,
 )  # fmt: skip
+from .generation import Step
 from .memory import Memory, MemoryCommand, parse_command
 from .request import ChatRequest
 from .safety import SafetyPolicy
@@ -55,6 +56,8 @@ class TurnSetup:
     tools: Sequence[Tool] = ()
     needs_title: bool = False
     policy: SafetyPolicy | None = None
+    prefix: Sequence[Step] = ()
+    """Tokens the answer starts with (a fork: the forked answer up to a token, then the chosen alternative)."""
 
 
 class Turn:
@@ -70,6 +73,7 @@ class Turn:
         self.streamer = Streamer(
             setup.model, self._emit, cancel, self.policy.output_gate() if self._scans_output else None
         )
+        self.prefix = tuple(setup.prefix)
         self.first_token_ms: float | None = None
         self.decode_ms = 0.0
         self.decode_steps = 0
@@ -83,7 +87,8 @@ class Turn:
         try:
             self._emit(TurnStarted(
                 request_id=self.request.request_id, session_id=self.setup.session_id, user=self.request.text,
-                created=time.time(), **self.request.envelope(),
+                created=time.time(), fork_of=self.request.fork_of, fork_index=self.request.fork_index,
+                **self.request.envelope(),
             ))  # fmt: skip
             self._pipeline()
         except KeyboardInterrupt:
@@ -94,6 +99,17 @@ class Turn:
         except Exception as error:  # a bug: still a clean end, with the type named
             self._emit(Failed(error=type(error).__name__, message=f"{type(error).__name__}: {error}",
                               text=self.streamer.shown))  # fmt: skip
+
+    def prompt_ids(self) -> list[int]:
+        """The first round's prompt, built by the same stages as `run` without generating (to prewarm a draft);
+        [] when the input layer blocks the text."""
+        text = self._scan_input()
+        if text is None:
+            return []
+        features = self.request.features
+        choice = _choice(features.tool_choice, 0, features.max_tool_rounds)
+        offered = list(self.setup.tools) if choice != "none" else []
+        return self._context(text, self._recall(text), offered, choice, [])
 
     def _pipeline(self) -> None:
         text = self._scan_input()
@@ -177,7 +193,8 @@ class Turn:
     def _generate(self, ids: list[int], tools: list[Tool], choice: str) -> Round:
         params = self.request.params
         if choice in ("auto", "none"):
-            result = self.streamer.free(ids, params, tools)
+            prefix, self.prefix = self.prefix, ()  # only the first round's answer starts with it
+            result = self.streamer.free(ids, params, tools, prefix)
         else:
             result = self.streamer.forced(ids, params, tools, None if choice == "required" else choice)
         self._account(result)
