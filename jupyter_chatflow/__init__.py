@@ -20,6 +20,7 @@ __version__ = "0.1.0"
 __all__ = [
     "Alternative",
     "Chat",
+    "ChatWidget",
     "ChatflowError",
     "Generation",
     "GenerationError",
@@ -34,11 +35,15 @@ __all__ = [
 
 
 def __getattr__(name: str):  # type: ignore[no-untyped-def]
-    """`Chat` and the pipeline's subpackages are imported on first use (the engine alone needs none of them)."""
+    """`Chat`, `ChatWidget` and the pipeline's subpackages are imported on first use (the engine needs none)."""
     if name == "Chat":
         from .chat import Chat
 
         return Chat
+    if name == "ChatWidget":
+        from .widget import ChatWidget
+
+        return ChatWidget
     if name in ("adapters", "safety", "tools"):
         return importlib.import_module(f".{name}", __name__)
     raise AttributeError(f"module 'jupyter_chatflow' has no attribute {name!r}")

@@ -23,7 +23,7 @@ import uuid
 import warnings
 from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from .engine import Model
 from .events import TERMINAL, Emitter, Event, TitleGenerated
@@ -40,6 +40,9 @@ from .store import Database
 from .telemetry import Telemetry, turn_record
 from .tools import Toolbox
 from .turn import DEFAULT_SYSTEM, Turn, TurnSetup
+
+if TYPE_CHECKING:
+    from .widget import ChatWidget
 
 STOPPED_MARK = " [stopped]"
 T = TypeVar("T")
@@ -131,6 +134,12 @@ class Chat:
     def submit(self, work: Callable[..., T], *args: Any) -> Future[T]:
         """Run `work(*args)` on the engine thread, after the turns already queued (e.g. an attention pass)."""
         return self._worker.submit(work, *args)
+
+    def widget(self, **settings: Any) -> ChatWidget:
+        """The inspector panel over this chat (`settings`: temperature=…, max_tokens=…, tools=[…], …)."""
+        from .widget import ChatWidget
+
+        return ChatWidget(self, settings=settings)
 
     def stop(self) -> None:
         """Stop the running turn between two decode steps (from any thread)."""

@@ -29,6 +29,7 @@ from .errors import ChatflowError
 from .events import Cancelled, Event
 from .loader import load_model
 from .render import TurnView
+from .request import ChatRequest
 from .response import Response
 from .safety import ModelGuard, SafetyPolicy
 
@@ -107,15 +108,28 @@ class ChatMagics(Magics):
 
     def _send(self, args: Any, message: str) -> None:
         chat = self._chat(args.session or self.session, new=args.new, system=args.system)
+        if args.inspect:  # the panel streams the turn; the cell returns at once, so the panel's Stop is heard
+            return self._inspect(chat, message, args)
         response = chat.send(message, **self._options(args))
         if args.output:
             self._namespace()[args.output] = response
-        if args.inspect:
-            print("chatflow: the inspector panel is not available yet; showing the text view.", file=sys.stderr)
         fmt = args.format or self.format
         view = self._stream(chat, response, fmt)
         if fmt == "code" and view.end is not None and self.shell is not None:
             self.shell.set_next_input(_code_of(view.text), replace=False)
+
+    def _inspect(self, chat: Chat, message: str, args: Any) -> None:
+        from .widget import ChatWidget
+
+        options = self._options(args)
+        ChatRequest.build(message, window=chat.model.config.context_length, **options)  # mistakes before the panel
+        settings = {k: v for k, v in options.items() if k != "trim"}
+        settings["tools"] = [t.strip() for t in (settings["tools"] or "").split(",") if t.strip()]
+        panel = ChatWidget(chat, settings=settings)
+        display(panel)
+        response = panel.ask(message, trim=options["trim"])
+        if args.output:
+            self._namespace()[args.output] = response
 
     def _options(self, args: Any) -> dict[str, Any]:
         pick = lambda value, default: default if value is None else value  # noqa: E731

@@ -88,9 +88,17 @@ class TurnView:
 
     def markdown(self) -> str:
         """The answer (Markdown, raw HTML escaped) and the details as a small list."""
-        body = _escape_markdown(self.answer) or "…"
-        details = "\n".join(f"- {_escape_markdown(line)}" for line in self.details())
+        body = escape_markdown(self.answer) or "…"
+        details = "\n".join(f"- {escape_markdown(line)}" for line in self.details())
         return f"{body}\n\n<details><summary>pipeline</summary>\n\n{details}\n\n</details>" if details else body
+
+    def html(self, user: str = "") -> str:
+        """A static HTML summary (nbconvert, nbviewer, GitHub): the message, the answer, the details; all escaped."""
+        asked = f'<p style="opacity:.7;margin:0 0 4px">{html.escape(user)}</p>' if user else ""
+        answer = f'<div style="white-space:pre-wrap">{html.escape(self.answer) or "…"}</div>'
+        details = "".join(f"<li>{html.escape(line)}</li>" for line in self.details())
+        listing = f'<ul style="font-size:smaller;opacity:.8;margin:6px 0 0">{details}</ul>' if details else ""
+        return f'<div class="cf-static-turn" style="margin:0 0 12px">{asked}{answer}{listing}</div>'
 
     def plain(self) -> str:
         """The answer and the details as plain text."""
@@ -151,6 +159,6 @@ def _short(text: str, limit: int = 80) -> str:
     return text if len(text) <= limit else text[: limit - 1] + "…"
 
 
-def _escape_markdown(text: str) -> str:
+def escape_markdown(text: str) -> str:
     """Keep Markdown formatting but make any HTML in it inert text."""
     return _MARKDOWN_HTML.sub(lambda m: html.escape(m[0]), text)

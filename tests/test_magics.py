@@ -162,3 +162,20 @@ def test_an_interrupt_anywhere_in_the_reader_stops_the_turn_and_loses_nothing(sh
     events = response.events()
     assert [e.sequence_number for e in events] == list(range(len(events)))
     assert view.text == events[-1].text == "".join(e.text for e in events if e.type == "token")
+
+
+def test_inspect_shows_the_panel_and_returns_while_the_panel_streams_the_turn(shell, monkeypatch, capsys):
+    from jupyter_chatflow import magics
+    from jupyter_chatflow.widget import ChatWidget
+
+    shown = []
+    monkeypatch.setattr(magics, "display", shown.append)
+    chat(shell, "--inspect --session s --temperature 0 --max-tokens 6 --tools calculator -o r", "Hello")
+    [panel] = shown
+    assert isinstance(panel, ChatWidget) and panel.settings["tools"] == ["calculator"]
+    assert panel.settings["max_tokens"] == 6 and panel.settings["temperature"] == 0
+    panel.wait(60)
+    response = shell.user_ns["r"]
+    assert panel.turns[-1]["turn_id"] == response.turn_id and response.terminal().type == "completed"
+    chat(shell, "--inspect --temperature -1", "Hello")
+    assert "temperature must be >= 0" in capsys.readouterr().err and len(shown) == 1  # no panel for a mistake

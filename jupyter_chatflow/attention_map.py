@@ -1,0 +1,123 @@
+"""What the attention heatmap shows: one layer's attention over a finished turn, cut to what the view asked for.
+
+A turn's sequence is its final prompt (the last `tokenized` event) followed by the tokens generated after it.
+`Model.attention` gives float16 [heads, T, T] for one layer; here it becomes a matrix the front end can draw:
+
+- "tokens": query positions × key positions (a head, or the mean over heads), averaged over `pool × pool`
+  blocks when a side is longer than `MAX_SIDE`, so a 4,000-token context arrives as 2,000 × 2,000;
+- "segments": query positions × context segments (system, memory, history…, user, generated), each cell the
+  attention mass on that segment: the overview for long contexts, from which a cell drills down into "tokens".
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+
+MAX_SIDE = 2048
+MODES = ("tokens", "segments")
+
+
+class AttentionRequestError(ValueError):
+    """The view asked for something this turn does not have."""
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class TurnSequence:
+    """A turn's token sequence and its segments as column groups."""
+
+    ids: list[int]
+    prompt_tokens: int
+    segments: list[dict[str, Any]]
+    """[{label, kind, start, end}]: the prompt's segments in order, then "generated" (token ranges, first to last)."""
+    column: np.ndarray
+    """int32 [T]: which of `segments` each position belongs to."""
+
+
+def turn_sequence(events: Sequence[dict[str, Any]]) -> TurnSequence:
+    """The sequence the model read and wrote in its last round, from a turn's event dicts."""
+    tokenized = [i for i, e in enumerate(events) if e["type"] == "tokenized"]
+    if not tokenized:
+        raise AttentionRequestError("This turn has no prompt (it ended before the model ran): nothing to show.")
+    last = tokenized[-1]
+    context = next(e for e in reversed(events[:last]) if e["type"] == "context_assembled")
+    prompt = list(events[last]["ids"])
+    generated = [e["token_id"] for e in events[last:] if e["type"] == "token"]
+    ids = prompt + generated
+    column = np.full(len(ids), -1, np.int32)
+    used: dict[int, int] = {}
+    for run in events[last]["provenance"]:
+        used.setdefault(run["segment"], len(used))
+        column[run["start"] : run["end"]] = used[run["segment"]]
+    segments = [_segment(context["segments"][index], column == col) for index, col in used.items()]
+    column[column < 0] = len(segments)
+    segments.append(_segment({"label": "generated", "kind": "generated"}, column == len(segments)))
+    return TurnSequence(ids=ids, prompt_tokens=len(prompt), segments=segments, column=column)
+
+
+def _segment(segment: dict[str, Any], mask: np.ndarray) -> dict[str, Any]:
+    where = np.flatnonzero(mask)
+    start, end = (int(where[0]), int(where[-1]) + 1) if where.size else (0, 0)
+    return {"label": segment["label"], "kind": segment["kind"], "start": start, "end": end}
+
+
+def attention_map(
+    attention: np.ndarray, sequence: TurnSequence, *, head: int, mode: str, rows_range=None, cols_range=None
+) -> tuple[dict[str, Any], bytes]:
+    """The message fields and the float16 little-endian matrix for one request (see js/README.md)."""
+    heads, total, _ = attention.shape
+    if mode not in MODES:
+        raise AttentionRequestError(f"mode must be one of {', '.join(MODES)}, got {mode!r}")
+    if not -1 <= head < heads:
+        raise AttentionRequestError(f"head must be -1 (the mean) or in [0, {heads}), got {head}")
+    r0, r1 = _range(rows_range, total, "rows_range")
+    matrix = attention[head] if head >= 0 else attention.mean(axis=0, dtype=np.float32)
+    if mode == "tokens":
+        c0, c1 = _range(cols_range, total, "cols_range")
+        pool = math.ceil(max(r1 - r0, c1 - c0) / MAX_SIDE)
+        out = block_mean(np.asarray(matrix[r0:r1, c0:c1], np.float32), pool)
+    else:
+        c0, c1 = 0, len(sequence.segments)
+        pool = math.ceil((r1 - r0) / MAX_SIDE)
+        out = block_mean(segment_mass(np.asarray(matrix[r0:r1], np.float32), sequence.column, c1), pool, cols=False)
+    meta = {
+        "mode": mode, "head": head, "shape": list(out.shape), "dtype": "float16", "tokens": total,
+        "prompt_tokens": sequence.prompt_tokens, "pool": pool, "rows_range": [r0, r1], "cols_range": [c0, c1],
+        "segments": sequence.segments,
+    }  # fmt: skip
+    return meta, out.astype("<f2").tobytes()
+
+
+def segment_mass(rows: np.ndarray, column: np.ndarray, count: int) -> np.ndarray:
+    """float32 [R, count]: each row's attention summed over the positions of each segment."""
+    onehot = np.zeros((column.size, count), np.float32)
+    onehot[np.arange(column.size), column] = 1.0
+    return rows @ onehot
+
+
+def block_mean(matrix: np.ndarray, pool: int, cols: bool = True) -> np.ndarray:
+    """Average `pool × pool` blocks (or `pool × 1` with cols=False); edge blocks average what they cover."""
+    if pool <= 1:
+        return matrix
+    r, c = matrix.shape
+    cp = pool if cols else 1
+    padded = np.zeros((math.ceil(r / pool) * pool, math.ceil(c / cp) * cp), np.float32)
+    padded[:r, :c] = matrix
+    counts = np.zeros_like(padded)
+    counts[:r, :c] = 1.0
+    shape = (padded.shape[0] // pool, pool, padded.shape[1] // cp, cp)
+    sums, sizes = padded.reshape(shape).sum(axis=(1, 3)), counts.reshape(shape).sum(axis=(1, 3))
+    return sums / np.maximum(sizes, 1.0)
+
+
+def _range(value: Sequence[int] | None, total: int, name: str) -> tuple[int, int]:
+    if value is None:
+        return 0, total
+    start, end = (int(v) for v in value)
+    if not 0 <= start < end <= total:
+        raise AttentionRequestError(f"{name} must lie within [0, {total}] and not be empty, got {list(value)}")
+    return start, end

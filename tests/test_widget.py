@@ -1,0 +1,235 @@
+"""The inspector panel's kernel side: synced traits, batched event messages, resume, Stop, prewarm, attention,
+fork and the static fallback, on the tiny random model (the front end's own tests are in js/test)."""
+
+from __future__ import annotations
+
+import threading
+import time
+
+import numpy as np
+import pytest
+
+from jupyter_chatflow.chat import Chat
+from jupyter_chatflow.events import Completed, TokenDelta, event_from_dict
+from jupyter_chatflow.relay import Relay
+from jupyter_chatflow.response import Response
+from jupyter_chatflow.store import Database
+from jupyter_chatflow.widget import ChatWidget
+
+QUICK = {"max_tokens": 24, "temperature": 0.0, "seed": 1, "memory": False}
+
+
+class Recorder:
+    """Stands in for the comm: keeps what the widget sends to the front end."""
+
+    def __init__(self) -> None:
+        self.messages: list[tuple[dict, list]] = []
+
+    def __call__(self, content: dict, buffers: list | None = None) -> None:
+        self.messages.append((content, buffers or []))
+
+    def of(self, kind: str) -> list[tuple[dict, list]]:
+        return [(c, b) for c, b in self.messages if c.get("type") == kind]
+
+
+@pytest.fixture
+def panel(tiny_model, tmp_path):
+    tiny_model.prompt_cache.clear()
+    chat = Chat(model=tiny_model, db=Database(tmp_path / "chat.db"), session="panel")
+    widget = ChatWidget(chat, settings=QUICK)
+    widget.send = Recorder()  # type: ignore[method-assign]
+    return widget
+
+
+def message(panel: ChatWidget, **content) -> None:
+    panel._on_message(panel, content, [])
+
+
+def test_a_turn_streams_as_batches_and_lands_in_the_turns_trait(panel):
+    response = panel.ask("Hello there")
+    panel.wait(60)
+    events = [e.to_dict() for e in response]
+    streamed = [e for content, _ in panel.send.of("events") for e in content["events"]]
+    assert streamed == events  # every event once, in order
+    assert [t["turn_id"] for t in panel.turns] == [response.turn_id]
+    assert panel.turns[0]["events"] == events and panel.live is None and panel.status == "idle"
+    pieces = {k for content, _ in panel.send.of("events") for k in content["pieces"]}
+    prompt = next(e for e in events if e["type"] == "tokenized")["ids"]
+    generated = [e["token_id"] for e in events if e["type"] == "token"]
+    assert {str(i) for i in prompt + generated} <= pieces
+
+
+def test_events_are_batched_every_40_ms_not_sent_one_by_one():
+    def slow():
+        for event in Response.from_dicts(_events(60)):
+            time.sleep(0.004)  # 60 events over ~0.25 s
+            yield event
+
+    sent, ended = [], threading.Event()
+    relay = Relay(Response(slow()), _Tokenizer(), send=sent.append, on_start=lambda _: None,
+                  on_end=lambda _: ended.set())  # fmt: skip
+    relay.start()
+    assert ended.wait(10)
+    assert sum(len(m["events"]) for m in sent) == 60
+    assert 3 <= len(sent) <= 15  # ~40 ms apart, not 60 messages
+
+
+def test_a_view_that_reloads_mid_stream_gets_every_event_after_its_last_sequence_number():
+    gate = threading.Event()
+
+    def paused():
+        for event in Response.from_dicts(_events(30)):
+            if event.sequence_number == 20:
+                gate.wait(10)  # the turn is mid-stream here
+            yield event
+
+    sent, ended = [], threading.Event()
+    relay = Relay(Response(paused()), _Tokenizer(), send=sent.append, on_start=lambda _: None,
+                  on_end=lambda _: ended.set())  # fmt: skip
+    relay.start()
+    deadline = time.monotonic() + 5
+    while sum(len(m["events"]) for m in sent) < 20 and time.monotonic() < deadline:
+        time.sleep(0.01)
+    before = len(sent)
+    relay.resend(after=12)  # the reloaded view had events 0–12
+    assert [e["sequence_number"] for e in sent[before]["events"]] == list(range(13, 20))
+    gate.set()
+    assert ended.wait(10)
+    got = {e["sequence_number"] for m in sent for e in m["events"]}
+    assert got == set(range(30))
+
+
+def test_stop_from_the_panel_ends_the_live_turn_cancelled(panel):
+    panel.settings = {**panel.settings, "max_tokens": 400, "temperature": 1.0}
+    response = panel.ask("Count to a thousand")
+    deadline = time.monotonic() + 30
+    while not any(isinstance(e, TokenDelta) for e in response._log._events) and time.monotonic() < deadline:
+        time.sleep(0.01)
+    message(panel, type="stop")
+    panel.wait(60)
+    assert response.terminal().type == "cancelled"
+    assert panel.turns[-1]["events"][-1]["type"] == "cancelled" and panel.status == "idle"
+
+
+def test_a_second_send_while_generating_is_refused_with_a_message(panel):
+    panel.settings = {**panel.settings, "max_tokens": 200, "temperature": 1.0}
+    panel.ask("First")
+    message(panel, type="send", text="Second")
+    assert "still generating" in panel.error
+    panel.stop()
+    panel.wait(60)
+    assert len(panel.turns) == 1
+
+
+def test_a_draft_prewarms_its_prompt_and_the_turn_records_whether_it_was_used(panel):
+    panel.ask("Warm up").events()
+    panel.wait(60)
+    message(panel, type="draft", text="Tell me about lighthouses")
+    deadline = time.monotonic() + 30
+    while panel.prewarm is None and time.monotonic() < deadline:
+        time.sleep(0.01)
+    prewarm = panel.prewarm
+    assert prewarm is not None and prewarm["computed_tokens"] > 0
+    assert panel.send.of("prewarmed")[-1][0]["prewarm"] == prewarm
+    panel.ask("Tell me about lighthouses and ships")
+    panel.wait(60)
+    turn = panel.turns[-1]
+    assert turn["prewarm"] == prewarm
+    prefill = next(e for e in turn["events"] if e["type"] == "prefill")
+    assert prefill["reused_tokens"] > prewarm["cached_before"]  # what the timeline calls "prewarm used"
+
+
+def test_attention_is_computed_on_the_engine_thread_and_sent_as_float16(panel, tiny_model):
+    response = panel.ask("Hello")
+    panel.wait(60)
+    n = len(next(e for e in response if e.type == "tokenized").ids) + sum(e.type == "token" for e in response)
+    message(panel, type="attention", request_id=7, turn_id=response.turn_id, layer=1, head=-1, mode="tokens")
+    message(panel, type="attention", request_id=8, turn_id=response.turn_id, layer=1, head=0, mode="segments")
+    message(panel, type="attention", request_id=9, turn_id=response.turn_id, layer=9, head=0, mode="tokens")
+    panel.chat.submit(lambda: None).result(60)  # the queue is done
+    (tokens, [data]), (segments, [mass]) = panel.send.of("attention")
+    assert tokens["request_id"] == 7 and tokens["shape"] == [n, n] and tokens["dtype"] == "float16"
+    matrix = np.frombuffer(data, "<f2").reshape(n, n).astype(np.float32)
+    assert np.allclose(matrix.sum(1), 1.0, atol=1e-2) and np.allclose(np.triu(matrix, 1), 0)
+    rows = np.frombuffer(mass, "<f2").reshape(segments["shape"]).astype(np.float32)
+    assert segments["request_id"] == 8 and np.allclose(rows.sum(1), 1.0, atol=1e-2)
+    [(error, _)] = panel.send.of("attention_error")
+    assert error["request_id"] == 9 and "layer" in error["message"]
+
+
+def test_fork_from_the_panel_regenerates_the_latest_answer(panel):
+    response = panel.ask("Hello there")
+    panel.wait(60)
+    step = [e for e in response if isinstance(e, TokenDelta)][3]
+    message(panel, type="fork", turn_id=response.turn_id, index=3, token_id=step.alternatives[1].token_id)
+    panel.wait(60)
+    fork = panel.turns[-1]
+    assert fork["fork_of"] == response.turn_id and fork["events"][0]["fork_of"] == response.turn_id
+    tokens = [e for e in fork["events"] if e["type"] == "token"]
+    assert tokens[3]["token_id"] == step.alternatives[1].token_id
+
+
+def test_mistakes_in_requests_show_as_one_line_in_the_error_trait(panel):
+    message(panel, type="frobnicate")
+    assert "unknown request" in panel.error
+    message(panel, type="fork", turn_id="turn_nope", index=0, token_id=1)
+    assert "latest turn" in panel.error
+    panel.settings = {**panel.settings, "temperature": -1}
+    message(panel, type="send", text="hi")
+    assert "temperature" in panel.error
+
+
+def test_new_session_clears_the_panel(panel):
+    panel.ask("Hello").events()
+    panel.wait(60)
+    message(panel, type="new_session")
+    assert panel.turns == [] and panel.chat.history() == []
+
+
+def test_a_new_panel_shows_the_sessions_earlier_turns(panel, tiny_model):
+    panel.ask("Hello").events()
+    panel.wait(60)
+    again = ChatWidget(Chat(model=tiny_model, db=panel.chat.db, session="panel"))
+    assert [t["turn_id"] for t in again.turns] == [t["turn_id"] for t in panel.turns]
+    assert again.turns[0]["pieces"] and again.model_info["layers"] == 2
+
+
+def test_the_static_fallback_carries_the_answer_as_markdown_and_escaped_html(panel):
+    response = panel.ask("<img src=x onerror=alert(1)> hello")
+    panel.wait(60)
+    data, _ = panel._repr_mimebundle_()
+    assert data["application/vnd.jupyter.widget-view+json"]["model_id"] == panel.model_id
+    assert "<img" not in data["text/html"] and "&lt;img src=x" in data["text/html"]
+    assert "<img" not in data["text/markdown"]
+    answer = response.text()
+    assert answer.strip()[:5] in data["text/markdown"] or "&" in answer
+
+
+def test_settings_become_send_options(panel):
+    panel.settings = {**panel.settings, "tools": ["calculator"], "tool_choice": "required", "seed": None}
+    options = panel.options()
+    assert options["tools"] == ("calculator",) and options["tool_choice"] == "required" and "seed" not in options
+    assert options["max_tokens"] == 24
+
+
+# ---- helpers ------------------------------------------------------------------------------------------------
+
+
+class _Tokenizer:
+    def piece(self, token_id: int) -> str:
+        return f"<{token_id}>"
+
+    def token_bytes(self, token_id: int) -> bytes:
+        return bytes([token_id % 256])
+
+
+def _events(count: int) -> list[dict]:
+    rows = [{"type": "turn_started", "request_id": "r", "session_id": "s", "user": "u", "params": {},
+             "features": {}, "created": 0.0}]  # fmt: skip
+    rows += [{"type": "token", "index": i, "token_id": i, "text": "x", "logprob": -1.0, "entropy": 1.0}
+             for i in range(count - 2)]  # fmt: skip
+    rows.append({"type": "completed", "finish_reason": "stop", "text": "x" * (count - 2), "usage": {}, "timings": {}})
+    for number, row in enumerate(rows):
+        row.update(sequence_number=number, turn_id="turn_t", timestamp=float(number))
+    assert isinstance(event_from_dict(rows[-1]), Completed)
+    return rows
