@@ -1,0 +1,12 @@
+// Bundles the panel into ../jupyter_chatflow/static/ (widget.js: the anywidget _esm, widget.css: its _css).
+// `node build.mjs --harness` also bundles test/harness.ts into test/harness.js for the screenshot page.
+import * as esbuild from "esbuild";
+
+const outdir = new URL("../jupyter_chatflow/static/", import.meta.url).pathname;
+const common = { bundle: true, minify: true, target: "es2020", logLevel: "info" };
+
+await esbuild.build({ ...common, entryPoints: ["src/index.ts"], format: "esm", outfile: `${outdir}widget.js` });
+await esbuild.build({ ...common, entryPoints: ["src/styles.css"], outfile: `${outdir}widget.css` });
+if (process.argv.includes("--harness")) {
+  await esbuild.build({ ...common, minify: false, entryPoints: ["test/harness.ts"], format: "esm", outfile: "test/harness.js" });
+}

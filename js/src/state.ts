@@ -1,0 +1,442 @@
+/**
+ * The panel's model of the conversation: turns built from the `turns` trait and the live turn's event messages,
+ * merged by sequence number (duplicates and re-sent batches are ignored), plus pure derivations of what each
+ * view draws from a turn's events.
+ */
+import type {
+  ChatEvent,
+  Completed,
+  ContextAssembled,
+  LiveRecord,
+  Pieces,
+  PrefillDone,
+  Prewarm,
+  SafetyDecision,
+  Tokenized,
+  TokenDelta,
+  ToolCall,
+  ToolResult,
+  TurnRecord,
+  TurnStarted,
+} from "./types";
+
+export interface TurnData {
+  turn_id: string;
+  /** Sorted by sequence number, no duplicates. */
+  events: ChatEvent[];
+  seqs: Set<number>;
+  pieces: Pieces;
+  prewarm: Prewarm | null;
+  fork_of: string;
+  /** Highest sequence number held (-1: none). */
+  lastSeq: number;
+}
+
+export interface Merge {
+  /** The events that were new, in sequence order. */
+  added: ChatEvent[];
+  /** True when every new event came after all held ones (a view can append instead of redrawing). */
+  appended: boolean;
+}
+
+export function createTurn(record: { turn_id: string; prewarm?: Prewarm | null; fork_of?: string }): TurnData {
+  return {
+    turn_id: record.turn_id,
+    events: [],
+    seqs: new Set(),
+    pieces: {},
+    prewarm: record.prewarm ?? null,
+    fork_of: record.fork_of ?? "",
+    lastSeq: -1,
+  };
+}
+
+/** Adds the events `turn` doesn't hold yet (by sequence number) and the pieces; says what was new. */
+export function mergeEvents(turn: TurnData, events: readonly ChatEvent[], pieces: Pieces = {}): Merge {
+  Object.assign(turn.pieces, pieces);
+  const added: ChatEvent[] = [];
+  for (const event of events) {
+    const seq = event.sequence_number;
+    if (turn.seqs.has(seq)) continue;
+    turn.seqs.add(seq);
+    added.push(event);
+  }
+  added.sort((a, b) => a.sequence_number - b.sequence_number);
+  const appended = added.length === 0 || added[0].sequence_number > turn.lastSeq;
+  if (appended) turn.events.push(...added);
+  else turn.events = [...turn.events, ...added].sort((a, b) => a.sequence_number - b.sequence_number);
+  if (added.length) turn.lastSeq = Math.max(turn.lastSeq, added[added.length - 1].sequence_number);
+  return { added, appended };
+}
+
+/** What changed in a conversation after a sync or a message. */
+export interface Change {
+  /** Turns whose events were merged in order: the new events, for appending. */
+  appended: Map<string, ChatEvent[]>;
+  /** Turns to draw from scratch (new, or events arrived out of order). */
+  redraw: Set<string>;
+  /** True when turns were added, removed or reordered. */
+  structure: boolean;
+}
+
+function emptyChange(): Change {
+  return { appended: new Map(), redraw: new Set(), structure: false };
+}
+
+/** All turns of the session in order: the finished ones from `turns`, then the live one. */
+export class Conversation {
+  turns = new Map<string, TurnData>();
+  order: string[] = [];
+  liveId: string | null = null;
+
+  /** Brings the conversation in line with the `turns` and `live` traits. */
+  sync(records: readonly TurnRecord[], live: LiveRecord | null): Change {
+    const change = emptyChange();
+    const order = records.map((r) => r.turn_id);
+    if (live && !order.includes(live.turn_id)) order.push(live.turn_id);
+    for (const id of [...this.turns.keys()]) if (!order.includes(id)) this.turns.delete(id);
+    for (const record of records) this.absorb(record, record.events, record.pieces, change);
+    if (live) {
+      const turn = this.ensure(live, change);
+      turn.prewarm = live.prewarm ?? turn.prewarm;
+      turn.fork_of = live.fork_of ?? turn.fork_of;
+    }
+    if (order.join("\n") !== this.order.join("\n")) change.structure = true;
+    this.order = order;
+    this.liveId = live ? live.turn_id : null;
+    return change;
+  }
+
+  /** Merges a batch of a turn's events (an `events` message). */
+  receive(turn_id: string, events: readonly ChatEvent[], pieces: Pieces): Change {
+    const change = emptyChange();
+    if (!this.turns.has(turn_id)) {
+      this.order.push(turn_id);
+      change.structure = true;
+    }
+    this.absorb({ turn_id }, events, pieces, change);
+    return change;
+  }
+
+  private ensure(record: { turn_id: string; prewarm?: Prewarm | null; fork_of?: string }, change: Change): TurnData {
+    let turn = this.turns.get(record.turn_id);
+    if (!turn) {
+      turn = createTurn(record);
+      this.turns.set(record.turn_id, turn);
+      change.redraw.add(record.turn_id);
+      change.structure = true;
+    }
+    return turn;
+  }
+
+  private absorb(
+    record: { turn_id: string; prewarm?: Prewarm | null; fork_of?: string },
+    events: readonly ChatEvent[],
+    pieces: Pieces,
+    change: Change,
+  ): void {
+    const turn = this.ensure(record, change);
+    if (record.prewarm !== undefined) turn.prewarm = record.prewarm;
+    if (record.fork_of !== undefined) turn.fork_of = record.fork_of;
+    const merge = mergeEvents(turn, events, pieces);
+    if (!merge.added.length || change.redraw.has(turn.turn_id)) return;
+    if (!merge.appended) {
+      change.redraw.add(turn.turn_id);
+      change.appended.delete(turn.turn_id);
+      return;
+    }
+    change.appended.set(turn.turn_id, [...(change.appended.get(turn.turn_id) ?? []), ...merge.added]);
+  }
+
+  list(): TurnData[] {
+    return this.order.map((id) => this.turns.get(id)).filter((t): t is TurnData => t !== undefined);
+  }
+
+  /** The ids of turns replaced by a fork. */
+  superseded(): Set<string> {
+    const out = new Set<string>();
+    for (const turn of this.turns.values()) if (turn.fork_of) out.add(turn.fork_of);
+    return out;
+  }
+
+  /** The highest sequence number of the live turn, else of the last turn (-1 when none). */
+  lastSeq(): number {
+    const id = this.liveId ?? this.order[this.order.length - 1];
+    return id ? this.turns.get(id)?.lastSeq ?? -1 : -1;
+  }
+}
+
+// ---- derivations: a turn's events → what the views draw --------------------------------------------------------
+
+export interface ToolCard {
+  call: ToolCall;
+  result: ToolResult | null;
+  /** The number of answer tokens before the call: the card goes between token `afterTokens - 1` and the next. */
+  afterTokens: number;
+}
+
+export interface Round {
+  assembled: ContextAssembled;
+  tokenized: Tokenized | null;
+  prefill: PrefillDone | null;
+}
+
+export interface TurnSummary {
+  started: TurnStarted | null;
+  tokens: TokenDelta[];
+  tools: ToolCard[];
+  safety: SafetyDecision[];
+  rounds: Round[];
+  terminal: ChatEvent | null;
+  title: string;
+}
+
+export function summarize(events: readonly ChatEvent[]): TurnSummary {
+  const out: TurnSummary = { started: null, tokens: [], tools: [], safety: [], rounds: [], terminal: null, title: "" };
+  const calls = new Map<string, ToolCard>();
+  for (const e of events) {
+    switch (e.type) {
+      case "turn_started":
+        out.started = e;
+        break;
+      case "token":
+        out.tokens.push(e);
+        break;
+      case "safety_decision":
+        out.safety.push(e);
+        break;
+      case "context_assembled":
+        out.rounds.push({ assembled: e, tokenized: null, prefill: null });
+        break;
+      case "tokenized":
+        if (out.rounds.length) out.rounds[out.rounds.length - 1].tokenized = e;
+        break;
+      case "prefill":
+        if (out.rounds.length) out.rounds[out.rounds.length - 1].prefill = e;
+        break;
+      case "tool_call": {
+        const card = { call: e, result: null, afterTokens: out.tokens.length };
+        calls.set(e.call_id, card);
+        out.tools.push(card);
+        break;
+      }
+      case "tool_result": {
+        const card = calls.get(e.call_id);
+        if (card) card.result = e;
+        break;
+      }
+      case "title_generated":
+        out.title = e.title;
+        break;
+      case "completed":
+      case "cancelled":
+      case "error":
+        out.terminal = e;
+        break;
+      default:
+        break;
+    }
+  }
+  return out;
+}
+
+/** The text the answer shows: the tokens' visible text, or the terminal event's text (e.g. a block message). */
+export function answerText(summary: TurnSummary): string {
+  const streamed = summary.tokens.map((t) => t.text).join("");
+  const final = summary.terminal && "text" in summary.terminal ? summary.terminal.text : "";
+  return streamed || final;
+}
+
+/** The block decision of a turn, if a layer blocked it. */
+export function blockOf(summary: TurnSummary): SafetyDecision | null {
+  return summary.safety.find((d) => d.action === "block") ?? null;
+}
+
+// ---- the context window bar -------------------------------------------------------------------------------------
+
+export interface BarPart {
+  kind: string;
+  label: string;
+  tokens: number;
+  /** Share of the window, 0…1. */
+  fraction: number;
+}
+
+export const SEGMENT_KINDS = ["system", "memory", "tools", "history", "user", "tool", "template", "generated", "free"];
+
+/** The window split by segment kind (in first-seen order), then generated tokens, then free space. */
+export function contextBar(assembled: ContextAssembled, generated: number): BarPart[] {
+  const window = Math.max(assembled.window, 1);
+  const byKind = new Map<string, BarPart>();
+  for (const seg of assembled.segments) {
+    const part = byKind.get(seg.kind) ?? { kind: seg.kind, label: seg.kind, tokens: 0, fraction: 0 };
+    part.tokens += seg.tokens;
+    byKind.set(seg.kind, part);
+  }
+  const parts = [...byKind.values()];
+  const prompt = assembled.prompt_tokens;
+  const gen = parts.find((p) => p.kind === "generated");
+  if (gen) gen.tokens += generated;
+  else parts.push({ kind: "generated", label: "generated", tokens: generated, fraction: 0 });
+  parts.push({ kind: "free", label: "free", tokens: Math.max(0, window - prompt - generated), fraction: 0 });
+  for (const p of parts) p.fraction = p.tokens / window;
+  return parts.filter((p) => p.tokens > 0 || p.kind === "free");
+}
+
+// ---- the exact prompt -----------------------------------------------------------------------------------------
+
+export interface PromptToken {
+  position: number;
+  id: number;
+  text: string;
+  hex: string;
+  kind: string;
+  segment: number;
+  special: boolean;
+}
+
+const SPECIAL = /^<\|[^|]*\|>$|^<\/?s>$/;
+
+/** The prompt ids with their pieces and the kind of the segment each came from. */
+export function promptTokens(tokenized: Tokenized, assembled: ContextAssembled | null, pieces: Pieces): PromptToken[] {
+  const segOf = new Int32Array(tokenized.ids.length).fill(-1);
+  for (const run of tokenized.provenance) segOf.fill(run.segment, run.start, Math.min(run.end, segOf.length));
+  return tokenized.ids.map((id, position) => {
+    const [text, hex] = pieces[String(id)] ?? [`#${id}`, ""];
+    const segment = segOf[position];
+    const kind = assembled?.segments[segment]?.kind ?? "template";
+    return { position, id, text, hex, kind, segment, special: SPECIAL.test(text) };
+  });
+}
+
+// ---- the timeline -----------------------------------------------------------------------------------------------
+
+export interface TimelineRow {
+  label: string;
+  kind: string;
+  /** Seconds from turn_started (negative: before the turn). */
+  start: number;
+  end: number;
+  detail: string;
+  /** For prefill: the share of the bar that came from the prompt cache. */
+  reusedFraction?: number;
+}
+
+export interface Timeline {
+  rows: TimelineRow[];
+  /** Seconds spanned (≥ every row's end). */
+  total: number;
+  ttftMs: number | null;
+  tokensPerS: number | null;
+  live: boolean;
+}
+
+function bar(label: string, kind: string, t0: number, e: { timestamp: number }, latencyMs: number, detail: string): TimelineRow {
+  const end = e.timestamp - t0;
+  return { label, kind, start: end - latencyMs / 1000, end, detail };
+}
+
+/** One row per stage, positioned by timestamps relative to turn_started (a Network-panel waterfall). */
+export function timeline(turn: TurnData): Timeline {
+  const events = turn.events;
+  const started = events.find((e) => e.type === "turn_started");
+  const rows: TimelineRow[] = [];
+  if (!started) return { rows, total: 0, ttftMs: null, tokensPerS: null, live: true };
+  const t0 = started.timestamp;
+  if (turn.prewarm) {
+    const used = prewarmUsed(turn);
+    const p = turn.prewarm;
+    rows.push({
+      label: "prewarm",
+      kind: "prewarm",
+      start: -p.latency_ms / 1000,
+      end: 0,
+      detail: `${p.prompt_tokens} tokens (${p.computed_tokens} computed) in ${p.latency_ms.toFixed(0)} ms while typing · ${used ? "used" : "not used"}`,
+    });
+  }
+  let round = 0;
+  let decode: TokenDelta[] = [];
+  const flushDecode = () => {
+    if (!decode.length) return;
+    const first = decode[0].timestamp - t0;
+    const last = decode[decode.length - 1].timestamp - t0;
+    rows.push({ label: "decode", kind: "decode", start: first, end: last, detail: `${decode.length} tokens` });
+    decode = [];
+  };
+  const calls = new Map<string, ToolCall>();
+  let terminal: ChatEvent | null = null;
+  for (const e of events) {
+    switch (e.type) {
+      case "safety_decision":
+        if (e.layer === "tool") break; // drawn with the tool's row
+        rows.push(bar(`safety ${e.layer}`, "safety", t0, e, e.latency_ms, `${e.action}: ${e.reason}`));
+        break;
+      case "memory_recalled":
+        rows.push(bar("memory", "memory", t0, e, e.latency_ms, `${e.snippets.length} recalled`));
+        break;
+      case "context_assembled":
+        flushDecode();
+        round += 1;
+        rows.push(bar(round > 1 ? `context #${round}` : "context", "context", t0, e, e.latency_ms, `${e.prompt_tokens} of ${e.window} tokens`));
+        break;
+      case "tokenized":
+        rows.push(bar("tokenize", "tokenize", t0, e, e.latency_ms, `${e.ids.length} ids`));
+        break;
+      case "prefill": {
+        const row = bar("prefill", "prefill", t0, e, e.latency_ms, `${e.reused_tokens} reused + ${e.computed_tokens} computed`);
+        row.reusedFraction = e.prompt_tokens ? e.reused_tokens / e.prompt_tokens : 0;
+        rows.push(row);
+        break;
+      }
+      case "token":
+        decode.push(e);
+        break;
+      case "tool_call":
+        flushDecode();
+        calls.set(e.call_id, e);
+        break;
+      case "tool_result":
+        rows.push(bar(`tool ${e.name}`, "tool", t0, e, e.latency_ms, e.error ? `error: ${e.error}` : e.output));
+        break;
+      case "title_generated":
+        rows.push(bar("title", "title", t0, e, e.latency_ms, e.title));
+        break;
+      case "memory_written":
+        rows.push(bar("memory write", "memory", t0, e, 0, `${e.operation}: ${e.text}`));
+        break;
+      case "completed":
+      case "cancelled":
+      case "error":
+        terminal = e;
+        break;
+      default:
+        break;
+    }
+  }
+  flushDecode();
+  void calls;
+  const done = terminal as ChatEvent | null;
+  const completed = done && done.type === "completed" ? (done as Completed) : null;
+  const timings = done && (done.type === "completed" || done.type === "cancelled") ? done.timings : {};
+  const lastTs = events[events.length - 1].timestamp - t0;
+  const total = Math.max(lastTs, ...rows.map((r) => r.end), 1e-3);
+  return {
+    rows,
+    total,
+    ttftMs: timings.ttft_ms ?? firstTokenMs(events, t0),
+    tokensPerS: completed ? completed.tokens_per_s : null,
+    live: !done,
+  };
+}
+
+function firstTokenMs(events: readonly ChatEvent[], t0: number): number | null {
+  const first = events.find((e) => e.type === "token");
+  return first ? (first.timestamp - t0) * 1000 : null;
+}
+
+/** Whether a turn's first prefill reused the tokens its prewarm put in the prompt cache (see js/README.md). */
+export function prewarmUsed(turn: TurnData): boolean {
+  if (!turn.prewarm) return false;
+  const prefill = turn.events.find((e): e is PrefillDone => e.type === "prefill");
+  return !!prefill && prefill.reused_tokens > turn.prewarm.cached_before;
+}

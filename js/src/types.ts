@@ -1,0 +1,286 @@
+/** The kernel's events and the widget's synced state, mirroring jupyter_chatflow/events.py and js/README.md. */
+
+export interface BaseEvent {
+  type: string;
+  sequence_number: number;
+  turn_id: string;
+  /** Monotonic seconds. */
+  timestamp: number;
+}
+
+export interface Span {
+  start: number;
+  end: number;
+  category: string;
+  replacement: string;
+}
+
+export interface Segment {
+  kind: string;
+  label: string;
+  tokens: number;
+  text: string;
+}
+
+export interface Trim {
+  label: string;
+  tokens: number;
+  action: string;
+  reason: string;
+}
+
+export interface Run {
+  segment: number;
+  start: number;
+  end: number;
+}
+
+export interface Snippet {
+  memory_id: number;
+  text: string;
+  score: number;
+}
+
+export interface Alternative {
+  token_id: number;
+  text: string;
+  logprob: number;
+  /** 0 = cut away by temperature / top-p / top-k / min-p. */
+  sampling_prob: number;
+}
+
+export interface TurnStarted extends BaseEvent {
+  type: "turn_started";
+  request_id: string;
+  session_id: string;
+  user: string;
+  params: Record<string, unknown>;
+  features: Record<string, unknown>;
+  created: number;
+}
+
+export interface SafetyDecision extends BaseEvent {
+  type: "safety_decision";
+  layer: string;
+  action: string;
+  guard: string;
+  categories: string[];
+  scores: Record<string, number>;
+  spans: Span[];
+  reason: string;
+  latency_ms: number;
+  replacement: string;
+}
+
+export interface MemoryRecalled extends BaseEvent {
+  type: "memory_recalled";
+  query: string;
+  snippets: Snippet[];
+  latency_ms: number;
+}
+
+export interface ContextAssembled extends BaseEvent {
+  type: "context_assembled";
+  window: number;
+  reserved_output: number;
+  budget: number;
+  prompt_tokens: number;
+  segments: Segment[];
+  trimmed: Trim[];
+  strategy: string;
+  latency_ms: number;
+}
+
+export interface Tokenized extends BaseEvent {
+  type: "tokenized";
+  ids: number[];
+  provenance: Run[];
+  latency_ms: number;
+}
+
+export interface PrefillDone extends BaseEvent {
+  type: "prefill";
+  prompt_tokens: number;
+  reused_tokens: number;
+  computed_tokens: number;
+  latency_ms: number;
+}
+
+export interface TokenDelta extends BaseEvent {
+  type: "token";
+  index: number;
+  token_id: number;
+  text: string;
+  logprob: number;
+  entropy: number;
+  alternatives: Alternative[];
+  elapsed_ms: number;
+  redacted: boolean;
+}
+
+export interface ToolCall extends BaseEvent {
+  type: "tool_call";
+  call_id: string;
+  name: string;
+  arguments: Record<string, unknown>;
+  constrained: boolean;
+}
+
+export interface ToolResult extends BaseEvent {
+  type: "tool_result";
+  call_id: string;
+  name: string;
+  output: string;
+  error: string;
+  latency_ms: number;
+}
+
+export interface MemoryWritten extends BaseEvent {
+  type: "memory_written";
+  operation: string;
+  text: string;
+  memory_ids: number[];
+}
+
+export interface TitleGenerated extends BaseEvent {
+  type: "title_generated";
+  title: string;
+  latency_ms: number;
+}
+
+export interface Completed extends BaseEvent {
+  type: "completed";
+  finish_reason: string;
+  text: string;
+  usage: Record<string, number>;
+  timings: Record<string, number>;
+  tokens_per_s: number;
+}
+
+export interface Cancelled extends BaseEvent {
+  type: "cancelled";
+  text: string;
+  usage: Record<string, number>;
+  timings: Record<string, number>;
+}
+
+export interface Failed extends BaseEvent {
+  type: "error";
+  error: string;
+  message: string;
+  text: string;
+}
+
+export type ChatEvent =
+  | TurnStarted
+  | SafetyDecision
+  | MemoryRecalled
+  | ContextAssembled
+  | Tokenized
+  | PrefillDone
+  | TokenDelta
+  | ToolCall
+  | ToolResult
+  | MemoryWritten
+  | TitleGenerated
+  | Completed
+  | Cancelled
+  | Failed;
+
+/** Token id (as a string) → [readable piece, hex of the token's bytes]. */
+export type Pieces = Record<string, [string, string]>;
+
+export interface Prewarm {
+  chars: number;
+  prompt_tokens: number;
+  computed_tokens: number;
+  cached_before: number;
+  latency_ms: number;
+}
+
+/** One finished turn, as the `turns` trait carries it. */
+export interface TurnRecord {
+  turn_id: string;
+  events: ChatEvent[];
+  pieces: Pieces;
+  prewarm: Prewarm | null;
+  fork_of: string;
+}
+
+export interface LiveRecord {
+  turn_id: string;
+  prewarm: Prewarm | null;
+  fork_of: string;
+}
+
+export interface Settings {
+  temperature: number;
+  top_p: number;
+  top_k: number;
+  min_p: number;
+  repetition_penalty: number;
+  max_tokens: number;
+  seed: number | null;
+  safety: string;
+  memory: boolean;
+  tools: string[];
+  tool_choice: string;
+}
+
+export interface ModelInfo {
+  name: string;
+  layers: number;
+  heads: number;
+  kv_heads: number;
+  context_length: number;
+  vocab_size: number;
+  tools: string[];
+}
+
+export interface AttentionSegment {
+  label: string;
+  kind: string;
+  start: number;
+  end: number;
+}
+
+export interface AttentionMessage {
+  type: "attention";
+  request_id: string;
+  turn_id: string;
+  layer: number;
+  head: number;
+  mode: "tokens" | "segments";
+  shape: [number, number];
+  dtype: "float16";
+  tokens: number | number[];
+  prompt_tokens: number;
+  pool: number;
+  rows_range: [number, number];
+  cols_range: [number, number];
+  segments: AttentionSegment[];
+}
+
+export type KernelMessage =
+  | { type: "events"; turn_id: string; events: ChatEvent[]; pieces: Pieces }
+  | AttentionMessage
+  | { type: "attention_error"; request_id: string; message: string }
+  | { type: "prewarmed"; prewarm: Prewarm };
+
+export type ViewMessage =
+  | { type: "send"; text: string }
+  | { type: "stop" }
+  | { type: "new_session" }
+  | { type: "draft"; text: string }
+  | { type: "resume"; turn_id: string; after: number }
+  | {
+      type: "attention";
+      request_id: string;
+      turn_id: string;
+      layer: number;
+      head: number;
+      mode: "tokens" | "segments";
+      rows_range?: [number, number];
+      cols_range?: [number, number];
+    }
+  | { type: "fork"; turn_id: string; index: number; token_id: number };

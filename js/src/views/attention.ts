@@ -1,0 +1,234 @@
+/**
+ * Attention heatmaps: pick layer / head / mode, request the matrix (`attention` message), draw the float16 cells
+ * on a canvas through a lookup table, hover for query → key and value, click a segment cell to drill down.
+ */
+import { buildHalfLut, buildRamp, fillPixels, heatStops, quantileHalf, type RGB } from "../colormap";
+import { clear, el } from "../dom";
+import { halfTable, toUint16 } from "../float16";
+import { summarize, type TurnData } from "../state";
+import type { AttentionMessage, ModelInfo, ViewMessage } from "../types";
+
+export interface Matrix {
+  msg: AttentionMessage;
+  bits: Uint16Array;
+}
+
+/** Draws a float16 matrix on a canvas (one pixel per cell); returns the milliseconds it took. */
+export function renderHeatmap(canvas: HTMLCanvasElement, bits: Uint16Array, rows: number, cols: number, background: RGB): number {
+  const t0 = performance.now();
+  canvas.width = cols;
+  canvas.height = rows;
+  const lut = buildHalfLut(buildRamp(heatStops(background)), quantileHalf(bits), "sqrt");
+  let ctx: CanvasRenderingContext2D | null = null;
+  try {
+    ctx = canvas.getContext("2d");
+  } catch {
+    ctx = null; // no canvas support (jsdom): the fill still runs and is timed
+  }
+  const image = ctx ? ctx.createImageData(cols, rows) : { data: new Uint8ClampedArray(rows * cols * 4) };
+  fillPixels(bits.subarray(0, rows * cols), lut, image.data);
+  if (ctx) ctx.putImageData(image as ImageData, 0, 0);
+  const ms = performance.now() - t0;
+  canvas.setAttribute("data-render-ms", ms.toFixed(1));
+  return ms;
+}
+
+type Send = (msg: ViewMessage) => void;
+
+export class AttentionView {
+  readonly el = el("div", { class: "cf-att" });
+  private layer = el("select", { class: "cf-select", "data-testid": "attention-layer", "aria-label": "Layer" });
+  private head = el("select", { class: "cf-select", "data-testid": "attention-head", "aria-label": "Head" });
+  private mode = el("select", { class: "cf-select", "data-testid": "attention-mode", "aria-label": "Mode" });
+  private showBtn = el("button", { class: "cf-btn cf-btn-primary", type: "button", "data-testid": "attention-show", text: "Show" });
+  private status = el("span", { class: "cf-muted cf-att-status" });
+  private canvas = el("canvas", { class: "cf-heatmap", "data-testid": "heatmap", width: 1, height: 1 });
+  private box = el("div", { class: "cf-heat-box" });
+  private marker = el("div", { class: "cf-heat-row-marker", hidden: true });
+  private tip = el("div", { class: "cf-tip", hidden: true });
+  private colLabels = el("div", { class: "cf-heat-cols" });
+  private info: ModelInfo | null = null;
+  private turn: TurnData | null = null;
+  private pending = "";
+  private counter = 0;
+  matrix: Matrix | null = null;
+
+  constructor(private send: Send, private background: () => RGB) {
+    this.mode.append(el("option", { value: "tokens", text: "tokens" }), el("option", { value: "segments", text: "segments" }));
+    this.showBtn.addEventListener("click", () => this.request());
+    this.box.append(this.canvas, this.marker);
+    const controls = el(
+      "div",
+      { class: "cf-row cf-att-controls" },
+      label("layer", this.layer),
+      label("head", this.head),
+      label("mode", this.mode),
+      this.showBtn,
+      this.status,
+    );
+    this.el.append(controls, el("div", { class: "cf-heat-wrap" }, this.box, this.colLabels, this.tip), el("div", { class: "cf-muted cf-att-hint", text: "Rows are query positions, columns key positions (prompt, then generated). Colour: √(weight / 99.5th percentile). Hover a token chip in the answer to mark its row and shade the prompt by what it attended to." }));
+    this.canvas.addEventListener("mousemove", (ev) => this.hover(ev));
+    this.canvas.addEventListener("mouseleave", () => (this.tip.hidden = true));
+    this.canvas.addEventListener("click", (ev) => this.drill(ev));
+  }
+
+  setModelInfo(info: ModelInfo): void {
+    if (this.info && this.info.layers === info.layers && this.info.heads === info.heads) return;
+    this.info = info;
+    const layer = this.layer.value;
+    clear(this.layer);
+    for (let i = 0; i < Math.max(info.layers, 1); i++) this.layer.appendChild(el("option", { value: i, text: String(i) }));
+    this.layer.value = layer && Number(layer) < info.layers ? layer : String(Math.max(0, info.layers - 1));
+    clear(this.head);
+    this.head.appendChild(el("option", { value: -1, text: "mean" }));
+    for (let i = 0; i < info.heads; i++) this.head.appendChild(el("option", { value: i, text: String(i) }));
+  }
+
+  setTurn(turn: TurnData | null): void {
+    this.turn = turn;
+    const live = !turn || !summarize(turn.events).terminal;
+    this.showBtn.disabled = !turn;
+    if (turn && this.matrix && this.matrix.msg.turn_id !== turn.turn_id) this.status.textContent = "showing another turn — press Show";
+    else if (live && turn) this.status.textContent = "";
+  }
+
+  /** Sends an `attention` request for the chosen turn / layer / head / mode (optionally a block). */
+  request(rows?: [number, number], cols?: [number, number], mode?: "tokens" | "segments"): string | null {
+    if (!this.turn) return null;
+    const request_id = `att-${Date.now().toString(36)}-${++this.counter}`;
+    this.pending = request_id;
+    const msg: ViewMessage = {
+      type: "attention",
+      request_id,
+      turn_id: this.turn.turn_id,
+      layer: Number(this.layer.value || 0),
+      head: Number(this.head.value || -1),
+      mode: mode ?? (this.mode.value as "tokens" | "segments"),
+    };
+    if (rows) msg.rows_range = rows;
+    if (cols) msg.cols_range = cols;
+    this.status.textContent = "computing…";
+    this.send(msg);
+    return request_id;
+  }
+
+  /** Handles `attention` / `attention_error` replies (ignores other views' requests). */
+  receive(msg: AttentionMessage | { type: "attention_error"; request_id: string; message: string }, buffers: (DataView | ArrayBuffer)[]): void {
+    if (msg.request_id !== this.pending) return;
+    if (msg.type === "attention_error") {
+      this.status.textContent = msg.message;
+      this.status.classList.add("cf-error-text");
+      return;
+    }
+    this.status.classList.remove("cf-error-text");
+    if (!buffers.length) return;
+    this.matrix = { msg, bits: toUint16(buffers[0]) };
+    this.draw();
+  }
+
+  draw(): void {
+    if (!this.matrix) return;
+    const { msg, bits } = this.matrix;
+    const [rows, cols] = msg.shape;
+    const ms = renderHeatmap(this.canvas, bits, rows, cols, this.background());
+    this.box.classList.toggle("cf-heat-segments", msg.mode === "segments");
+    this.box.style.aspectRatio = msg.mode === "segments" ? "" : `${cols} / ${rows}`;
+    const pool = msg.pool > 1 ? ` · pooled ${msg.pool}×${msg.pool}` : "";
+    this.status.textContent = `layer ${msg.layer} · ${msg.head < 0 ? "mean of heads" : `head ${msg.head}`} · ${rows}×${cols}${pool} · drawn in ${ms.toFixed(0)} ms`;
+    clear(this.colLabels);
+    if (msg.mode === "segments") {
+      for (const s of msg.segments) this.colLabels.appendChild(el("span", { class: `cf-heat-col cf-kind-${s.kind}`, title: `${s.label} [${s.start}, ${s.end})`, text: s.label }));
+    }
+    this.marker.hidden = true;
+  }
+
+  /** The tokens of the matrix's turn sequence: the final prompt, then the generated tokens (texts). */
+  private sequence(): string[] {
+    const turn = this.turn && this.matrix && this.turn.turn_id === this.matrix.msg.turn_id ? this.turn : null;
+    if (!turn) return [];
+    const s = summarize(turn.events);
+    const last = s.rounds[s.rounds.length - 1];
+    const ids = Array.isArray(this.matrix?.msg.tokens) ? this.matrix!.msg.tokens : [...(last?.tokenized?.ids ?? []), ...s.tokens.map((t) => t.token_id)];
+    return ids.map((id) => turn.pieces[String(id)]?.[0] ?? `#${id}`);
+  }
+
+  private cellAt(ev: MouseEvent): { r: number; c: number } | null {
+    if (!this.matrix) return null;
+    const rect = this.canvas.getBoundingClientRect();
+    const [rows, cols] = this.matrix.msg.shape;
+    const c = Math.floor(((ev.clientX - rect.left) / rect.width) * cols);
+    const r = Math.floor(((ev.clientY - rect.top) / rect.height) * rows);
+    return r >= 0 && r < rows && c >= 0 && c < cols ? { r, c } : null;
+  }
+
+  private hover(ev: MouseEvent): void {
+    const cell = this.cellAt(ev);
+    if (!cell || !this.matrix) return;
+    const { msg, bits } = this.matrix;
+    const value = halfTable()[bits[cell.r * msg.shape[1] + cell.c]];
+    const seq = this.sequence();
+    const rowRange = covered(msg.rows_range[0], msg.pool, cell.r, msg.rows_range[1]);
+    const lines = [`query ${rangeText(rowRange, seq)}`];
+    if (msg.mode === "segments") {
+      const s = msg.segments[cell.c];
+      lines.push(`key segment “${s?.label ?? cell.c}” [${s?.start}, ${s?.end})`, `mass ${value.toFixed(4)} · click to drill down`);
+    } else {
+      lines.push(`key ${rangeText(covered(msg.cols_range[0], msg.pool, cell.c, msg.cols_range[1]), seq)}`, `weight ${value.toFixed(4)}`);
+    }
+    this.tip.textContent = lines.join("\n");
+    this.tip.hidden = false;
+    const wrap = this.tip.parentElement!.getBoundingClientRect();
+    this.tip.style.left = `${Math.min(ev.clientX - wrap.left + 14, wrap.width - 240)}px`;
+    this.tip.style.top = `${ev.clientY - wrap.top + 14}px`;
+  }
+
+  private drill(ev: MouseEvent): void {
+    const cell = this.cellAt(ev);
+    if (!cell || !this.matrix || this.matrix.msg.mode !== "segments") return;
+    const { msg } = this.matrix;
+    const seg = msg.segments[cell.c];
+    if (!seg) return;
+    const rows = msg.pool > 1 ? covered(msg.rows_range[0], msg.pool, cell.r, msg.rows_range[1]) : msg.rows_range;
+    this.request(rows, [seg.start, seg.end], "tokens");
+  }
+
+  /**
+   * For a hovered generated token: the weights its row put on each prompt position (null when no tokens-mode
+   * matrix of that turn covering it is loaded), and the row marked on the heatmap.
+   */
+  highlight(turnId: string, tokenIndex: number | null): Float32Array | null {
+    this.marker.hidden = true;
+    const m = this.matrix;
+    if (tokenIndex === null || !m || m.msg.turn_id !== turnId || m.msg.mode !== "tokens") return null;
+    const { msg, bits } = m;
+    const pos = msg.prompt_tokens + tokenIndex;
+    if (pos < msg.rows_range[0] || pos >= msg.rows_range[1]) return null;
+    const r = Math.floor((pos - msg.rows_range[0]) / msg.pool);
+    const [rows, cols] = msg.shape;
+    this.marker.hidden = false;
+    this.marker.style.top = `${(r / rows) * 100}%`;
+    this.marker.style.height = `${Math.max(100 / rows, 0.4)}%`;
+    const values = halfTable();
+    const weights = new Float32Array(msg.prompt_tokens);
+    for (let p = 0; p < msg.prompt_tokens; p++) {
+      const c = Math.floor((p - msg.cols_range[0]) / msg.pool);
+      if (c >= 0 && c < cols) weights[p] = values[bits[r * cols + c]];
+    }
+    return weights;
+  }
+}
+
+function label(text: string, control: HTMLElement): HTMLElement {
+  return el("label", { class: "cf-field" }, el("span", { class: "cf-field-label", text }), control);
+}
+
+/** The positions one (possibly pooled) cell covers. */
+export function covered(start: number, pool: number, cell: number, end: number): [number, number] {
+  const a = start + cell * pool;
+  return [a, Math.min(a + pool, end)];
+}
+
+function rangeText([a, b]: [number, number], seq: string[]): string {
+  const show = (i: number) => (seq[i] !== undefined ? `“${seq[i].replace(/\n/g, "↵")}”` : "");
+  return b - a <= 1 ? `#${a} ${show(a)}` : `#${a}–${b - 1} (${b - a} tokens) ${show(a)}…${show(b - 1)}`;
+}

@@ -1,0 +1,136 @@
+/** The context window: a stacked bar by segment kind (plus what was trimmed), and the exact prompt's tokens. */
+import { clear, el } from "../dom";
+import { type BarPart, type Round, type TurnData, contextBar, promptTokens, summarize } from "../state";
+
+/** The bar's parts as elements (widths in % of the window). */
+export function contextBarElement(parts: BarPart[]): HTMLElement {
+  const bar = el("div", { class: "cf-ctx-bar", "data-testid": "context-bar", role: "img" });
+  bar.setAttribute("aria-label", parts.map((p) => `${p.label} ${p.tokens}`).join(", "));
+  for (const p of parts) {
+    const part = el("span", { class: `cf-ctx-part cf-kind-${p.kind}`, "data-kind": p.kind, title: `${p.label}: ${p.tokens.toLocaleString()} tokens (${(p.fraction * 100).toFixed(1)} %)` });
+    part.style.width = `${(p.fraction * 100).toFixed(3)}%`;
+    bar.appendChild(part);
+  }
+  return bar;
+}
+
+export class ContextView {
+  readonly el = el("div", { class: "cf-ctx" });
+  private roundSelect = el("select", { class: "cf-select", "aria-label": "Prompt round" });
+  private head = el("div", { class: "cf-row cf-ctx-head" });
+  private body = el("div", { class: "cf-ctx-body" });
+  private prompt = el("div", { class: "cf-prompt", "data-testid": "prompt-tokens" });
+  private chips: HTMLElement[] = [];
+  private turn: TurnData | null = null;
+  private round = -1; // -1: the last
+  private drawnKey = "";
+
+  constructor() {
+    this.roundSelect.addEventListener("change", () => {
+      this.round = Number(this.roundSelect.value);
+      this.drawnKey = "";
+      if (this.turn) this.show(this.turn);
+    });
+    this.el.append(this.head, this.body, el("div", { class: "cf-label", text: "Exact prompt — coloured by where each token came from" }), this.prompt);
+  }
+
+  /** Draws `turn` (a no-op when nothing it shows changed). */
+  show(turn: TurnData): void {
+    if (this.turn?.turn_id !== turn.turn_id) this.round = -1;
+    this.turn = turn;
+    const summary = summarize(turn.events);
+    const rounds = summary.rounds;
+    const index = this.round >= 0 && this.round < rounds.length ? this.round : rounds.length - 1;
+    const key = `${turn.turn_id}|${index}|${rounds.length}|${summary.tokens.length}|${rounds[index]?.tokenized ? 1 : 0}`;
+    if (key === this.drawnKey) return;
+    const promptChanged = !this.drawnKey.startsWith(`${turn.turn_id}|${index}|`) || !this.drawnKey.endsWith(`|${rounds[index]?.tokenized ? 1 : 0}`);
+    this.drawnKey = key;
+    clear(this.head);
+    clear(this.body);
+    if (index < 0) {
+      this.body.appendChild(el("div", { class: "cf-empty", text: "No context was assembled for this turn (it may have been blocked before)." }));
+      clear(this.prompt);
+      this.chips = [];
+      return;
+    }
+    clear(this.roundSelect);
+    rounds.forEach((_, i) => this.roundSelect.appendChild(el("option", { value: i, text: `round ${i + 1} of ${rounds.length}`, selected: i === index })));
+    this.roundSelect.hidden = rounds.length < 2;
+    const round = rounds[index];
+    const generated = index === rounds.length - 1 ? summary.tokens.length : 0;
+    this.drawHead(round, generated);
+    this.drawBar(round, generated);
+    if (promptChanged) this.drawPrompt(turn, round);
+  }
+
+  private drawHead(round: Round, generated: number): void {
+    const a = round.assembled;
+    const used = a.prompt_tokens + generated;
+    this.head.append(
+      el("span", { class: "cf-strong", text: `${used.toLocaleString()} / ${a.window.toLocaleString()} tokens` }),
+      el("span", { class: "cf-muted", text: `prompt ${a.prompt_tokens} · generated ${generated} · reserved for output ${a.reserved_output} · strategy ${a.strategy}` }),
+      this.roundSelect,
+    );
+  }
+
+  private drawBar(round: Round, generated: number): void {
+    const a = round.assembled;
+    const parts = contextBar(a, generated);
+    this.body.appendChild(contextBarElement(parts));
+    const legend = el("div", { class: "cf-legend" });
+    for (const p of parts) {
+      legend.appendChild(el("span", { class: "cf-legend-item" }, el("span", { class: `cf-swatch cf-kind-${p.kind}` }), el("span", { text: p.label }), el("span", { class: "cf-muted", text: p.tokens.toLocaleString() })));
+    }
+    this.body.appendChild(legend);
+    if (a.trimmed.length) {
+      const trimmedTokens = a.trimmed.reduce((n, t) => n + t.tokens, 0);
+      const strip = el("div", { class: "cf-trim-bar", title: `${trimmedTokens} tokens left out` });
+      const block = el("span", { class: "cf-trim-block" });
+      block.style.width = `${Math.min(100, (trimmedTokens / Math.max(a.window, 1)) * 100).toFixed(3)}%`;
+      strip.append(block, el("span", { class: "cf-muted", text: `${trimmedTokens.toLocaleString()} tokens trimmed to fit` }));
+      const list = el("ul", { class: "cf-trim-list", "data-testid": "trimmed" });
+      for (const t of a.trimmed) {
+        list.appendChild(el("li", {}, el("span", { class: `cf-pill cf-trim-${t.action}`, text: t.action }), el("span", { class: "cf-strong", text: t.label }), el("span", { class: "cf-muted", text: `${t.tokens} tokens — ${t.reason}` })));
+      }
+      this.body.append(strip, list);
+    }
+    const segs = el("div", { class: "cf-seg-list" });
+    a.segments.forEach((s, i) => {
+      const item = el("details", { class: "cf-seg" }, el("summary", {}, el("span", { class: `cf-swatch cf-kind-${s.kind}` }), el("span", { text: s.label }), el("span", { class: "cf-muted", text: `${s.tokens} tokens` })));
+      if (s.text) item.appendChild(el("pre", { class: "cf-pre", text: s.text }));
+      item.setAttribute("data-segment", String(i));
+      segs.appendChild(item);
+    });
+    this.body.appendChild(segs);
+  }
+
+  private drawPrompt(turn: TurnData, round: Round): void {
+    clear(this.prompt);
+    this.chips = [];
+    if (!round.tokenized) return;
+    const frag = document.createDocumentFragment();
+    for (const t of promptTokens(round.tokenized, round.assembled, turn.pieces)) {
+      const newline = !t.special && t.text.includes("\n");
+      const chip = el("span", {
+        class: `cf-ptok cf-kind-${t.kind}${t.special ? " cf-special" : ""}${newline ? " cf-nl" : ""}`,
+        title: `#${t.position} · id ${t.id}${t.hex ? ` · ${t.hex}` : ""} · ${round.assembled.segments[t.segment]?.label ?? t.kind}`,
+        text: newline ? t.text.replace(/\n/g, "↵") : t.text,
+      });
+      this.chips.push(chip);
+      frag.appendChild(chip);
+      if (newline) frag.appendChild(el("br"));
+    }
+    this.prompt.appendChild(frag);
+  }
+
+  /** Shades the prompt's tokens by one query row's attention weights (null clears). `weights[i]` is position i. */
+  shade(weights: ArrayLike<number> | null): void {
+    let max = 0;
+    if (weights) for (let i = 0; i < Math.min(weights.length, this.chips.length); i++) max = Math.max(max, weights[i]);
+    this.prompt.classList.toggle("cf-shading", !!weights);
+    this.chips.forEach((chip, i) => {
+      const w = weights && max > 0 && i < weights.length ? Math.sqrt(weights[i] / max) : 0;
+      chip.style.setProperty("--cf-att", weights ? w.toFixed(3) : "");
+    });
+  }
+}

@@ -1,0 +1,192 @@
+/** The header (title · session · model · status, buttons), the settings form, the chat box and the error notice. */
+import { clear, el, fmtMs } from "../dom";
+import type { ModelInfo, Prewarm, Settings, ViewMessage } from "../types";
+
+export const DRAFT_DELAY_MS = 400;
+
+export interface ControlsHost {
+  send(msg: ViewMessage): void;
+  status(): string;
+  settings(): Settings;
+  setSettings(settings: Settings): void;
+}
+
+export class Header {
+  readonly el: HTMLElement;
+  readonly title = el("span", { class: "cf-title", "data-testid": "title" });
+  private session = el("span", { class: "cf-meta" });
+  private modelName = el("span", { class: "cf-meta" });
+  readonly status = el("span", { class: "cf-status", "data-testid": "status" });
+  readonly settingsToggle = el("button", { class: "cf-btn", type: "button", "aria-expanded": "false", text: "⚙ Settings" });
+  readonly newSession = el("button", { class: "cf-btn", type: "button", "data-testid": "new-session", text: "New session" });
+
+  constructor(host: ControlsHost) {
+    this.newSession.addEventListener("click", () => host.send({ type: "new_session" }));
+    this.el = el(
+      "header",
+      { class: "cf-header" },
+      el("div", { class: "cf-header-main" }, this.title, el("div", { class: "cf-header-meta" }, this.session, this.modelName)),
+      this.status,
+      this.settingsToggle,
+      this.newSession,
+    );
+  }
+
+  update(title: string, session: string, model: ModelInfo | null, status: string): void {
+    this.title.textContent = title || "Untitled chat";
+    this.title.classList.toggle("cf-untitled", !title);
+    this.session.textContent = session ? `session ${session}` : "";
+    this.modelName.textContent = model?.name ?? "";
+    this.status.textContent = status;
+    this.status.className = `cf-status cf-status-${status}`;
+  }
+}
+
+type FieldSpec = { key: keyof Settings; label: string; min?: number; max?: number; step?: number; hint: string };
+
+const NUMBERS: FieldSpec[] = [
+  { key: "temperature", label: "temperature", min: 0, max: 2, step: 0.05, hint: "0 = greedy" },
+  { key: "top_p", label: "top p", min: 0, max: 1, step: 0.05, hint: "nucleus mass kept" },
+  { key: "top_k", label: "top k", min: 0, step: 1, hint: "0 = off" },
+  { key: "min_p", label: "min p", min: 0, max: 1, step: 0.01, hint: "relative to the top token" },
+  { key: "repetition_penalty", label: "repetition penalty", min: 0.5, max: 2, step: 0.05, hint: "1 = off" },
+  { key: "max_tokens", label: "max tokens", min: 1, step: 1, hint: "answer length cap" },
+  { key: "seed", label: "seed", step: 1, hint: "empty = random" },
+];
+
+export class SettingsForm {
+  readonly el = el("form", { class: "cf-settings", hidden: true });
+  private drawnKey = "";
+
+  constructor(private host: ControlsHost) {
+    this.el.addEventListener("submit", (ev) => ev.preventDefault());
+  }
+
+  /** Redraws from the trait unless a field has focus (so typing isn't interrupted). */
+  update(settings: Settings, info: ModelInfo | null): void {
+    const key = JSON.stringify([settings, info?.tools ?? []]);
+    if (key === this.drawnKey || this.el.contains(document.activeElement)) return;
+    this.drawnKey = key;
+    clear(this.el);
+    const set = (patch: Partial<Settings>) => this.host.setSettings({ ...this.host.settings(), ...patch });
+    const grid = el("div", { class: "cf-settings-grid" });
+    for (const f of NUMBERS) {
+      const value = settings[f.key];
+      const input = el("input", { class: "cf-input", type: "number", name: f.key, min: f.min, max: f.max, step: f.step, value: value === null || value === undefined ? "" : String(value) });
+      input.addEventListener("change", () => {
+        const v = input.value.trim();
+        if (f.key === "seed") set({ seed: v === "" ? null : Math.round(Number(v)) });
+        else if (v !== "" && Number.isFinite(Number(v))) set({ [f.key]: Number(v) } as Partial<Settings>);
+      });
+      grid.appendChild(el("label", { class: "cf-field", title: f.hint }, el("span", { class: "cf-field-label", text: f.label }), input));
+    }
+    const safety = select("safety", ["off", "input", "all"], settings.safety, (v) => set({ safety: v }));
+    const memory = el("input", { type: "checkbox", name: "memory", checked: !!settings.memory });
+    memory.addEventListener("change", () => set({ memory: memory.checked }));
+    grid.append(
+      el("label", { class: "cf-field" }, el("span", { class: "cf-field-label", text: "safety" }), safety),
+      el("label", { class: "cf-field cf-check" }, memory, el("span", { text: "memory" })),
+    );
+    const tools = info?.tools ?? [];
+    const toolBox = el("div", { class: "cf-field cf-tools-field" }, el("span", { class: "cf-field-label", text: "tools" }));
+    const toolRow = el("div", { class: "cf-row" });
+    for (const name of tools) {
+      const box = el("input", { type: "checkbox", name: `tool-${name}`, checked: settings.tools?.includes(name) });
+      box.addEventListener("change", () => {
+        const now = new Set(this.host.settings().tools ?? []);
+        if (box.checked) now.add(name);
+        else now.delete(name);
+        set({ tools: tools.filter((t) => now.has(t)) });
+      });
+      toolRow.appendChild(el("label", { class: "cf-check" }, box, el("span", { text: name })));
+    }
+    if (!tools.length) toolRow.appendChild(el("span", { class: "cf-muted", text: "none available" }));
+    toolBox.appendChild(toolRow);
+    const choice = select("tool_choice", ["auto", "none", "required", ...tools], settings.tool_choice, (v) => set({ tool_choice: v }));
+    grid.append(toolBox, el("label", { class: "cf-field" }, el("span", { class: "cf-field-label", text: "tool choice" }), choice));
+    this.el.appendChild(grid);
+  }
+}
+
+function select(name: string, options: string[], value: string, onChange: (v: string) => void): HTMLSelectElement {
+  const s = el("select", { class: "cf-select", name });
+  for (const o of options) s.appendChild(el("option", { value: o, text: o, selected: o === value }));
+  s.addEventListener("change", () => onChange(s.value));
+  return s;
+}
+
+export class ChatBox {
+  readonly el: HTMLElement;
+  readonly input = el("textarea", { class: "cf-textarea", "data-testid": "chat-input", rows: 2, placeholder: "Message the model…  (Enter to send, Shift+Enter for a new line)", "aria-label": "Message" });
+  readonly sendBtn = el("button", { class: "cf-btn cf-btn-primary", type: "button", "data-testid": "send", text: "Send" });
+  readonly stopBtn = el("button", { class: "cf-btn cf-btn-stop", type: "button", "data-testid": "stop", text: "■ Stop", disabled: true });
+  private prewarm = el("div", { class: "cf-prewarm", "data-testid": "prewarm" });
+  private timer: ReturnType<typeof setTimeout> | null = null;
+  private lastDraft = "";
+
+  constructor(private host: ControlsHost) {
+    this.sendBtn.addEventListener("click", () => this.submit());
+    this.stopBtn.addEventListener("click", () => host.send({ type: "stop" }));
+    this.input.addEventListener("keydown", (ev) => {
+      if (ev.key === "Enter" && !ev.shiftKey && !ev.isComposing) {
+        ev.preventDefault();
+        this.submit();
+      }
+    });
+    this.input.addEventListener("input", () => this.scheduleDraft());
+    this.el = el("div", { class: "cf-chatbox" }, el("div", { class: "cf-chatbox-row" }, this.input, el("div", { class: "cf-chatbox-buttons" }, this.sendBtn, this.stopBtn)), this.prewarm);
+  }
+
+  private submit(): void {
+    const text = this.input.value.trim();
+    if (!text || this.host.status() === "generating") return;
+    this.cancelDraft();
+    this.host.send({ type: "send", text });
+    this.input.value = "";
+    this.lastDraft = "";
+  }
+
+  private scheduleDraft(): void {
+    this.cancelDraft();
+    this.timer = setTimeout(() => {
+      this.timer = null;
+      const text = this.input.value;
+      if (this.host.status() === "generating" || !text.trim() || text === this.lastDraft) return;
+      this.lastDraft = text;
+      this.host.send({ type: "draft", text });
+    }, DRAFT_DELAY_MS);
+  }
+
+  cancelDraft(): void {
+    if (this.timer !== null) clearTimeout(this.timer);
+    this.timer = null;
+  }
+
+  update(status: string, prewarm: Prewarm | null): void {
+    const busy = status === "generating";
+    this.stopBtn.disabled = !busy;
+    this.sendBtn.disabled = busy;
+    this.prewarm.textContent = prewarm ? `prefix prewarmed: ${prewarm.prompt_tokens} tokens (${prewarm.computed_tokens} computed), ${fmtMs(prewarm.latency_ms)}` : "";
+  }
+}
+
+export class Notice {
+  readonly el = el("div", { class: "cf-notice", role: "alert", hidden: true });
+  private text = el("span", { class: "cf-notice-text" });
+  private dismissed = "";
+
+  constructor() {
+    const close = el("button", { class: "cf-icon-btn", type: "button", "aria-label": "Dismiss", title: "Dismiss", text: "×" });
+    close.addEventListener("click", () => {
+      this.dismissed = this.text.textContent ?? "";
+      this.el.hidden = true;
+    });
+    this.el.append(el("span", { class: "cf-notice-icon", "aria-hidden": "true", text: "!" }), this.text, close);
+  }
+
+  update(error: string): void {
+    if (error !== this.dismissed) this.dismissed = "";
+    this.text.textContent = error;
+    this.el.hidden = !error || error === this.dismissed;
+  }
+}

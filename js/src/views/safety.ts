@@ -1,0 +1,72 @@
+/** Safety decisions: a badge per layer, their details, and the user's text with the input layer's spans marked. */
+import { el, fmtMs } from "../dom";
+import type { SafetyDecision } from "../types";
+
+const ICON: Record<string, string> = { allow: "✓", flag: "!", redact: "▬", block: "✕" };
+
+/** A compact badge: layer + action word, details in its tooltip and an expandable panel. */
+export function safetyBadge(d: SafetyDecision): HTMLElement {
+  const tip = [
+    `${d.layer} · ${d.action} (${d.guard})`,
+    d.reason,
+    d.categories.length ? `categories: ${d.categories.join(", ")}` : "",
+    Object.keys(d.scores).length ? `scores: ${scoresText(d.scores)}` : "",
+    `latency: ${fmtMs(d.latency_ms)}`,
+  ].filter(Boolean).join("\n");
+  return el(
+    "span",
+    {
+      class: `cf-badge cf-act-${d.action}`,
+      "data-testid": "safety-badge",
+      "data-layer": d.layer,
+      "data-action": d.action,
+      title: tip,
+      tabindex: 0,
+    },
+    el("span", { class: "cf-badge-icon", "aria-hidden": "true", text: ICON[d.action] ?? "•" }),
+    el("span", { class: "cf-badge-layer", text: d.layer }),
+    el("span", { class: "cf-badge-action", text: d.action }),
+  );
+}
+
+function scoresText(scores: Record<string, number>): string {
+  return Object.entries(scores).map(([k, v]) => `${k} ${v.toFixed(2)}`).join(", ");
+}
+
+/** A row of details for the Safety tab. */
+export function safetyRow(d: SafetyDecision): HTMLElement {
+  const badge = safetyBadge(d);
+  badge.removeAttribute("data-testid");
+  return el(
+    "div",
+    { class: "cf-safety-row" },
+    badge,
+    el("span", { class: "cf-safety-guard", text: d.guard }),
+    el("span", { class: "cf-safety-reason", text: d.reason || "—" }),
+    el("span", { class: "cf-safety-cats", text: d.categories.length ? d.categories.join(", ") : "" }),
+    el("span", { class: "cf-safety-scores", text: scoresText(d.scores) }),
+    el("span", { class: "cf-safety-lat", text: fmtMs(d.latency_ms) }),
+  );
+}
+
+/** The user's message with the input layer's spans shown: original struck through, then the replacement. */
+export function userText(text: string, decisions: readonly SafetyDecision[]): HTMLElement {
+  const spans = decisions
+    .filter((d) => d.layer === "input" && d.action !== "allow")
+    .flatMap((d) => d.spans.map((s) => ({ ...s, action: d.action })))
+    .sort((a, b) => a.start - b.start);
+  const out = el("div", { class: "cf-user-text" });
+  let at = 0;
+  for (const s of spans) {
+    if (s.start < at) continue; // overlapping span: the first wins
+    out.append(text.slice(at, s.start));
+    const mark = el("span", { class: `cf-span cf-span-${s.action}`, title: `${s.category} (${s.action})` });
+    mark.append(el("del", { class: "cf-span-orig", text: text.slice(s.start, s.end) }));
+    if (s.replacement) mark.append(el("ins", { class: "cf-span-repl", text: s.replacement }));
+    mark.append(el("span", { class: "cf-span-cat", text: s.category }));
+    out.append(mark);
+    at = s.end;
+  }
+  out.append(text.slice(at));
+  return out;
+}

@@ -1,0 +1,42 @@
+/** The Safety & tools tab: every layer's decision in detail, the tool calls, and recalled / written memories. */
+import { clear, el } from "../dom";
+import { summarize, type TurnData } from "../state";
+import { safetyRow, userText } from "./safety";
+import { toolCard } from "./tools";
+
+export class SafetyTab {
+  readonly el = el("div", { class: "cf-safety-tab" });
+
+  show(turn: TurnData): void {
+    clear(this.el);
+    const s = summarize(turn.events);
+    this.el.appendChild(el("div", { class: "cf-label", text: "Safety decisions" }));
+    if (s.started) {
+      const redacted = s.safety.some((d) => d.layer === "input" && d.spans.length && d.action !== "allow");
+      if (redacted) this.el.append(el("div", { class: "cf-muted", text: "User text as the input layer saw it:" }), userText(s.started.user, s.safety));
+    }
+    const list = el("div", { class: "cf-safety-list" });
+    for (const d of s.safety) list.appendChild(safetyRow(d));
+    this.el.appendChild(s.safety.length ? list : el("div", { class: "cf-empty", text: "No safety layer ran." }));
+    this.el.appendChild(el("div", { class: "cf-label", text: "Tool calls" }));
+    if (!s.tools.length) this.el.appendChild(el("div", { class: "cf-empty", text: "No tools were called." }));
+    for (const card of s.tools) {
+      const node = toolCard(card);
+      node.setAttribute("data-testid", "tool-detail");
+      node.setAttribute("open", "");
+      this.el.appendChild(node);
+    }
+    const memory = turn.events.filter((e) => e.type === "memory_recalled" || e.type === "memory_written");
+    if (memory.length) {
+      this.el.appendChild(el("div", { class: "cf-label", text: "Memory" }));
+      for (const e of memory) {
+        if (e.type === "memory_recalled") {
+          this.el.appendChild(el("div", { class: "cf-muted", text: `recalled ${e.snippets.length} for “${e.query}”` }));
+          for (const sn of e.snippets) this.el.appendChild(el("div", { class: "cf-mem" }, el("span", { class: "cf-pill", text: sn.score.toFixed(2) }), sn.text));
+        } else if (e.type === "memory_written") {
+          this.el.appendChild(el("div", { class: "cf-mem" }, el("span", { class: "cf-pill", text: e.operation }), e.text));
+        }
+      }
+    }
+  }
+}

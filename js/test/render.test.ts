@@ -1,0 +1,248 @@
+import { afterEach, beforeEach, describe, expect, it, vi } from "vitest";
+import widget from "../src/index";
+import { toolCard } from "../src/views/tools";
+import { safetyBadge } from "../src/views/safety";
+import { summarize } from "../src/state";
+import type { ChatEvent, SafetyDecision, TurnRecord } from "../src/types";
+import { baseTraits, FakeModel } from "./fake_model";
+import { FIX, completedOf, tokensOf } from "./helpers";
+
+let host: HTMLElement;
+let cleanup: (() => void) | null = null;
+
+beforeEach(() => {
+  host = document.createElement("div");
+  document.body.appendChild(host);
+  vi.spyOn(console, "error").mockImplementation(() => {}); // jsdom: canvas getContext is not implemented
+});
+afterEach(() => {
+  cleanup?.();
+  cleanup = null;
+  host.remove();
+  vi.useRealTimers();
+  vi.restoreAllMocks();
+});
+
+function mount(traits: Record<string, unknown>) {
+  const model = new FakeModel(baseTraits(traits));
+  cleanup = widget.render({ model, el: host });
+  return model;
+}
+const q = (id: string) => host.querySelector(`[data-testid="${id}"]`) as HTMLElement;
+const last = (m: FakeModel) => m.sent[m.sent.length - 1];
+const qa = (id: string) => host.querySelectorAll(`[data-testid="${id}"]`);
+
+describe("render from the turns trait", () => {
+  it("draws every turn's chips, tool card, badges and the block message", () => {
+    mount({ turns: [FIX.answer, FIX.tool, FIX.redacted, FIX.blocked], title: "Capitals" });
+    const total = [FIX.answer, FIX.tool, FIX.redacted].reduce((n, f) => n + tokensOf(f).length, 0);
+    expect(qa("token").length).toBe(total);
+    expect(qa("tool-card").length).toBe(1);
+    expect(q("title").textContent).toBe("Capitals");
+    expect(host.querySelector(".cf-root")!.getAttribute("data-status")).toBe("idle");
+    expect(host.querySelector(".cf-root")!.getAttribute("data-last-seq")).toBe("2");
+    expect(host.querySelector(".cf-block-msg")!.textContent).toContain("This was blocked by the safety policy (S9 Indiscriminate Weapons).");
+    const redactedTurn = host.querySelector(`[data-turn="${FIX.redacted.turn_id}"]`)!;
+    expect(redactedTurn.querySelector(".cf-span-orig")!.textContent).toBe("jane.doe@example.com");
+    expect(redactedTurn.querySelector(".cf-span-repl")!.textContent).toBe("[EMAIL]");
+  });
+
+  it("the tool card sits between the tokens around the pause", () => {
+    mount({ turns: [FIX.tool] });
+    const answer = host.querySelector(".cf-answer")!;
+    const card = q("tool-card");
+    expect(card.parentElement).toBe(answer);
+    expect(answer.firstElementChild).toBe(card); // the call came before token 0
+    expect(card.textContent).toContain("calculator");
+    expect(card.textContent).toContain('"expression": ".17 * 23"');
+    expect(card.textContent).toContain("3.91");
+  });
+
+  it("context tab draws the bar from the last round and the exact prompt", () => {
+    mount({ turns: [FIX.tool] });
+    const bar = q("context-bar");
+    const widths = Object.fromEntries([...bar.children].map((c) => [c.getAttribute("data-kind"), parseFloat((c as HTMLElement).style.width)]));
+    expect(widths.tools).toBeCloseTo((266 / 8192) * 100, 2);
+    expect(widths.generated).toBeCloseTo(((34 + 10) / 8192) * 100, 2);
+    const prompt = q("prompt-tokens");
+    expect(prompt.querySelectorAll(".cf-ptok").length).toBe(380);
+    expect(prompt.querySelectorAll(".cf-special").length).toBeGreaterThan(0);
+  });
+});
+
+describe("safety badges and tool cards", () => {
+  const decisions = (f: TurnRecord) => f.events.filter((e): e is SafetyDecision => e.type === "safety_decision");
+  it("one badge per decision, by layer and action", () => {
+    const badges = decisions(FIX.redacted).map(safetyBadge);
+    expect(badges.map((b) => `${b.dataset.layer}:${b.dataset.action}`)).toEqual(["input:redact", "model:allow", "output:allow"]);
+    expect(badges[0].textContent).toContain("redact");
+    expect(badges[0].title).toContain("pii:email");
+    const blocked = decisions(FIX.blocked).map(safetyBadge);
+    expect(blocked.map((b) => b.className)).toEqual(["cf-badge cf-act-block"]);
+    expect(blocked[0].title).toContain("S9 Indiscriminate Weapons");
+  });
+  it("tool card from tool.json", () => {
+    const card = toolCard(summarize(FIX.tool.events).tools[0]);
+    expect(card.dataset.callId).toBe("call_0708c0e56a37");
+    expect(card.querySelectorAll("pre")[1].textContent).toBe("3.91");
+    expect(card.textContent).toContain("1.11 s");
+  });
+});
+
+describe("security", () => {
+  it("prompt, answer and tool output with HTML render as literal text", () => {
+    const evil = "<img src=x onerror=alert(1)>";
+    const events = FIX.tool.events.map((e): ChatEvent => {
+      if (e.type === "turn_started") return { ...e, user: evil };
+      if (e.type === "token" && e.index === 0) return { ...e, text: evil };
+      if (e.type === "tool_result") return { ...e, output: evil };
+      if (e.type === "tool_call") return { ...e, name: evil, arguments: { expression: evil } };
+      return e;
+    });
+    const pieces = { ...FIX.tool.pieces, "504": [evil, "3c"] as [string, string] };
+    mount({ turns: [{ ...FIX.tool, events, pieces }], title: evil, error: evil });
+    for (const tab of ["context", "attention", "timeline", "safety"]) (q(`tab-${tab}`) as HTMLButtonElement).click();
+    q("token").dispatchEvent(new MouseEvent("click", { bubbles: true }));
+    expect(host.querySelectorAll("img").length).toBe(0);
+    expect(host.querySelectorAll("[onerror], [src]").length).toBe(0);
+    expect(host.innerHTML).not.toMatch(/>[^<]*<img/); // never as markup between tags
+    expect(q("token").textContent).toBe(evil);
+    expect(host.querySelector(".cf-user-text")!.textContent).toBe(evil);
+    expect(q("tool-card").textContent).toContain(evil);
+    expect(q("title").textContent).toBe(evil);
+  });
+});
+
+describe("fake model: live stream, controls and messages", () => {
+  it("replays a fixture as event messages: chips appear, duplicates ignored, last-seq tracked", () => {
+    const fx = FIX.redacted;
+    const model = mount({ live: { turn_id: fx.turn_id, prewarm: null, fork_of: "" }, status: "generating" });
+    expect(model.sent[0].content).toEqual({ type: "resume", turn_id: fx.turn_id, after: -1 });
+    for (let i = 0; i < fx.events.length; i += 5) {
+      model.message({ type: "events", turn_id: fx.turn_id, events: fx.events.slice(Math.max(0, i - 2), i + 5), pieces: fx.pieces });
+    }
+    expect(qa("token").length).toBe(tokensOf(fx).length);
+    expect([...qa("token")].map((c) => c.textContent).join("")).toBe(completedOf(fx).text);
+    expect(host.querySelector(".cf-root")!.getAttribute("data-last-seq")).toBe(String(fx.events.length - 1));
+    // the kernel moves the turn into `turns`: nothing is drawn twice
+    model.traits.live = null;
+    model.set("turns", [fx]);
+    model.set("status", "idle");
+    expect(qa("token").length).toBe(tokensOf(fx).length);
+    expect(host.querySelector(".cf-root")!.getAttribute("data-status")).toBe("idle");
+  });
+
+  it("out-of-order batches redraw the turn in sequence order", () => {
+    const fx = FIX.answer;
+    const model = mount({ live: { turn_id: fx.turn_id, prewarm: null, fork_of: "" }, status: "generating" });
+    model.message({ type: "events", turn_id: fx.turn_id, events: fx.events.slice(10), pieces: fx.pieces });
+    model.message({ type: "events", turn_id: fx.turn_id, events: fx.events.slice(0, 10), pieces: fx.pieces });
+    expect([...qa("token")].map((c) => c.getAttribute("data-index"))).toEqual(tokensOf(fx).map((t) => String(t.index)));
+  });
+
+  it("resume after the events a view already has", () => {
+    const fx = FIX.answer;
+    const model = new FakeModel(baseTraits({ live: { turn_id: fx.turn_id, prewarm: null, fork_of: "" }, status: "generating" }));
+    cleanup = widget.render({ model, el: host });
+    expect(model.sent.filter((m) => m.content.type === "resume")).toEqual([{ content: { type: "resume", turn_id: fx.turn_id, after: -1 }, buffers: undefined }]);
+  });
+
+  it("Stop sends {type: stop} while generating; Send and Enter send the text", () => {
+    const model = mount({ status: "generating" });
+    const stop = q("stop") as HTMLButtonElement;
+    expect(stop.disabled).toBe(false);
+    stop.click();
+    expect(last(model).content).toEqual({ type: "stop" });
+    model.set("status", "idle");
+    expect(stop.disabled).toBe(true);
+    const input = q("chat-input") as HTMLTextAreaElement;
+    input.value = "Hello there";
+    (q("send") as HTMLButtonElement).click();
+    expect(last(model).content).toEqual({ type: "send", text: "Hello there" });
+    expect(input.value).toBe("");
+    input.value = "line one";
+    input.dispatchEvent(new KeyboardEvent("keydown", { key: "Enter", shiftKey: true, bubbles: true }));
+    expect(last(model).content.type).toBe("send"); // Shift+Enter: no send
+    expect(model.sent.filter((m) => m.content.type === "send").length).toBe(1);
+    input.dispatchEvent(new KeyboardEvent("keydown", { key: "Enter", bubbles: true }));
+    expect(last(model).content).toEqual({ type: "send", text: "line one" });
+    (q("new-session") as HTMLButtonElement).click();
+    expect(last(model).content).toEqual({ type: "new_session" });
+  });
+
+  it("draft is debounced ~400 ms and not sent while generating", () => {
+    vi.useFakeTimers();
+    const model = mount({});
+    const input = q("chat-input") as HTMLTextAreaElement;
+    for (const text of ["W", "Wh", "Wha", "What"]) {
+      input.value = text;
+      input.dispatchEvent(new Event("input"));
+      vi.advanceTimersByTime(150);
+    }
+    expect(model.sent.filter((m) => m.content.type === "draft")).toEqual([]);
+    vi.advanceTimersByTime(300);
+    expect(model.sent.filter((m) => m.content.type === "draft").map((m) => m.content)).toEqual([{ type: "draft", text: "What" }]);
+    model.set("status", "generating");
+    input.value = "What is";
+    input.dispatchEvent(new Event("input"));
+    vi.advanceTimersByTime(1000);
+    expect(model.sent.filter((m) => m.content.type === "draft").length).toBe(1);
+  });
+
+  it("settings form writes the settings trait and saves", () => {
+    const model = mount({});
+    const temp = host.querySelector('input[name="temperature"]') as HTMLInputElement;
+    temp.value = "0.7";
+    temp.dispatchEvent(new Event("change"));
+    expect(model.traits.settings).toMatchObject({ temperature: 0.7, top_p: 0.9 });
+    const python = host.querySelector('input[name="tool-python"]') as HTMLInputElement;
+    python.checked = true;
+    python.dispatchEvent(new Event("change"));
+    expect((model.traits.settings as { tools: string[] }).tools).toEqual(["calculator", "python"]);
+    expect(model.saves).toBe(2);
+  });
+
+  it("fork from a token alternative of the latest idle turn", () => {
+    const model = mount({ turns: [FIX.answer] });
+    q("token").dispatchEvent(new MouseEvent("click", { bubbles: true }));
+    const fork = [...host.querySelectorAll(".cf-popover button")].find((b) => b.textContent === "regenerate from here") as HTMLButtonElement;
+    fork.click();
+    expect(last(model).content).toEqual({ type: "fork", turn_id: FIX.answer.turn_id, index: 0, token_id: 504 });
+    expect(host.querySelector(".cf-alt-cut")).not.toBeNull();
+  });
+
+  it("attention request → float16 buffer → heatmap with data-render-ms; other views' replies ignored", () => {
+    const model = mount({ turns: [FIX.answer] });
+    (q("tab-attention") as HTMLButtonElement).click();
+    (q("attention-layer") as HTMLSelectElement).value = "3";
+    (q("attention-show") as HTMLButtonElement).click();
+    const req = last(model).content;
+    expect(req).toMatchObject({ type: "attention", turn_id: FIX.answer.turn_id, layer: 3, head: -1, mode: "tokens" });
+    const n = 50;
+    const bits = new Uint16Array(n * n).fill(0x3c00);
+    const msg = { type: "attention", request_id: req.request_id, turn_id: FIX.answer.turn_id, layer: 3, head: -1, mode: "tokens", shape: [n, n], dtype: "float16", tokens: n, prompt_tokens: 38, pool: 1, rows_range: [0, n], cols_range: [0, n], segments: [] };
+    model.message({ ...msg, request_id: "someone-else" }, [new DataView(bits.buffer)]);
+    expect(q("heatmap").hasAttribute("data-render-ms")).toBe(false);
+    model.message(msg, [new DataView(bits.buffer)]);
+    expect(q("heatmap").getAttribute("data-render-ms")).not.toBeNull();
+    expect((q("heatmap") as HTMLCanvasElement).width).toBe(n);
+    // hovering generated token 2 marks its row (38 + 2)
+    const chip = host.querySelector('[data-testid="token"][data-index="2"]')!;
+    chip.dispatchEvent(new MouseEvent("mouseover", { bubbles: true }));
+    const marker = host.querySelector(".cf-heat-row-marker") as HTMLElement;
+    expect(marker.hidden).toBe(false);
+    expect(parseFloat(marker.style.top)).toBeCloseTo((40 / 50) * 100, 5);
+  });
+
+  it("error notice shows and dismisses; cleanup removes listeners", () => {
+    const model = mount({ error: "Tool 'python' is not enabled." });
+    const notice = host.querySelector(".cf-notice") as HTMLElement;
+    expect(notice.hidden).toBe(false);
+    (notice.querySelector("button") as HTMLButtonElement).click();
+    expect(notice.hidden).toBe(true);
+    cleanup!();
+    cleanup = null;
+    expect(model.listeners("msg:custom")).toBe(0);
+    expect(host.querySelector(".cf-root")).toBeNull();
+  });
+});

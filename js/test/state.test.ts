@@ -1,0 +1,105 @@
+import { describe, expect, it } from "vitest";
+import { Conversation, answerText, contextBar, createTurn, mergeEvents, promptTokens, summarize, timeline, prewarmUsed } from "../src/state";
+import { FIX, completedOf, tokensOf } from "./helpers";
+
+describe("reducer on the real fixtures", () => {
+  for (const [name, fx] of Object.entries(FIX)) {
+    it(`${name}: token count and text equal completed`, () => {
+      const turn = createTurn(fx);
+      mergeEvents(turn, fx.events, fx.pieces);
+      const s = summarize(turn.events);
+      expect(s.tokens.length).toBe(tokensOf(fx).length);
+      expect(answerText(s)).toBe(completedOf(fx).text);
+      expect(turn.lastSeq).toBe(fx.events.length - 1);
+    });
+  }
+
+  it("dedupes repeated and out-of-order batches", () => {
+    const fx = FIX.tool;
+    const turn = createTurn(fx);
+    const a = fx.events.slice(0, 10);
+    const b = fx.events.slice(10);
+    expect(mergeEvents(turn, b, fx.pieces).appended).toBe(true);
+    const m = mergeEvents(turn, [...a, ...a, b[0]], fx.pieces);
+    expect(m.appended).toBe(false);
+    expect(m.added.length).toBe(10);
+    expect(turn.events.map((e) => e.sequence_number)).toEqual(fx.events.map((e) => e.sequence_number));
+    expect(mergeEvents(turn, fx.events).added).toEqual([]);
+    expect(answerText(summarize(turn.events))).toBe(completedOf(fx).text);
+  });
+
+  it("Conversation: live messages, resume replays and the final turns trait merge without duplicates", () => {
+    const fx = FIX.answer;
+    const conv = new Conversation();
+    conv.sync([FIX.tool], { turn_id: fx.turn_id, prewarm: null, fork_of: "" });
+    expect(conv.order).toEqual([FIX.tool.turn_id, fx.turn_id]);
+    const c1 = conv.receive(fx.turn_id, fx.events.slice(0, 8), fx.pieces);
+    expect(c1.appended.get(fx.turn_id)?.length).toBe(8);
+    const c2 = conv.receive(fx.turn_id, fx.events.slice(4, 12), fx.pieces); // a resume re-sends 4..7
+    expect(c2.appended.get(fx.turn_id)?.map((e) => e.sequence_number)).toEqual([8, 9, 10, 11]);
+    expect(conv.lastSeq()).toBe(11);
+    const c3 = conv.sync([FIX.tool, fx], null);
+    expect(c3.appended.get(fx.turn_id)?.length).toBe(fx.events.length - 12);
+    expect(conv.turns.get(fx.turn_id)!.events.length).toBe(fx.events.length);
+    conv.sync([], null);
+    expect(conv.list()).toEqual([]);
+  });
+
+  it("tool cards sit where the stream paused and match results by call_id", () => {
+    const s = summarize(FIX.tool.events);
+    expect(s.tools.length).toBe(1);
+    expect(s.tools[0].call.name).toBe("calculator");
+    expect(s.tools[0].result?.output).toBe("3.91");
+    expect(s.tools[0].afterTokens).toBe(0);
+    expect(s.rounds.length).toBe(2);
+  });
+});
+
+describe("context", () => {
+  it("bar widths: segments by kind, generated and free add up to the window", () => {
+    const s = summarize(FIX.answer.events);
+    const parts = contextBar(s.rounds[0].assembled, s.tokens.length);
+    const by = Object.fromEntries(parts.map((p) => [p.kind, p.tokens]));
+    expect(by).toEqual({ system: 17, user: 7, template: 14, generated: 12, free: 8192 - 38 - 12 });
+    expect(parts.reduce((a, p) => a + p.fraction, 0)).toBeCloseTo(1, 9);
+    expect(parts.find((p) => p.kind === "system")!.fraction).toBeCloseTo(17 / 8192, 9);
+  });
+
+  it("prompt tokens carry provenance kinds and special badges", () => {
+    const s = summarize(FIX.answer.events);
+    const toks = promptTokens(s.rounds[0].tokenized!, s.rounds[0].assembled, FIX.answer.pieces);
+    expect(toks.length).toBe(38);
+    expect(toks[0]).toMatchObject({ text: "<|im_start|>", special: true, kind: "template" });
+    expect(toks[3].kind).toBe("system");
+    expect(toks.slice(25, 32).map((t) => t.text).join("")).toBe("What is the capital of France?");
+    expect(toks.slice(25, 32).every((t) => t.kind === "user")).toBe(true);
+  });
+});
+
+describe("timeline", () => {
+  it("rows are relative to turn_started; prefill splits reused; decode spans first to last token", () => {
+    const turn = createTurn(FIX.tool);
+    mergeEvents(turn, FIX.tool.events, FIX.tool.pieces);
+    const t = timeline(turn);
+    const prefills = t.rows.filter((r) => r.kind === "prefill");
+    expect(prefills.length).toBe(2);
+    expect(prefills[1].reusedFraction).toBeCloseTo(286 / 380, 6);
+    const decode = t.rows.filter((r) => r.kind === "decode");
+    const toks = tokensOf(FIX.tool);
+    const t0 = FIX.tool.events[0].timestamp;
+    expect(decode[decode.length - 1].end).toBeCloseTo(toks[toks.length - 1].timestamp - t0, 9);
+    expect(t.rows.some((r) => r.label === "tool calculator")).toBe(true);
+    expect(t.ttftMs).toBeCloseTo(completedOf(FIX.tool).timings.ttft_ms, 6);
+    expect(t.tokensPerS).toBeCloseTo(25.3657, 3);
+    expect(t.live).toBe(false);
+  });
+
+  it("prewarm is used when the first prefill reused more than cached_before", () => {
+    const turn = createTurn({ ...FIX.tool, prewarm: { chars: 5, prompt_tokens: 20, computed_tokens: 20, cached_before: 0, latency_ms: 50 } });
+    mergeEvents(turn, FIX.tool.events);
+    expect(prewarmUsed(turn)).toBe(true);
+    expect(timeline(turn).rows[0]).toMatchObject({ kind: "prewarm", start: -0.05, end: 0 });
+    turn.prewarm = { ...turn.prewarm!, cached_before: 20 };
+    expect(prewarmUsed(turn)).toBe(false);
+  });
+});
