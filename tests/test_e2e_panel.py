@@ -1,0 +1,188 @@
+"""The inspector panel end to end: JupyterLab on localhost, a notebook opened in headless Chromium (Debian's
+package, driven by Playwright), a `%%chat --inspect` cell with the real model.
+
+Checks what a user sees: tokens stream into the page, the context bar and a heatmap render (the heatmap in under
+a second once its data arrived), Stop ends a turn that is generating, and reloading the page mid-stream resumes
+the turn with no token lost. Screenshots go to $CHATFLOW_ARTIFACTS (default: test-artifacts/ in the checkout).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+from pathlib import Path
+
+import pytest
+
+CHROMIUM = Path("/usr/bin/chromium")
+FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking"]
+ROOT = Path(__file__).resolve().parents[1]
+ARTIFACTS = Path(os.environ.get("CHATFLOW_ARTIFACTS", ROOT / "test-artifacts"))
+TOKEN = "chatflow-e2e"
+FIRST = "Count from 1 to 200, one number per line."
+SECOND = "Now count from 200 down to 1, one number per line."
+
+pytestmark = [
+    pytest.mark.browser,
+    pytest.mark.slow,
+    pytest.mark.skipif(not CHROMIUM.exists(), reason="needs Debian's chromium: apt-get install chromium"),
+]
+
+
+def notebook(path: Path) -> None:
+    cells = [
+        "%load_ext jupyter_chatflow",
+        f"%%chat --inspect --session e2e --new --temperature 0 --max-tokens 200\n{FIRST}",
+    ]
+    path.write_text(json.dumps({
+        "cells": [{"cell_type": "code", "metadata": {}, "source": c, "outputs": [], "execution_count": None}
+                  for c in cells],
+        "metadata": {"kernelspec": {"name": "python3", "display_name": "Python 3", "language": "python"}},
+        "nbformat": 4, "nbformat_minor": 5,
+    }))  # fmt: skip
+
+
+@pytest.fixture(scope="module")
+def lab(tmp_path_factory, real_model_path):
+    """A JupyterLab server on a free localhost port, serving a folder with the test notebook."""
+    root = tmp_path_factory.mktemp("lab")
+    notebook(root / "panel.ipynb")
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    env = {**os.environ, "CHATFLOW_DB": str(root / "chatflow.db"), "JUPYTER_CONFIG_DIR": str(root / "config"),
+           "JUPYTERLAB_SETTINGS_DIR": str(root / "settings"),
+           "JUPYTERLAB_WORKSPACES_DIR": str(root / "ws")}  # fmt: skip
+    jupyter = Path(sys.executable).with_name("jupyter")
+    command = [str(jupyter) if jupyter.exists() else "jupyter", "lab", "--no-browser", f"--port={port}",
+               "--ServerApp.ip=127.0.0.1", f"--ServerApp.token={TOKEN}", f"--ServerApp.root_dir={root}",
+               "--allow-root"]  # fmt: skip
+    log = (root / "lab.log").open("w")
+    server = subprocess.Popen(command, env=env, stdout=log, stderr=subprocess.STDOUT)
+    base = f"http://127.0.0.1:{port}"
+    try:
+        _wait_until(lambda: _answers(f"{base}/api/status?token={TOKEN}"), 60, "JupyterLab did not start")
+        yield base
+    finally:
+        server.terminate()
+        server.wait(20)
+        log.close()
+        if os.environ.get("CHATFLOW_E2E_LOG"):
+            shutil.copy(root / "lab.log", ARTIFACTS / "lab.log")
+
+
+@pytest.fixture(scope="module")
+def page(lab):
+    from playwright.sync_api import sync_playwright
+
+    ARTIFACTS.mkdir(parents=True, exist_ok=True)
+    with sync_playwright() as playwright:
+        browser = playwright.chromium.launch(executable_path=str(CHROMIUM), args=FLAGS)
+        page = browser.new_page(viewport={"width": 1280, "height": 1600})
+        page.set_default_timeout(120_000)
+        page.goto(f"{lab}/lab/tree/panel.ipynb?token={TOKEN}")
+        page.wait_for_selector(".jp-Notebook .jp-Cell")
+        page.wait_for_selector("text=Python 3 (ipykernel) | Idle")  # keys pressed before the kernel is up are lost
+        try:
+            yield page
+        finally:
+            page.screenshot(path=str(ARTIFACTS / "panel-last.png"), full_page=True)
+            browser.close()
+
+
+def test_the_panel_streams_shows_context_and_attention_stops_and_resumes(page):
+    page.locator(".jp-Cell").first.click()
+    page.keyboard.press("Shift+Enter")
+    page.keyboard.press("Shift+Enter")
+    panel = page.locator(".cf-root").first
+    panel.wait_for()
+
+    # tokens stream into the DOM: more of them later than earlier, while the turn is generating
+    tokens = panel.locator("[data-testid=token]")
+    _wait_until(lambda: tokens.count() >= 5, 180, "no tokens streamed into the panel")
+    early = tokens.count()
+    _wait_until(lambda: tokens.count() > early + 5, 60, "tokens stopped arriving")
+    page.screenshot(path=str(ARTIFACTS / "panel-streaming.png"), full_page=True)
+
+    # Stop while generating: the turn ends (cancelled) long before its 200 tokens
+    assert panel.get_attribute("data-status") == "generating"
+    panel.locator("[data-testid=stop]").click()
+    _wait_until(lambda: panel.get_attribute("data-status") == "idle", 60, "Stop did not end the turn")
+    stopped_at = tokens.count()
+    assert stopped_at < 190
+    time.sleep(0.5)
+    assert tokens.count() == stopped_at  # nothing arrives after the stop
+
+    # the context bar and the prompt
+    panel.locator("[data-testid=tab-context]").click()
+    bar = panel.locator("[data-testid=context-bar]").first
+    bar.wait_for()
+    assert bar.locator("> *").count() >= 3  # segments, generated, free
+    assert panel.locator("[data-testid=prompt-tokens]").first.inner_text().count("im_start") >= 2
+    page.screenshot(path=str(ARTIFACTS / "panel-context.png"), full_page=True)
+
+    # an attention heatmap, fetched from the kernel and drawn in under a second once it arrived
+    panel.locator("[data-testid=tab-attention]").click()
+    show = panel.locator("[data-testid=attention-show]")
+    if show.count():
+        show.first.click()
+    heatmap = panel.locator("[data-testid=heatmap][data-render-ms]").first
+    heatmap.wait_for(timeout=120_000)
+    assert float(heatmap.get_attribute("data-render-ms")) < 1000
+    page.screenshot(path=str(ARTIFACTS / "panel-attention.png"), full_page=True)
+
+    # a second turn from the panel's box; reload the page mid-stream; the view resumes and loses nothing
+    panel.locator("[data-testid=chat-input]").fill(SECOND)
+    panel.locator("[data-testid=send]").click()
+    _wait_until(lambda: tokens.count() >= stopped_at + 10, 120, "the second turn did not stream")
+    assert panel.get_attribute("data-status") == "generating"
+    _save_and_reload(page)
+    page.wait_for_selector(".jp-Notebook .jp-Cell")
+    panel = page.locator(".cf-root").first
+    panel.wait_for(timeout=120_000)
+    resumed_status = panel.get_attribute("data-status")
+    _wait_until(lambda: panel.get_attribute("data-status") == "idle", 180, "the resumed turn did not end")
+    page.screenshot(path=str(ARTIFACTS / "panel-resumed.png"), full_page=True)
+    after_resume = panel.locator("[data-testid=token]").count()
+    last_seq = panel.get_attribute("data-last-seq")
+
+    # what the kernel kept (the turns trait, drawn on a fresh load) is what the resumed view showed
+    _save_and_reload(page)
+    page.wait_for_selector(".jp-Notebook .jp-Cell")
+    panel = page.locator(".cf-root").first
+    panel.wait_for(timeout=120_000)
+    _wait_until(lambda: panel.locator("[data-testid=token]").count() >= after_resume, 60, "turns not restored")
+    assert resumed_status == "generating", "the reload did not land mid-stream"
+    assert panel.locator("[data-testid=token]").count() == after_resume
+    assert panel.get_attribute("data-last-seq") == last_seq
+    page.screenshot(path=str(ARTIFACTS / "panel-reloaded.png"), full_page=True)
+
+
+def _save_and_reload(page) -> None:
+    """Save the notebook (its outputs hold the panel's view; the kernel holds the panel's state), then reload."""
+    page.keyboard.press("Control+s")
+    page.wait_for_selector(".lm-TabBar-tab.jp-mod-current.jp-mod-dirty", state="detached", timeout=30_000)
+    page.reload()
+
+
+def _answers(url: str) -> bool:
+    try:
+        with urllib.request.urlopen(url, timeout=2) as reply:
+            return reply.status == 200
+    except OSError:
+        return False
+
+
+def _wait_until(condition, timeout: float, message: str) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if condition():
+            return
+        time.sleep(0.2)
+    raise AssertionError(f"{message} (waited {timeout:.0f} s)")
