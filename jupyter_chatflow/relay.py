@@ -53,7 +53,6 @@ class Relay:
         self._known: set[int] = set()
         self._lock = threading.Lock()
         self._read_all = threading.Event()
-        self._started = threading.Event()
         self._finished = threading.Event()
         self.turn_id = ""
         self.batches = 0
@@ -85,12 +84,11 @@ class Relay:
         try:
             for event in self._response:
                 row = event.to_dict()
-                with self._lock:
-                    self._rows.append(row)
-                if not self._started.is_set():
+                if not self.turn_id:  # the view learns of the live turn before any of its events
                     self.turn_id = row["turn_id"]
                     self._on_start(self.turn_id)
-                    self._started.set()
+                with self._lock:
+                    self._rows.append(row)
         finally:
             self._read_all.set()
 

@@ -234,7 +234,7 @@ class ChatWidget(anywidget.AnyWidget):
     def _repr_mimebundle_(self, **kwargs: Any) -> tuple[dict, dict] | None:  # type: ignore[override]
         bundle, metadata = super()._repr_mimebundle_(**kwargs) or ({}, {})
         views = [(t, _view(t["events"])) for t in self.turns]
-        markdown = "\n\n---\n\n".join(f"**{escape_markdown(_user(t))}**\n\n{view.markdown()}" for t, view in views)
+        markdown = "\n\n---\n\n".join(f"{_quoted(_user(t))}\n\n{view.markdown()}" for t, view in views)
         summary = "".join(view.html(_user(t)) for t, view in views) or "<p>(no turns yet)</p>"
         heading = f"<p><b>jupyter_chatflow</b> · session {html.escape(self.session)} · {html.escape(self.title)}</p>"
         return {**bundle, "text/markdown": markdown or "(no turns yet)", "text/html": heading + summary}, metadata
@@ -254,6 +254,11 @@ def _view(events: list[dict[str, Any]]) -> TurnView:
 def _user(turn: dict[str, Any]) -> str:
     first = turn["events"][0] if turn["events"] else {}
     return str(first.get("user", ""))
+
+
+def _quoted(text: str) -> str:
+    """The user's message as a Markdown block quote (inert: HTML escaped)."""
+    return "\n".join(f"> {line}" for line in escape_markdown(text.strip()).splitlines())
 
 
 def _model_info(chat: Chat) -> dict[str, Any]:

@@ -2,8 +2,9 @@
 package, driven by Playwright), a `%%chat --inspect` cell with the real model.
 
 Checks what a user sees: tokens stream into the page, the context bar and a heatmap render (the heatmap in under
-a second once its data arrived), Stop ends a turn that is generating, and reloading the page mid-stream resumes
-the turn with no token lost. Screenshots go to $CHATFLOW_ARTIFACTS (default: test-artifacts/ in the checkout).
+a second once its data arrived), Stop ends a turn that is generating, reloading the page mid-stream resumes
+the turn with no token lost, and choosing an alternative token forks the answer. Screenshots go to
+$CHATFLOW_ARTIFACTS (default: test-artifacts/ in the checkout).
 """
 
 from __future__ import annotations
@@ -96,7 +97,7 @@ def page(lab):
             browser.close()
 
 
-def test_the_panel_streams_shows_context_and_attention_stops_and_resumes(page):
+def test_the_panel_streams_shows_context_and_attention_stops_resumes_and_forks(page):
     page.locator(".jp-Cell").first.click()
     page.keyboard.press("Shift+Enter")
     page.keyboard.press("Shift+Enter")
@@ -162,6 +163,15 @@ def test_the_panel_streams_shows_context_and_attention_stops_and_resumes(page):
     assert panel.locator("[data-testid=token]").count() == after_resume
     assert panel.get_attribute("data-last-seq") == last_seq
     page.screenshot(path=str(ARTIFACTS / "panel-reloaded.png"), full_page=True)
+
+    # fork: click a token of the latest answer, choose an alternative, the answer is regenerated from there
+    latest = panel.locator("[data-testid=token]").last.get_attribute("data-turn")
+    panel.locator(f"[data-testid=token][data-turn='{latest}'][data-index='2']").click()
+    panel.locator("[data-testid=fork]").first.click()
+    _wait_until(lambda: panel.get_attribute("data-status") == "generating", 30, "the fork did not start")
+    _wait_until(lambda: panel.get_attribute("data-status") == "idle", 180, "the fork did not end")
+    assert "forked from token 2" in panel.locator(".cf-fork-note").all_inner_texts()[-1]
+    page.screenshot(path=str(ARTIFACTS / "panel-fork.png"), full_page=True)
 
 
 def _save_and_reload(page) -> None:

@@ -57,6 +57,9 @@ export interface TurnStarted extends BaseEvent {
   params: Record<string, unknown>;
   features: Record<string, unknown>;
   created: number;
+  /** A fork: the turn it regenerates, and the index of the token it replaced there. */
+  fork_of?: string;
+  fork_index?: number;
 }
 
 export interface SafetyDecision extends BaseEvent {

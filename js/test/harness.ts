@@ -14,19 +14,20 @@ turns[1].prewarm = { chars: 16, prompt_tokens: 300, computed_tokens: 280, cached
 const long = longTurn(rec(answer), 500);
 
 const model = new FakeModel(baseTraits({ turns, title: "Capitals, arithmetic and e-mail", session: "demo", error: "Tool 'python' is not enabled: tick it in Settings → tools.", prewarm: { chars: 22, prompt_tokens: 41, computed_tokens: 3, cached_before: 38, latency_ms: 84 } }));
+const params = new URLSearchParams(location.search);
+const side = Number(params.get("n") ?? 1000); // the attention matrix's side (benchmarks/bench_panel.py sets it)
 model.onSend = (msg) => {
   if (msg.type !== "attention") return;
   const segmentsMode = msg.mode === "segments";
-  const n = 1000;
+  const n = side;
   const cols = segmentsMode ? 4 : n;
   const bits = segmentsMode ? causalHalf(n, n).slice(0, n * 4).map((b, i) => b + (i % 4) * 300) : causalHalf(n, n);
   setTimeout(() => model.message({
     type: "attention", request_id: msg.request_id, turn_id: msg.turn_id, layer: msg.layer, head: msg.head, mode: msg.mode,
-    shape: [n, cols], dtype: "float16", tokens: 538, prompt_tokens: 38, pool: 1, rows_range: [0, n], cols_range: [0, n],
+    shape: [n, cols], dtype: "float16", tokens: Math.max(538, n), prompt_tokens: 38, pool: 1, rows_range: [0, n], cols_range: [0, n],
     segments: [{ label: "system", kind: "system", start: 3, end: 20 }, { label: "user", kind: "user", start: 25, end: 32 }, { label: "chat template", kind: "template", start: 0, end: 38 }, { label: "generated", kind: "generated", start: 38, end: 538 }],
   }, [new DataView(bits.buffer)]), 20);
 };
-const params = new URLSearchParams(location.search);
 if (params.get("theme") === "dark") document.body.classList.add("dark");
 widget.render({ model, el: document.getElementById("app")! });
 

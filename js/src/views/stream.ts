@@ -176,6 +176,8 @@ export class StreamView {
       const view = this.views.get(id);
       if (turn && view) view.append(turn, events);
       else change.redraw.add(id);
+      // a fork's note names the replaced token, which its turn_started event (in the first batch) carries
+      if (turn?.fork_of && events.some((e) => e.type === "turn_started")) change.structure = true;
     }
     for (const id of change.redraw) {
       const turn = conv.turns.get(id);
@@ -203,7 +205,7 @@ export class StreamView {
       if (!view) continue;
       this.el.appendChild(view.el); // appendChild moves: keeps the order
       const original = turn.fork_of ? conv.turns.get(turn.fork_of) : undefined;
-      const note = turn.fork_of ? `⑂ forked from token ${forkIndex(turn, original)}` : superseded.has(turn.turn_id) ? "superseded by a fork" : "";
+      const note = turn.fork_of ? `↪ forked from token ${forkIndex(turn, original)}` : superseded.has(turn.turn_id) ? "superseded by a fork" : "";
       view.setNote(note, superseded.has(turn.turn_id));
     }
     this.empty.hidden = turns.length > 0;
@@ -216,8 +218,13 @@ export class StreamView {
   }
 }
 
-/** The token index a fork replaced: the first position where its tokens differ from the original's. */
+/** The token index a fork replaced: as its turn_started event says, or (older records) the first position where
+ * its tokens differ from the original's. */
 export function forkIndex(fork: TurnData, original: TurnData | undefined): string {
+  const started = fork.events.find((e) => e.type === "turn_started");
+  if (started && started.type === "turn_started" && typeof started.fork_index === "number" && started.fork_index >= 0) {
+    return String(started.fork_index);
+  }
   const a = summarize(fork.events).tokens;
   if (!original) return a.length ? String(a[0].index) : "?";
   const b = summarize(original.events).tokens;

@@ -31,7 +31,7 @@ export function tokenDetails(token: TokenDelta, pieces: Pieces, options: TokenDe
     const chosen = alt.token_id === token.token_id;
     const action =
       options.canFork && !chosen
-        ? el("button", { class: "cf-link", type: "button", title: "Regenerate the answer from here with this token", text: "regenerate from here" })
+        ? el("button", { class: "cf-link", type: "button", "data-testid": "fork", title: "Regenerate the answer from here with this token", text: "regenerate from here" })
         : el("span", { class: "cf-muted", text: chosen ? "chosen" : "" });
     if (action instanceof HTMLButtonElement) action.addEventListener("click", () => options.onFork(alt.token_id));
     return el(

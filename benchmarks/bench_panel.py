@@ -1,0 +1,138 @@
+"""The inspector panel's cost, each figure beside a peer in the same run.
+
+1. Kernel side: decode tokens/s of the same greedy turn through `Chat.send` alone and through `ChatWidget.ask`
+   (the relay thread batching events every 40 ms and JSON-encoding them as the comm would), alternating.
+2. Browser side (Debian's chromium, headless, through Playwright): the harness page (js/test/harness.html) streams
+   a 500-token answer in 40 ms batches while a requestAnimationFrame loop records frame gaps; then the heatmap of
+   an n × n float16 matrix, n = 1,000, 2,000 and 4,000, our renderer (`data-render-ms`) against a straightforward
+   per-pixel renderer (float16 decoded and coloured pixel by pixel, no lookup table) on the same data.
+
+    python benchmarks/bench_panel.py [--runs 3] [--tokens 200] [--skip-kernel] [--skip-browser]
+"""
+
+from __future__ import annotations
+
+import argparse
+import functools
+import http.server
+import json
+import statistics
+import subprocess
+import threading
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+CHROMIUM = "/usr/bin/chromium"
+FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking"]
+PROMPT = "Write a short story about a lighthouse keeper and a storm."
+
+FRAMES = """
+window.__frames = []; let last = performance.now();
+const tick = (t) => { window.__frames.push(t - last); last = t;
+  if (!document.body || document.body.getAttribute('data-done') !== '1') requestAnimationFrame(tick); };
+requestAnimationFrame(tick);
+"""
+
+NAIVE = """([n]) => {
+  const bits = new Uint16Array(n * n);
+  for (let r = 0; r < n; r++) for (let c = 0; c <= r; c++) bits[r * n + c] = 0x2000 + ((r * 31 + c * 17) % 0x1c00);
+  const started = performance.now();
+  const canvas = document.createElement('canvas'); canvas.width = n; canvas.height = n;
+  const ctx = canvas.getContext('2d'); const image = ctx.createImageData(n, n); const px = image.data;
+  const half = (h) => { const s = h >> 15 ? -1 : 1, e = (h >> 10) & 31, f = h & 1023;
+    if (e === 0) return s * 2 ** -14 * (f / 1024);
+    return e === 31 ? (f ? NaN : s * Infinity) : s * 2 ** (e - 15) * (1 + f / 1024); };
+  let max = 0; for (let i = 0; i < bits.length; i++) max = Math.max(max, half(bits[i]));
+  for (let i = 0; i < bits.length; i++) {
+    const v = Math.sqrt(half(bits[i]) / max);
+    px[4 * i] = 255 - 200 * v; px[4 * i + 1] = 255 - 120 * v; px[4 * i + 2] = 255 - 60 * v; px[4 * i + 3] = 255;
+  }
+  ctx.putImageData(image, 0, 0);
+  return performance.now() - started;
+}"""
+
+
+def kernel_side(runs: int, tokens: int) -> dict:
+    from jupyter_chatflow.chat import Chat
+    from jupyter_chatflow.widget import ChatWidget
+
+    chat = Chat(session="bench-panel", new=True, persist=False)
+    panel = ChatWidget(chat)
+    sent: list[int] = []
+    panel.send = lambda content, buffers=None: sent.append(len(json.dumps(content)))  # type: ignore[method-assign]
+    options = {"temperature": 0.0, "max_tokens": tokens, "ignore_eos": True, "memory": False}
+    rates: dict[str, list[float]] = {"Chat.send": [], "ChatWidget.ask": []}
+    chat.send(PROMPT, **options).events()  # compile and warm up
+    for _ in range(runs):
+        chat.reset()
+        rates["Chat.send"].append(chat.send(PROMPT, **options).terminal().tokens_per_s)
+        chat.reset()
+        sent.clear()
+        response = panel.ask(PROMPT, **options)
+        panel.wait()
+        rates["ChatWidget.ask"].append(response.terminal().tokens_per_s)
+    return {"rates": {k: statistics.median(v) for k, v in rates.items()}, "messages": len(sent),
+            "bytes": sum(sent)}  # fmt: skip
+
+
+def browser_side() -> dict:
+    from playwright.sync_api import sync_playwright
+
+    subprocess.run(["node", "build.mjs", "--harness"], cwd=ROOT / "js", check=True)
+    handler = functools.partial(http.server.SimpleHTTPRequestHandler, directory=str(ROOT))
+    handler.log_message = lambda *args: None  # type: ignore[method-assign]
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    base = f"http://127.0.0.1:{server.server_address[1]}/js/test/harness.html"
+    out: dict = {"heatmap_ms": {}, "naive_ms": {}}
+    try:
+        with sync_playwright() as playwright:
+            browser = playwright.chromium.launch(executable_path=CHROMIUM, args=FLAGS)
+            for n in (1000, 2000, 4000):
+                page = browser.new_page(viewport={"width": 1280, "height": 1400})
+                page.add_init_script(FRAMES)
+                page.goto(f"{base}?n={n}")
+                page.wait_for_selector("body[data-done='1']", timeout=120_000)
+                if n == 1000:
+                    gaps = page.evaluate("window.__frames")[5:]
+                    out["frames"] = {"count": len(gaps), "p50_ms": statistics.median(gaps),
+                                     "p95_ms": sorted(gaps)[int(0.95 * len(gaps))], "max_ms": max(gaps),
+                                     "over_50ms": sum(g > 50 for g in gaps)}  # fmt: skip
+                    out["tokens"] = page.locator("[data-testid=token]").count()
+                page.click("[data-testid=tab-attention]")
+                page.click("[data-testid=attention-show]")
+                page.wait_for_selector("[data-testid=heatmap][data-render-ms]", timeout=60_000)
+                out["heatmap_ms"][n] = float(page.get_attribute("[data-testid=heatmap]", "data-render-ms"))
+                out["naive_ms"][n] = page.evaluate(NAIVE, [n])
+                page.close()
+            browser.close()
+    finally:
+        server.shutdown()
+    return out
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--runs", type=int, default=3)
+    parser.add_argument("--tokens", type=int, default=200)
+    parser.add_argument("--skip-kernel", action="store_true")
+    parser.add_argument("--skip-browser", action="store_true")
+    args = parser.parse_args()
+    if not args.skip_kernel:
+        k = kernel_side(args.runs, args.tokens)
+        plain, panel = k["rates"]["Chat.send"], k["rates"]["ChatWidget.ask"]
+        print(f"decode tok/s (median of {args.runs}, {args.tokens} tokens): Chat.send {plain:.1f}, "
+              f"ChatWidget.ask {panel:.1f} ({panel / plain:.2f}x); last panel turn: {k['messages']} messages, "
+              f"{k['bytes'] / 1024:.0f} KiB of JSON")  # fmt: skip
+    if not args.skip_browser:
+        b = browser_side()
+        f = b["frames"]
+        print(f"streaming {b['tokens'] - 0} token chips in the page: {f['count']} frames, p50 {f['p50_ms']:.1f} ms, "
+              f"p95 {f['p95_ms']:.1f} ms, max {f['max_ms']:.1f} ms, {f['over_50ms']} frames over 50 ms")  # fmt: skip
+        for n, ms in b["heatmap_ms"].items():
+            naive = b["naive_ms"][n]
+            print(f"heatmap {n}x{n}: ours {ms:.0f} ms, per-pixel peer {naive:.0f} ms ({naive / ms:.1f}x)")
+
+
+if __name__ == "__main__":
+    main()
