@@ -79,8 +79,7 @@ def browser_side() -> dict:
     from playwright.sync_api import sync_playwright
 
     subprocess.run(["node", "build.mjs", "--harness"], cwd=ROOT / "js", check=True)
-    handler = functools.partial(http.server.SimpleHTTPRequestHandler, directory=str(ROOT))
-    handler.log_message = lambda *args: None  # type: ignore[method-assign]
+    handler = functools.partial(_Quiet, directory=str(ROOT))
     server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
     threading.Thread(target=server.serve_forever, daemon=True).start()
     base = f"http://127.0.0.1:{server.server_address[1]}/js/test/harness.html"
@@ -111,6 +110,11 @@ def browser_side() -> dict:
     return out
 
 
+class _Quiet(http.server.SimpleHTTPRequestHandler):
+    def log_message(self, *args) -> None:  # type: ignore[no-untyped-def]
+        pass
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--runs", type=int, default=3)
@@ -127,7 +131,7 @@ def main() -> None:
     if not args.skip_browser:
         b = browser_side()
         f = b["frames"]
-        print(f"streaming {b['tokens'] - 0} token chips in the page: {f['count']} frames, p50 {f['p50_ms']:.1f} ms, "
+        print(f"streaming {b['tokens']} token chips in the page: {f['count']} frames, p50 {f['p50_ms']:.1f} ms, "
               f"p95 {f['p95_ms']:.1f} ms, max {f['max_ms']:.1f} ms, {f['over_50ms']} frames over 50 ms")  # fmt: skip
         for n, ms in b["heatmap_ms"].items():
             naive = b["naive_ms"][n]
