@@ -264,6 +264,10 @@ export interface AttentionMessage {
   segments: AttentionSegment[];
 }
 
+/** What the view asks for: the reply's identifying fields, and optionally the block to drill into. */
+export type AttentionRequest = Pick<AttentionMessage, "type" | "request_id" | "turn_id" | "layer" | "head" | "mode"> &
+  Partial<Pick<AttentionMessage, "rows_range" | "cols_range">>;
+
 export type KernelMessage =
   | { type: "events"; turn_id: string; events: ChatEvent[]; pieces: Pieces }
   | AttentionMessage
@@ -276,14 +280,5 @@ export type ViewMessage =
   | { type: "new_session" }
   | { type: "draft"; text: string }
   | { type: "resume"; turn_id: string; after: number }
-  | {
-      type: "attention";
-      request_id: string;
-      turn_id: string;
-      layer: number;
-      head: number;
-      mode: "tokens" | "segments";
-      rows_range?: [number, number];
-      cols_range?: [number, number];
-    }
+  | AttentionRequest
   | { type: "fork"; turn_id: string; index: number; token_id: number };
