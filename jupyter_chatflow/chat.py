@@ -103,8 +103,7 @@ class Chat:
         """Start a turn (lazily: it runs when the Response is first iterated); options as `ChatRequest.build`."""
         options.setdefault("session", self.session.name)
         request = ChatRequest.build(text, window=self.model.config.context_length, **options)
-        tools = self.toolbox.resolve(",".join(request.features.tools)) if request.features.tools else []
-        cancel = threading.Event()
+        tools, cancel = self._tools(request), threading.Event()
         log = WrittenLog(lambda: self._worker.submit(self._run, request, tools, log, cancel), cancel)
         self._current = cancel
         return Response(log)
@@ -114,12 +113,12 @@ class Chat:
         sampler saw there) in its place. The answer before it is kept and comes from the prompt cache, so only the
         new token is computed. The fork is a new turn (`fork_of` set) that replaces the forked one in the history.
         """
-        parent = self._active()[-1] if self._active() else None
-        if parent is None or parent.id != turn_id:
+        active = self._active()
+        if not active or active[-1].id != turn_id:
             raise RequestError("Only the latest turn of the session can be forked (later turns build on it).")
+        parent = active[-1]
         request, prefix = fork_request(parent, index, token_id, self.model.tokenizer, self.session.name)
-        tools = self.toolbox.resolve(",".join(request.features.tools)) if request.features.tools else []
-        cancel, history = threading.Event(), self._history(exclude=parent.id)
+        tools, cancel, history = self._tools(request), threading.Event(), self._history(exclude=parent.id)
         log = WrittenLog(lambda: self._worker.submit(self._run, request, tools, log, cancel, history, prefix), cancel)
         self._current = cancel
         return Response(log)
@@ -166,26 +165,29 @@ class Chat:
                 self._store(log)
             out.append(log[-1])
 
-        setup = self._setup(request, tools, self._history() if history is None else history)
-        setup.prefix = prefix
+        setup = self._setup(request, tools, self._history() if history is None else history, prefix)
         try:
             Turn(setup, request, emit, cancel).run()
         finally:
             out.end()  # readers never wait forever, whatever happened
 
-    def _setup(self, request: ChatRequest, tools: list, history: list) -> TurnSetup:
+    def _tools(self, request: ChatRequest) -> list:
+        """The tools the request names, from this chat's toolbox."""
+        return self.toolbox.resolve(",".join(request.features.tools)) if request.features.tools else []
+
+    def _setup(self, request: ChatRequest, tools: list, history: list, prefix: tuple[Step, ...] = ()) -> TurnSetup:
         return TurnSetup(
             model=self.model, session_id=self.session.id, system=self.system, history=history,
             memory=self.memory if request.features.memory else None, tools=tools,
             needs_title=self.persist and not self.session.title,  # an unstored session keeps no title
-            policy=self.policy,
+            policy=self.policy, prefix=prefix,
         )  # fmt: skip
 
     def _prewarm(self, request: ChatRequest) -> Prewarm:
         """On the worker thread: the turn's stages up to the prompt ids (no events kept), then a prefill."""
         started = time.perf_counter()
-        tools = self.toolbox.resolve(",".join(request.features.tools)) if request.features.tools else []
-        turn = Turn(self._setup(request, tools, self._history()), request, lambda _: None, threading.Event())
+        turn = Turn(self._setup(request, self._tools(request), self._history()), request, lambda _: None,
+                    threading.Event())  # fmt: skip
         ids = turn.prompt_ids()
         computed = self.model.prefill(ids) if ids else 0
         ms = (time.perf_counter() - started) * 1000
@@ -203,9 +205,9 @@ class Chat:
         saw (blocked at the input, failed before the prompt was built) and forked-away turns are left out."""
         turns = []
         for record in self._active():
-            user = _prompted_user_text(record)
             if record.id == exclude:
                 continue
+            user = _prompted_user_text(record)
             if user is None or record.status == "error":
                 continue
             answer = record.answer + (STOPPED_MARK if record.status == "cancelled" else "")

@@ -122,9 +122,9 @@ class ChatMagics(Magics):
         from .widget import ChatWidget
 
         options = self._options(args)
-        ChatRequest.build(message, window=chat.model.config.context_length, **options)  # mistakes before the panel
+        request = ChatRequest.build(message, window=chat.model.config.context_length, **options)  # mistakes first
         settings = {k: v for k, v in options.items() if k != "trim"}
-        settings["tools"] = [t.strip() for t in (settings["tools"] or "").split(",") if t.strip()]
+        settings["tools"] = list(request.features.tools)
         panel = ChatWidget(chat, settings=settings)
         display(panel)
         response = panel.ask(message, trim=options["trim"])

@@ -106,9 +106,7 @@ class Turn:
         text = self._scan_input()
         if text is None:
             return []
-        features = self.request.features
-        choice = _choice(features.tool_choice, 0, features.max_tool_rounds)
-        offered = list(self.setup.tools) if choice != "none" else []
+        choice, offered = self._round_tools(0)
         return self._context(text, self._recall(text), offered, choice, [])
 
     def _pipeline(self) -> None:
@@ -162,11 +160,9 @@ class Turn:
 
     def _answer(self, text: str, snippets: list) -> str:
         """Generate, running tools the model calls, until it answers (or the round bound is reached)."""
-        features, pending = self.request.features, list[dict[str, str]]()
-        tools = list(self.setup.tools)  # resolved from features.tools by the caller
-        for round_index in range(features.max_tool_rounds + 1):
-            choice = _choice(features.tool_choice, round_index, features.max_tool_rounds)
-            offered = tools if choice != "none" else []
+        pending = list[dict[str, str]]()
+        for round_index in range(self.request.features.max_tool_rounds + 1):
+            choice, offered = self._round_tools(round_index)
             ids = self._context(text, snippets, offered, choice, pending)
             result = self._generate(ids, offered, choice)
             if result.call is None:
@@ -175,6 +171,12 @@ class Turn:
             if self.cancel.is_set():
                 return "cancelled"
         return "tool_calls_exhausted"
+
+    def _round_tools(self, round_index: int) -> tuple[str, list[Tool]]:
+        """A round's tool choice and the tools offered in it (resolved from features.tools by the caller)."""
+        features = self.request.features
+        choice = _choice(features.tool_choice, round_index, features.max_tool_rounds)
+        return choice, list(self.setup.tools) if choice != "none" else []
 
     def _context(self, text: str, snippets: list, tools: list[Tool], choice: str, pending: list) -> list[int]:
         started = time.perf_counter()

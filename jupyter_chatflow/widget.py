@@ -210,6 +210,8 @@ class ChatWidget(anywidget.AnyWidget):
         self.turns = [*self.turns, turn]
         self.live = None  # type: ignore[assignment]  # traitlets: allow_none
         self.status, self.title = "idle", self.chat.title
+        if not self._displays:  # never displayed: no fallback to render
+            return
         data, metadata = self._repr_mimebundle_() or ({}, {})
         for handle in self._displays:  # the static fallback (nbconvert, GitHub) follows the conversation
             handle.update(data, metadata=metadata, raw=True)
