@@ -4,13 +4,14 @@ It is never in the default toolbox: running model-written code in your kernel ca
 the kernel can reach. Turn it on explicitly, e.g. `python_tool(get_ipython().user_ns)`.
 
 The code runs like a notebook cell: statements run in order, the last expression's value is shown (its repr),
-and what it prints to stdout/stderr is captured (only this thread's writes; other threads' output still goes
-where it went). A watchdog stops the code once it runs past `timeout_s` by raising an exception in the
-executing thread, which the interpreter checks between bytecodes, so tight loops stop too.
+and what it prints to stdout/stderr is captured (only the code's writes; other threads' output still goes
+where it went). The code runs on a thread of its own; once it runs past `timeout_s`, an exception is raised in
+that thread again and again (the interpreter checks for it at function entries and loop back-edges), so tight
+loops stop too, and so do loops that catch it, once it lands outside their `try`. The caller never receives it.
 
 Limit: code stuck inside one C call that never returns to Python (a huge `10**10**8`, `time.sleep(1e9)`, a
-blocking socket read) cannot be stopped this way; the tool's outer time limit then abandons it and reports a
-timeout, but it keeps running in the background until the C call returns (and is stopped right after).
+blocking socket read) cannot be stopped this way. The call returns `STOP_GRACE_S` after the limit all the same,
+reporting the code stopped; the code goes on being stopped in the background and ends once it is back in Python.
 """
 
 from __future__ import annotations
@@ -29,6 +30,9 @@ from jupyter_chatflow.tools.tool import MAX_OUTPUT_CHARS, Tool, tool
 __all__ = ["python_tool", "run_code"]
 
 _FILENAME = "<tool:python>"
+STOP_EVERY_S = 0.005  # how often the stop is raised again in code that runs past its limit
+STOP_GRACE_S = 1.0  # how long the caller waits for such code to end before reporting it stopped
+_NOT_ENDED = "stuck in a call that does not return to Python, or catching the stop: it is stopped in the background"
 
 
 class _Stop(BaseException):
@@ -46,29 +50,30 @@ def python_tool(namespace: dict[str, Any], *, timeout_s: float = 10.0, name: str
         """
         return run_code(code, namespace, timeout_s=timeout_s)
 
-    # The outer limit is a backstop for code stuck in C; the watchdog normally stops it first.
-    return tool(name=name, timeout_s=timeout_s + 2.0)(python)
+    # The outer limit is a backstop: run_code itself returns at most STOP_GRACE_S after the code's limit.
+    return tool(name=name, timeout_s=timeout_s + STOP_GRACE_S + 1.0)(python)
 
 
 def run_code(code: str, namespace: dict[str, Any], *, timeout_s: float = 10.0) -> str:
-    """Run `code` in `namespace`; return captured output plus the last expression's repr (ToolError on failure)."""
+    """Run `code` in `namespace`; return captured output plus the last expression's repr (ToolError on failure).
+
+    The code runs on a thread of its own, so the exception that stops it can never land in the caller's."""
     try:
         body, last = _compile(code)
     except SyntaxError as error:
         raise ToolError(f"SyntaxError: {error.msg} (line {error.lineno})") from None
-    out, err = io.StringIO(), io.StringIO()
-    value: Any = None
-    try:
-        with _captured(out, err), _deadline(timeout_s):
-            exec(body, namespace)
-            if last is not None:
-                value = eval(last, namespace)
-    except _Stop:
-        raise ToolError(_report(out, err, f"stopped: the code ran longer than its {timeout_s:g} s limit")) from None
-    except Exception as error:
-        raise ToolError(_report(out, err, _user_traceback(error))) from None
-    shown = "" if value is None else _safe_repr(value)
-    return _report(out, err, shown) or "(no output)"
+    run = _Run(body, last, namespace)
+    run.start()
+    ended = run.wait(timeout_s)
+    if run.stopped or not ended:
+        stopped = f"stopped: the code ran longer than its {timeout_s:g} s limit"
+        if not ended:
+            stopped += f" and had not ended {STOP_GRACE_S:g} s later ({_NOT_ENDED})"
+        raise ToolError(_report(run.out, run.err, stopped))
+    if run.error is not None:
+        raise ToolError(_report(run.out, run.err, _user_traceback(run.error)))
+    shown = "" if run.value is None else _safe_repr(run.value)
+    return _report(run.out, run.err, shown) or "(no output)"
 
 
 def _compile(code: str) -> tuple[Any, Any]:
@@ -109,45 +114,77 @@ def _safe_repr(value: Any) -> str:
         return f"<{type(value).__name__} whose repr failed: {error}>"
 
 
-class _deadline:
-    """Stop this thread's Python code after `timeout_s`: a watchdog raises _Stop in it, again and again.
+class _Run:
+    """The code on its own thread, stopped at its deadline by raising _Stop in that thread.
 
-    The exception is delivered with `PyThreadState_SetAsyncExc`, checked by the interpreter between bytecodes,
-    and repeated every 50 ms so that code which catches it (`except BaseException: pass`) still stops.
+    The exception is delivered with `PyThreadState_SetAsyncExc`, which the interpreter checks at function entries
+    and loop back-edges; it is raised again every few milliseconds until the thread has ended, so code that
+    catches it (`except BaseException: pass` in a loop) stops too, once one lands outside its `try`. The caller
+    waits at most `STOP_GRACE_S` past the deadline: code still running then (stuck in C, or catching the stop
+    again and again) is reported as stopped and goes on being stopped in the background.
     """
 
-    def __init__(self, timeout_s: float):
-        self.timeout_s = timeout_s
-        self.thread_id = threading.get_ident()
-        self.finished = threading.Event()
+    def __init__(self, body: Any, last: Any, namespace: dict[str, Any]):
+        self.body, self.last, self.namespace = body, last, namespace
+        self.out, self.err = io.StringIO(), io.StringIO()
+        self.value: Any = None
+        self.error: BaseException | None = None
+        self.stopped = False
+        self.running = False  # a _Stop is raised in the thread only while this is set (checked under the lock)
         self.lock = threading.Lock()
-        self.armed = False
+        self.finished = threading.Event()
+        self.thread = threading.Thread(target=self._main, name="chatflow-python", daemon=True)
 
-    def __enter__(self) -> None:
-        self.armed = True
-        threading.Thread(target=self._watch, name="chatflow-python-deadline", daemon=True).start()
+    def start(self) -> None:
+        self.thread.start()
 
-    def __exit__(self, *exc: object) -> None:
-        while True:  # a _Stop may land here too, until the watchdog is disarmed
-            try:
-                with self.lock:
-                    self.armed = False
-                    _async_raise(self.thread_id, None)  # drop one that is pending but not yet raised
-                self.finished.set()
-                return
-            except _Stop:
-                continue
+    def wait(self, timeout_s: float) -> bool:
+        """Wait for the code; at `timeout_s` start stopping it; False if it still runs `STOP_GRACE_S` later."""
+        if self.finished.wait(timeout_s):
+            return True
+        threading.Thread(target=self._stop, name="chatflow-python-stop", daemon=True).start()
+        return self.finished.wait(STOP_GRACE_S)
 
-    def _watch(self) -> None:
-        if self.finished.wait(self.timeout_s):
-            return
+    def _stop(self) -> None:
         while True:
             with self.lock:
-                if not self.armed:
-                    return
-                _async_raise(self.thread_id, _Stop)
-            if self.finished.wait(0.05):
+                if self.running:
+                    _async_raise(self.thread.ident or 0, _Stop)
+            if self.finished.wait(STOP_EVERY_S):
                 return
+
+    def _main(self) -> None:
+        try:
+            with _captured(self.out, self.err):
+                self._execute()
+        finally:
+            self.finished.set()
+
+    def _execute(self) -> None:
+        try:
+            self.running = True
+            exec(self.body, self.namespace)
+            if self.last is not None:
+                self.value = eval(self.last, self.namespace)
+        except _Stop:
+            self.stopped = True
+        except BaseException as error:  # SystemExit too: the code's error, reported like any other
+            self.error = error
+        finally:
+            # Inline, before any call (calls are where a _Stop lands): from here the stopper raises at most once
+            # more, and one may be pending already, so two can still arrive; both are caught here.
+            self.running = False
+            try:
+                try:
+                    self._clear()
+                except _Stop:
+                    self._clear()
+            except _Stop:
+                pass
+
+    def _clear(self) -> None:
+        with self.lock:  # a raise in progress has finished, and none follows (running is unset)
+            _async_raise(threading.get_ident(), None)
 
 
 def _async_raise(thread_id: int, exception: type[BaseException] | None) -> None:
