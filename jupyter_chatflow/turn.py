@@ -74,6 +74,7 @@ class Turn:
             setup.model, self._emit, cancel, self.policy.output_gate() if self._scans_output else None
         )
         self.prefix = tuple(setup.prefix)
+        self.kept = len(self.prefix)  # a fork's answer starts with these tokens: its first new one comes after
         self.first_token_ms: float | None = None
         self.decode_ms = 0.0
         self.decode_steps = 0
@@ -295,7 +296,8 @@ class Turn:
     # ---- helpers -----------------------------------------------------------------------------------------------
 
     def _emit(self, event: Event) -> None:
-        if self.first_token_ms is None and isinstance(event, TokenDelta):  # the first token the user sees
+        if self.first_token_ms is None and isinstance(event, TokenDelta) and event.index >= self.kept:
+            # the first token the user sees (in a fork, the first one generated after the kept ones)
             self.first_token_ms = (time.perf_counter() - self.started) * 1000
         self.emit(event)
 
