@@ -21,6 +21,7 @@ import threading
 import time
 import uuid
 import warnings
+import weakref
 from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
 from typing import TYPE_CHECKING, Any, TypeVar
@@ -89,6 +90,7 @@ class Chat:
         self._worker = ThreadPoolExecutor(max_workers=1, thread_name_prefix="chatflow-engine")
         self._current: threading.Event | None = None
         self._unsaved: list[TurnRecord] = []
+        self._watchers: list[weakref.WeakMethod] = []
 
     @property
     def title(self) -> str:
@@ -139,6 +141,11 @@ class Chat:
         from .widget import ChatWidget
 
         return ChatWidget(self, settings=settings)
+
+    def watch(self, method: Callable[[TurnRecord], Any]) -> None:
+        """Call `method(record)` after each turn of this chat is stored, whoever sent it (on the engine thread,
+        before the turn's last event goes out). Held weakly: a panel that is gone is no longer called."""
+        self._watchers.append(weakref.WeakMethod(method))
 
     def stop(self) -> None:
         """Stop the running turn between two decode steps (from any thread)."""
@@ -215,18 +222,30 @@ class Chat:
         return turns
 
     def _store(self, events: list[Event]) -> None:
-        """Save the turn and its telemetry record; a storage failure is reported, the answer still goes out."""
-        if not self.persist:
-            self._unsaved.append(TurnRecord.from_events(events, session_id=self.session.id))
-            return
-        try:
-            self._save(events)
-        except Exception as error:
-            warnings.warn(f"jupyter_chatflow could not store this turn ({error}); the answer is not lost from the "
-                          f"output, but the session will not remember it.", stacklevel=1)  # fmt: skip
-
-    def _save(self, events: list[Event]) -> None:
+        """Save the turn and its telemetry record, then tell the watchers; a storage failure is reported, the
+        answer still goes out."""
         record = TurnRecord.from_events(events, session_id=self.session.id)
+        if not self.persist:
+            self._unsaved.append(record)
+        else:
+            try:
+                self._save(record, events)
+            except Exception as error:
+                warnings.warn(f"jupyter_chatflow could not store this turn ({error}); the answer is not lost from "
+                              f"the output, but the session will not remember it.", stacklevel=1)  # fmt: skip
+        self._tell(record)
+
+    def _tell(self, record: TurnRecord) -> None:
+        self._watchers = [ref for ref in self._watchers if ref() is not None]
+        for ref in self._watchers:
+            method = ref()
+            try:
+                if method is not None:
+                    method(record)
+            except Exception as error:  # a watcher's bug must not break the turn
+                warnings.warn(f"jupyter_chatflow: a watcher of this chat failed: {error!r}", stacklevel=1)
+
+    def _save(self, record: TurnRecord, events: list[Event]) -> None:
         self.sessions.add_turn(record)
         title = next((e.title for e in events if isinstance(e, TitleGenerated)), None)
         if title:

@@ -17,6 +17,7 @@ from __future__ import annotations
 import concurrent.futures
 import dataclasses
 import html
+import threading
 from pathlib import Path
 from typing import Any
 
@@ -75,11 +76,16 @@ class ChatWidget(anywidget.AnyWidget):
         )  # fmt: skip
         self.chat = chat
         self._relay: Relay | None = None
+        self._lock = threading.Lock()  # the turns trait and the relay change on the shell, relay and engine threads
+        self._session_id = chat.session.id
+        self._following = False  # this panel's own turn is live (set and read under the lock)
+        self._stored: list[TurnRecord] = []  # turns stored meanwhile: that turn, or ones that ran before it
         self._unused_prewarm: dict[str, Any] | None = None
         self._drafts = 0
         self._attention: tuple[tuple[str, int], Any] | None = None  # the last layer computed, per turn
         self._displays: list[Any] = []
         self.on_msg(self._on_message)
+        chat.watch(self._turn_stored)  # turns sent from another panel, %%chat or code show here too
 
     # ---- the Python API ----------------------------------------------------------------------------------------
 
@@ -139,7 +145,9 @@ class ChatWidget(anywidget.AnyWidget):
     def _new_session(self) -> None:
         self._check_idle()
         self.chat.new_session()
-        self.turns, self.title, self.session, self.error = [], "", self.chat.session.name, ""
+        with self._lock:
+            self._session_id = self.chat.session.id
+            self.turns, self.title, self.session, self.error = [], "", self.chat.session.name, ""
 
     def _draft(self, message: dict[str, Any]) -> None:
         text = str(message.get("text", ""))
@@ -197,19 +205,53 @@ class ChatWidget(anywidget.AnyWidget):
     def _follow(self, response: Response, fork_of: str) -> None:
         prewarm, self._unused_prewarm = self._unused_prewarm, None
         self.error, self.status = "", "generating"
-        self._relay = Relay(
+        relay = Relay(
             response, self.chat.model.tokenizer, send=self.send,
             on_start=lambda turn_id: setattr(self, "live", {"turn_id": turn_id, "prewarm": prewarm,
                                                             "fork_of": fork_of}),
             on_end=lambda turn: self._ended({**turn, "prewarm": prewarm, "fork_of": fork_of}),
         )  # fmt: skip
-        self._relay.start()
+        with self._lock:
+            self._relay, self._following = relay, True
+        relay.start()
 
     def _ended(self, turn: dict[str, Any]) -> None:
-        """On the relay's thread, after the last batch went out."""
-        self.turns = [*self.turns, turn]
-        self.live = None  # type: ignore[assignment]  # traitlets: allow_none
-        self.status, self.title = "idle", self.chat.title
+        """On the relay's thread, after the last batch went out: the turn joins the log, after any turn that ran
+        before it from elsewhere (the engine runs one turn at a time, in order)."""
+        with self._lock:
+            stored, self._stored, self._following = self._stored, [], False
+            self._add(stored, own=turn)
+            self.live = None  # type: ignore[assignment]  # traitlets: allow_none
+            self.status = "idle"
+        self._refresh_fallback()
+
+    def _turn_stored(self, record: TurnRecord) -> None:
+        """On the engine thread: a turn of the chat was stored. While this panel's own turn is live, it waits for
+        that turn's end (it is that turn, or one that ran before it)."""
+        with self._lock:
+            if self._following:
+                self._stored.append(record)
+                return
+            self._add([record])
+        self._refresh_fallback()
+
+    def _add(self, records: list[TurnRecord], own: dict[str, Any] | None = None) -> None:
+        """Append turns not shown yet (with the lock held); a turn of a newer session starts the log afresh.
+        `own`: this panel's turn as its relay sent it (its record is among `records`, unless storing failed)."""
+        turns = list(self.turns)
+        for record in records:
+            if record.session_id != self._session_id:
+                self._session_id, turns = record.session_id, []
+            if all(t["turn_id"] != record.id for t in turns):
+                turns.append(
+                    own if own is not None and record.id == own["turn_id"] else self._record(record, self.chat)
+                )
+        if own is not None and all(t["turn_id"] != own["turn_id"] for t in turns):
+            turns.append(own)
+        self.turns = turns
+        self.session, self.title = self.chat.session.name, self.chat.title
+
+    def _refresh_fallback(self) -> None:
         if not self._displays:  # never displayed: no fallback to render
             return
         data, metadata = self._repr_mimebundle_() or ({}, {})

@@ -194,6 +194,64 @@ def test_a_new_panel_shows_the_sessions_earlier_turns(panel, tiny_model):
     assert again.turns[0]["pieces"] and again.model_info["layers"] == 2
 
 
+def other_panel(panel: ChatWidget) -> ChatWidget:
+    other = ChatWidget(panel.chat, settings=QUICK)
+    other.send = Recorder()  # type: ignore[method-assign]
+    return other
+
+
+def test_a_panel_shows_the_turns_sent_from_another_panel_or_from_code(panel):
+    other = other_panel(panel)
+    first = other.ask("From the other panel")
+    other.wait(60)
+    second = panel.chat.send("From code", **QUICK)
+    second.events()
+    ids = [first.turn_id, second.turn_id]
+    assert [t["turn_id"] for t in panel.turns] == ids and [t["turn_id"] for t in other.turns] == ids
+    assert panel.turns[0]["pieces"] and panel.status == "idle" and panel.live is None
+
+
+def test_turns_from_elsewhere_that_run_before_the_panels_own_come_before_it(panel):
+    other = other_panel(panel)
+    before = other.ask("Queued first")  # on the engine before the panel's own turn, stored while that one is live
+    mine = panel.ask("Queued second")
+    panel.wait(60)
+    other.wait(60)
+    order = [before.turn_id, mine.turn_id]
+    assert [t["turn_id"] for t in panel.turns] == order and [t["turn_id"] for t in other.turns] == order
+    assert panel.turns[1]["events"] == [e.to_dict() for e in mine]  # the panel's own turn, as its relay sent it
+
+
+def test_a_new_session_started_elsewhere_restarts_the_log_at_its_first_turn(panel):
+    panel.ask("Old session").events()
+    panel.wait(60)
+    other = other_panel(panel)
+    message(other, type="new_session")
+    fresh = other.ask("New session")
+    other.wait(60)
+    assert [t["turn_id"] for t in panel.turns] == [fresh.turn_id] and panel.session == other.session
+
+
+def test_a_watcher_that_is_gone_is_not_called(panel):
+    import gc
+
+    class Watcher:
+        def __init__(self) -> None:
+            self.seen: list[str] = []
+
+        def stored(self, record) -> None:
+            self.seen.append(record.id)
+
+    kept, gone = Watcher(), Watcher()
+    panel.chat.watch(kept.stored)
+    panel.chat.watch(gone.stored)
+    del gone
+    gc.collect()
+    response = panel.chat.send("Hello", **QUICK)
+    response.events()
+    assert kept.seen == [response.turn_id] and len(panel.chat._watchers) == 2  # the panel's and kept's
+
+
 def test_the_static_fallback_carries_the_answer_as_markdown_and_escaped_html(panel):
     response = panel.ask("<img src=x onerror=alert(1)> hello")
     panel.wait(60)
