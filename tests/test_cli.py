@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import signal
@@ -108,7 +109,10 @@ def test_ctrl_c_stops_cleanly_and_keeps_the_partial_answer():
     """SIGINT while streaming: the answer so far stays, marked as stopped, exit status 130, no traceback."""
     command = [sys.executable, "-m", "jupyter_chatflow", "chat", "--ignore-eos", "--max-tokens", "2000", "A story."]
     env = {**os.environ, "PYTHONUNBUFFERED": "1", "PYTHONFAULTHANDLER": "1"}
-    process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
+    # as from a terminal: a test run started in the background (`cmd &`) ignores SIGINT, and so would the child
+    restore = functools.partial(signal.signal, signal.SIGINT, signal.SIG_DFL)
+    process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env,
+                               preexec_fn=restore)  # fmt: skip
     first = process.stdout.read(20)  # some answer has streamed
     process.send_signal(signal.SIGINT)
     try:
