@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import functools
 import json
 import os
 import signal
@@ -110,9 +109,12 @@ def test_ctrl_c_stops_cleanly_and_keeps_the_partial_answer():
     command = [sys.executable, "-m", "jupyter_chatflow", "chat", "--ignore-eos", "--max-tokens", "2000", "A story."]
     env = {**os.environ, "PYTHONUNBUFFERED": "1", "PYTHONFAULTHANDLER": "1"}
     # as from a terminal: a test run started in the background (`cmd &`) ignores SIGINT, and so would the child
-    restore = functools.partial(signal.signal, signal.SIGINT, signal.SIG_DFL)
-    process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env,
-                               preexec_fn=restore)  # fmt: skip
+    # (an ignored signal stays ignored across exec; a handled one starts at its default)
+    before = signal.signal(signal.SIGINT, signal.default_int_handler)
+    try:
+        process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
+    finally:
+        signal.signal(signal.SIGINT, before)
     first = process.stdout.read(20)  # some answer has streamed
     process.send_signal(signal.SIGINT)
     try:
