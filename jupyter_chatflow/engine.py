@@ -161,8 +161,17 @@ class Model:
         run.fed += 1
 
     def _prefill_and_sample(self, run: _Run, reused: int, constraint: Constraint | None) -> None:
-        """All chunks but the last through `forward`; the last one fused with sampling the first token."""
+        """All chunks but the last through `forward`; the last one fused with sampling the first token. A single
+        token after a cached prefix (a fork, a prompt prewarmed all but its end) is a decode step: that program is
+        compiled already, where a first 16-wide prefill at this cache length would cost ~1 s of compiling."""
         *head, (start, tokens, size) = prefill_chunks(run.prompt, run.cache.length, reused)
+        if not head and size == 1:
+            at = np.int32(start)
+            run.out, chunk, run.seen = self._programs.decode_step(
+                self._weights, run.cache, tokens[:, 0], at, run.seen, run.knobs, run.key, 0, self._mask(constraint)
+            )
+            run.cache = self._programs.write(run.cache, chunk, at)
+            return
         cache = self._prefill(run.cache, head)
         run.cache = cache  # (a failure below must not leave the consumed cache behind)
         run.out, chunk, run.seen = self._programs.prefill_and_sample(

@@ -47,6 +47,20 @@ def test_same_prompt_again_computes_one_token(model):
     assert usage.reused_tokens == len(PROMPT) - 1 and again == first
 
 
+def test_one_token_after_a_cached_prefix_runs_as_a_decode_step_with_the_same_numbers(model):
+    [cold] = list(model.generate(PROMPT, max_tokens=1, temperature=0.0))  # run to its end: the cache is kept
+    calls = []
+    decode_step = model._programs.decode_step
+    model._programs.decode_step = lambda *args: calls.append(args) or decode_step(*args)
+    try:
+        [warm] = list(model.generate(PROMPT, max_tokens=1, temperature=0.0))
+    finally:
+        model._programs.decode_step = decode_step
+    assert len(calls) == 1  # the one computed token went through the decode program (no new prefill shape)
+    assert warm.token_id == cold.token_id and warm.logprob == pytest.approx(cold.logprob, abs=1e-4)
+    assert [a.token_id for a in warm.top_alternatives] == [a.token_id for a in cold.top_alternatives]
+
+
 def test_a_different_branch_reuses_only_the_shared_part(model):
     greedy(model, PROMPT)
     branch = [*PROMPT[:4], 7, 8, 9]
