@@ -12,6 +12,7 @@ import functools
 import threading
 from collections.abc import Iterator, Sequence
 from pathlib import Path
+from typing import Any
 
 import jax
 import numpy as np
@@ -153,12 +154,16 @@ class Model:
             self._decode_step(run, step, self._mask(constraint))
 
     def _decode_step(self, run: _Run, step: int, allowed: jax.Array) -> None:
-        pos = np.int32(run.prompt.size + step - 1)
-        run.out, chunk, run.seen = self._programs.decode_step(
-            self._weights, run.cache, run.out.token, pos, run.seen, run.knobs, run.key, step, allowed
-        )
-        run.cache = self._programs.write(run.cache, chunk, pos)
+        self._feed_one(run, run.out.token, run.prompt.size + step - 1, step, allowed)
         run.fed += 1
+
+    def _feed_one(self, run: _Run, token: Any, pos: int, step: int, allowed: jax.Array) -> None:
+        """One token at `pos` through the decode program (its keys/values written), the next one sampled."""
+        at = np.int32(pos)
+        run.out, chunk, run.seen = self._programs.decode_step(
+            self._weights, run.cache, token, at, run.seen, run.knobs, run.key, step, allowed
+        )
+        run.cache = self._programs.write(run.cache, chunk, at)
 
     def _prefill_and_sample(self, run: _Run, reused: int, constraint: Constraint | None) -> None:
         """All chunks but the last through `forward`; the last one fused with sampling the first token. A single
@@ -166,11 +171,7 @@ class Model:
         compiled already, where a first 16-wide prefill at this cache length would cost ~1 s of compiling."""
         *head, (start, tokens, size) = prefill_chunks(run.prompt, run.cache.length, reused)
         if not head and size == 1:
-            at = np.int32(start)
-            run.out, chunk, run.seen = self._programs.decode_step(
-                self._weights, run.cache, tokens[:, 0], at, run.seen, run.knobs, run.key, 0, self._mask(constraint)
-            )
-            run.cache = self._programs.write(run.cache, chunk, at)
+            self._feed_one(run, tokens[:, 0], start, 0, self._mask(constraint))
             return
         cache = self._prefill(run.cache, head)
         run.cache = cache  # (a failure below must not leave the consumed cache behind)
