@@ -43,11 +43,13 @@ class ModelConfig:
     tied_embeddings: bool = True
 
     def __post_init__(self) -> None:
-        if self.n_heads % self.n_kv_heads:
+        if self.n_kv_heads < 1 or self.n_heads % self.n_kv_heads:
             raise ModelFormatError(
                 f"head_count {self.n_heads} is not a multiple of head_count_kv {self.n_kv_heads}: "
                 "the GGUF metadata is inconsistent."
             )
+        if self.head_dim % 2:
+            raise ModelFormatError(f"the head width {self.head_dim} is odd: rotary embeddings rotate pairs of values.")
         if self.rope_dim != self.head_dim:
             raise ModelFormatError(
                 f"partial rotary embeddings (rope dim {self.rope_dim} < head dim {self.head_dim}) "
@@ -76,7 +78,7 @@ class ModelConfig:
             return value
 
         dim, n_heads = int(key("embedding_length")), int(key("attention.head_count"))
-        head_dim = int(metadata.get(f"{arch}.attention.key_length", dim // n_heads))
+        head_dim = int(metadata.get(f"{arch}.attention.key_length", 0)) or _head_width(arch, dim, n_heads)
         return cls(
             name=str(metadata.get("general.name", "unnamed")),
             architecture=arch,
@@ -94,6 +96,17 @@ class ModelConfig:
             rope_scaling=_rope_scaling(metadata, arch),
             tied_embeddings=tied,
         )
+
+
+def _head_width(arch: str, dim: int, n_heads: int) -> int:
+    """The width of one attention head when the file does not give it: the embedding split evenly over the heads."""
+    if n_heads < 1 or dim % n_heads:
+        raise ModelFormatError(
+            f"'{arch}.attention.head_count' is {n_heads}, which does not divide '{arch}.embedding_length' {dim} "
+            f"into equal heads (and no '{arch}.attention.key_length' gives the head width): the metadata is "
+            "inconsistent."
+        )
+    return dim // n_heads
 
 
 def _rope_scaling(metadata: Mapping[str, Any], arch: str) -> RopeScaling:

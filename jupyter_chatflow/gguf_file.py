@@ -153,12 +153,16 @@ def _metadata_and_config(path: Path, reader: gguf.GGUFReader) -> tuple[dict[str,
     if "token_embd.weight" not in by_name:
         raise ModelFormatError(f"{path} has no token_embd.weight tensor: not a Llama-family model file.")
     vocab = metadata.get("tokenizer.ggml.tokens")
-    config = ModelConfig.from_metadata(
-        metadata,
-        vocab_size=len(vocab) if vocab else int(by_name["token_embd.weight"].shape[-1]),
-        tied="output.weight" not in by_name,
-    )
+    try:
+        config = ModelConfig.from_metadata(
+            metadata,
+            vocab_size=len(vocab) if vocab else int(by_name["token_embd.weight"].shape[-1]),
+            tied="output.weight" not in by_name,
+        )
+    except ModelFormatError as error:  # the config knows the fields, not the file
+        raise ModelFormatError(f"{path}: {error}") from None
     _check_tensor_names(path, config, by_name)
+    _check_attention_shapes(path, config, by_name)
     return metadata, config
 
 
@@ -205,6 +209,22 @@ def _check_tensor_names(path: Path, config: ModelConfig, by_name: Mapping[str, A
     if missing:
         shown = ", ".join(missing[:4]) + (" …" if len(missing) > 4 else "")
         raise ModelFormatError(f"{path} lacks {len(missing)} tensor(s) a Llama model needs: {shown}")
+
+
+def _check_attention_shapes(path: Path, config: ModelConfig, by_name: Mapping[str, Any]) -> None:
+    """The attention matrices must have the rows the head counts say (numpy order: [out, in])."""
+    arch, q_rows, kv_rows = config.architecture, config.n_heads * config.head_dim, config.n_kv_heads * config.head_dim
+    expected = {"attn_q": (q_rows, config.dim), "attn_k": (kv_rows, config.dim), "attn_v": (kv_rows, config.dim),
+                "attn_output": (config.dim, q_rows)}  # fmt: skip
+    for i in range(config.n_layers):
+        for part, shape in expected.items():
+            actual = tuple(int(n) for n in reversed(by_name[f"blk.{i}.{part}.weight"].shape))
+            if actual != shape:
+                raise ModelFormatError(
+                    f"{path}: tensor blk.{i}.{part}.weight is {list(actual)} but '{arch}.attention.head_count' "
+                    f"{config.n_heads}, '{arch}.attention.head_count_kv' {config.n_kv_heads} and head width "
+                    f"{config.head_dim} make it {list(shape)}: the metadata does not match the weights."
+                )
 
 
 def _check_quant(path: Path, tensor: Any) -> None:

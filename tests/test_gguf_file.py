@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+
 import gguf
 import numpy as np
 import pytest
@@ -104,6 +106,35 @@ def test_missing_layer_tensor(tmp_path, monkeypatch):
     )
     path = write_tiny_gguf(tmp_path / "holes.gguf")
     with pytest.raises(ModelFormatError, match=r"lacks 1 tensor\(s\).*blk\.1\.attn_v\.weight"):
+        read_gguf(path)
+
+
+@pytest.mark.parametrize("n_kv_heads", [5, 1])
+def test_head_count_that_does_not_divide_the_width_names_the_file_and_field(tmp_path, n_kv_heads):
+    """64 wide with 5 heads: a ModelFormatError naming the file and the fields, from every entry point."""
+    path = write_tiny_gguf(tmp_path / "five-heads.gguf", TinySpec(n_heads=5, n_kv_heads=n_kv_heads))
+    message = (
+        rf"^{re.escape(str(path))}: 'llama\.attention\.head_count' is 5, which does not divide "
+        r"'llama\.embedding_length' 64 into equal heads"
+    )
+    for read in (read_gguf, describe, load_model):
+        with pytest.raises(ModelFormatError, match=message):
+            read(path)
+
+
+def test_attention_shapes_that_contradict_the_head_counts_name_the_tensor(tmp_path, monkeypatch):
+    from jupyter_chatflow import testing
+
+    full = testing._tensor_shapes  # blk.1's keys written for one key/value head where the metadata says two
+    monkeypatch.setattr(
+        testing, "_tensor_shapes", lambda spec, vocab: full(spec, vocab) | {"blk.1.attn_k.weight": (16, 64)}
+    )
+    path = write_tiny_gguf(tmp_path / "shapes.gguf")
+    message = (
+        rf"^{re.escape(str(path))}: tensor blk\.1\.attn_k\.weight is \[16, 64\] but 'llama\.attention\.head_count' 4, "
+        r"'llama\.attention\.head_count_kv' 2 and head width 16 make it \[32, 64\]"
+    )
+    with pytest.raises(ModelFormatError, match=message):
         read_gguf(path)
 
 
