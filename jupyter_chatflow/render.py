@@ -1,13 +1,13 @@
 """The cell output of a turn: the answer, then a compact account of what happened on the way.
 
-`TurnView` folds events into what a notebook cell shows; it renders as Markdown (Jupyter) or plain text
-(terminal IPython, logs). User and model text is escaped: nothing in a prompt or an answer becomes HTML.
+`TurnView` folds events into what a notebook cell shows; it renders as HTML inside Markdown (Jupyter) or plain
+text (terminal IPython, logs). The answer is rendered from Markdown by `safe_markdown` (raw HTML shown as text,
+images and links written out as text, the result sanitized); every other text is escaped.
 """
 
 from __future__ import annotations
 
 import html
-import re
 
 from .events import (
     Cancelled,
@@ -24,8 +24,7 @@ from .events import (
     ToolCall,
     ToolResult,
 )  # fmt: skip
-
-_MARKDOWN_HTML = re.compile(r"[<>&]")
+from .safe_markdown import markdown_html
 
 
 class TurnView:
@@ -86,19 +85,23 @@ class TurnView:
             lines.insert(0, f"error: {self.end.message}")
         return [line for line in lines if line]
 
+    def answer_html(self) -> str:
+        """The answer (as shown, marked when stopped) rendered from Markdown into inert HTML."""
+        return markdown_html(self.answer) or "<p>…</p>"
+
     def markdown(self) -> str:
-        """The answer (Markdown, raw HTML escaped) and the details as a small list."""
-        body = escape_markdown(self.answer) or "…"
-        details = "\n".join(f"- {escape_markdown(line)}" for line in self.details())
-        return f"{body}\n\n<details><summary>pipeline</summary>\n\n{details}\n\n</details>" if details else body
+        """For a text/markdown output: the rendered answer and the folded details, as one HTML block (no blank
+        line), so every Markdown renderer passes it through as it is."""
+        items = "".join(f"<li>{html.escape(line)}</li>" for line in self.details())
+        details = f"<details><summary>pipeline</summary><ul>{items}</ul></details>" if items else ""
+        return f'<div class="cf-answer-md">{self.answer_html()}{details}</div>'
 
     def html(self, user: str = "") -> str:
-        """A static HTML summary (nbconvert, nbviewer, GitHub): the message, the answer, the details; all escaped."""
+        """A static HTML summary (nbconvert, nbviewer, GitHub): the message, the answer, the details."""
         asked = f'<p style="opacity:.7;margin:0 0 4px">{html.escape(user)}</p>' if user else ""
-        answer = f'<div style="white-space:pre-wrap">{html.escape(self.answer) or "…"}</div>'
         details = "".join(f"<li>{html.escape(line)}</li>" for line in self.details())
         listing = f'<ul style="font-size:smaller;opacity:.8;margin:6px 0 0">{details}</ul>' if details else ""
-        return f'<div class="cf-static-turn" style="margin:0 0 12px">{asked}{answer}{listing}</div>'
+        return f'<div class="cf-static-turn" style="margin:0 0 12px">{asked}{self.answer_html()}{listing}</div>'
 
     def plain(self) -> str:
         """The answer and the details as plain text."""
@@ -157,8 +160,3 @@ class TurnView:
 
 def _short(text: str, limit: int = 80) -> str:
     return text if len(text) <= limit else text[: limit - 1] + "…"
-
-
-def escape_markdown(text: str) -> str:
-    """Keep Markdown formatting but make any HTML in it inert text."""
-    return _MARKDOWN_HTML.sub(lambda m: html.escape(m[0]), text)
