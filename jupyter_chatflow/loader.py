@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import os
+from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
 
 import jax
 import jax.numpy as jnp
+import numpy as np
 
 from . import prepared
 from .engine import Model
@@ -19,6 +21,9 @@ from .weights import transformer_weights
 
 CACHE_ENV_VAR = "CHATFLOW_XLA_CACHE"
 DTYPES = ("float32", "bfloat16", "float16")
+
+Progress = Callable[[str, float], None]
+"""Told what loading is doing and how far it is (0 to 1): `progress("dequantizing the GGUF", 0.4)`."""
 
 
 def enable_compilation_cache() -> Path | None:
@@ -45,21 +50,39 @@ def default_dtype() -> jnp.dtype:
     return jnp.float32 if jax.default_backend() == "cpu" else jnp.bfloat16
 
 
-def load_model(path: str | os.PathLike[str] | None = None, *, dtype: str | jnp.dtype | None = None) -> Model:
+def load_model(
+    path: str | os.PathLike[str] | None = None,
+    *,
+    dtype: str | jnp.dtype | None = None,
+    progress: Progress | None = None,
+) -> Model:
     """Load a Llama-family GGUF model (the default SmolLM2-135M-Instruct when `path` is None).
+
+    `progress(stage, fraction)` is called as the load goes (each tensor of a first load, which dequantizes the
+    file; the prepared-weights cache makes later loads a memory-mapped read). The XLA programs compile later, at
+    the first prefill and decode step of each shape (see `compile_clock`).
 
     >>> import jupyter_chatflow as cf
     >>> model = cf.load_model()                      # or cf.load_model("path/to/model.gguf")
     >>> ids = model.tokenizer.apply_chat_template([{"role": "user", "content": "Hi"}])
     >>> "".join(step.text for step in model.generate(ids, max_tokens=16, temperature=0.0))
     """
+    report = progress or _quiet
     enable_compilation_cache()
     model_path = resolve_model_path(path)
-    ready = prepared.load(model_path) or _prepare(model_path)
-    tokenizer = Tokenizer.from_metadata(ready.metadata)
     chosen = _dtype(dtype)
+    report("reading the prepared weights", 0.0)
+    ready = prepared.load(model_path) or _prepare(model_path, report)
+    report("building the transformer", 0.95)
+    tokenizer = Tokenizer.from_metadata(ready.metadata)
     transformer = Transformer(ready.config, ready.weights, dtype=chosen)
-    return Model(ready.config, tokenizer, transformer, path=model_path)
+    model = Model(ready.config, tokenizer, transformer, path=model_path)
+    report("loaded", 1.0)
+    return model
+
+
+def _quiet(stage: str, fraction: float) -> None:
+    """The default progress callback: says nothing."""
 
 
 def _dtype(dtype: str | jnp.dtype | None) -> jnp.dtype:
@@ -72,11 +95,35 @@ def _dtype(dtype: str | jnp.dtype | None) -> jnp.dtype:
     return jnp.dtype(dtype)
 
 
-def _prepare(model_path: Path) -> prepared.Prepared:
+def _prepare(model_path: Path, report: Progress) -> prepared.Prepared:
     """Read, validate and dequantize the GGUF, arrange the weights, and keep the result in the cache."""
+    report(f"reading {model_path.name}", 0.0)
     gguf_model = read_gguf(model_path)
-    weights = transformer_weights(gguf_model.config, gguf_model.tensors)
+    kept = "the weights cache keeps the result" if prepared.cache_root() else "the weights cache is off"
+    stage = f"dequantizing {model_path.name} (a first load of this file; {kept})"
+    weights = transformer_weights(gguf_model.config, _Counted(gguf_model.tensors, stage, report))
+    report("saving the prepared weights", 0.9)
     ready = prepared.Prepared(metadata=dict(gguf_model.metadata), config=gguf_model.config, weights=weights)
     if prepared.save(model_path, ready) is None:
         return ready
     return prepared.load(model_path) or ready  # memory-mapped: the arranged copies can be freed now
+
+
+class _Counted(Mapping[str, np.ndarray]):
+    """The file's tensors, reporting progress as each is read (dequantized) from 0 to 0.9 of the load."""
+
+    def __init__(self, tensors: Mapping[str, np.ndarray], stage: str, report: Progress):
+        self._tensors, self._stage, self._report = tensors, stage, report
+        self._read: set[str] = set()
+
+    def __getitem__(self, name: str) -> np.ndarray:
+        value = self._tensors[name]
+        self._read.add(name)
+        self._report(self._stage, 0.9 * len(self._read) / max(len(self._tensors), 1))
+        return value
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._tensors)
+
+    def __len__(self) -> int:
+        return len(self._tensors)

@@ -14,6 +14,7 @@ from __future__ import annotations
 import re
 import sys
 import time
+from pathlib import Path
 from typing import Any
 
 from IPython.core.error import UsageError
@@ -27,7 +28,9 @@ from .defaults import CHAT_DEFAULTS
 from .engine import Model
 from .errors import ChatflowError
 from .events import Cancelled, Event
-from .loader import load_model
+from .loader import enable_compilation_cache, load_model
+from .model_files import resolve_model_path
+from .progress import CompileWatch, LoadProgress, StatusLine
 from .render import TurnView
 from .request import ChatRequest
 from .response import Response
@@ -68,6 +71,9 @@ class ChatMagics(Magics):
         super().__init__(shell=shell, **kwargs)
         self._model: Model | None = None
         self._chats: dict[str, Chat] = {}
+        self._warm = False  # has a turn run on this model in this kernel (its XLA programs compiled)?
+        self._status: StatusLine | None = None  # the current cell's status line (loading, compiling)
+        self._loaded = ""  # "loaded … in 0.2 s", said once, in the cell that loaded the model
 
     # ---- %%chat / %chat ----------------------------------------------------------------------------------------
 
@@ -93,18 +99,23 @@ class ChatMagics(Magics):
     @line_cell_magic
     def chat(self, line: str, cell: str | None = None) -> None:
         """Send a message to the model and stream the answer here."""
+        self._status, self._loaded = StatusLine(_has_display(self.shell)), ""
         try:
             args = parse_argstring(self.chat, line)
             if cell is not None and args.text:
                 raise ChatflowError(
                     f"Unexpected words on the %%chat line: {' '.join(args.text)!r}; put them in the cell."
                 )
-            # IPython has already expanded {name} on the line; the cell body is ours to expand
-            self._send(args, self._interpolate(cell) if cell is not None else " ".join(args.text))
+            # IPython has already expanded {name} on the line; the cell body is ours to expand. The message is
+            # what the cell says, without the blank lines around it (they would change the prompt's tokens).
+            message = self._interpolate(cell) if cell is not None else " ".join(args.text)
+            self._send(args, message.strip())
         except UsageError as error:
             print(f"chatflow: {error} (see %chat? for the options)", file=sys.stderr)
         except ChatflowError as error:
             print(f"chatflow: {error}", file=sys.stderr)
+        finally:
+            self._status = None  # a later magic must not draw into this cell's output
 
     def _send(self, args: Any, message: str) -> None:
         chat = self._chat(args.session or self.session, new=args.new, system=args.system)
@@ -114,7 +125,8 @@ class ChatMagics(Magics):
         if args.output:
             self._namespace()[args.output] = response
         fmt = args.format or self.format
-        view = self._stream(chat, response, fmt)
+        session = chat.session.name + ("" if args.session else " (no --session: shared by every %%chat without one)")
+        view = self._stream(response, fmt, TurnView(session=session))
         if fmt == "code" and view.end is not None and self.shell is not None:
             self.shell.set_next_input(_code_of(view.text), replace=False)
 
@@ -147,24 +159,32 @@ class ChatMagics(Magics):
             "trim": self.trim,
         }
 
-    def _stream(self, chat: Chat, response: Response, fmt: str) -> TurnView:
-        """Show events as they arrive; Kernel → Interrupt stops the turn and keeps what was written."""
-        view, rich = TurnView(), _has_display(self.shell)
-        handle = display(Markdown("…"), display_id=True) if rich else None
-        drawn = 0.0
+    def _stream(self, response: Response, fmt: str, view: TurnView) -> TurnView:
+        """Show events as they arrive; Kernel → Interrupt stops the turn and keeps what was written. Above the
+        answer, the status line says what XLA compiling cost (a clock while a kernel's first turn compiles)."""
+        status = self._status or StatusLine(_has_display(self.shell))
+        loaded = self._loaded if status.rich else ""  # a terminal has printed it already
+        watch = CompileWatch(status, first_turn=not self._warm, cache=_cache_dir(), before=loaded)
+        self._loaded = ""
+        with watch:
+            handle = display(Markdown("…"), display_id=True) if status.rich else None
+            drawn = 0.0
 
-        def show(event: Event) -> None:
-            nonlocal drawn
-            view.add(event)
+            def show(event: Event) -> None:
+                nonlocal drawn
+                watch.see(event)
+                view.add(event)
+                if handle is None:
+                    _print_token(event)
+                elif time.monotonic() - drawn > UPDATE_EVERY_S or view.end is not None:
+                    handle.update(_bundle(view, fmt))
+                    drawn = time.monotonic()
+
+            response.follow(show)
+            self._warm = True
             if handle is None:
-                _print_token(event)
-            elif time.monotonic() - drawn > UPDATE_EVERY_S or view.end is not None:
-                handle.update(_bundle(view, fmt))
-                drawn = time.monotonic()
-
-        response.follow(show)
-        if handle is None:
-            print(("\n[stopped]" if isinstance(view.end, Cancelled) else "") + "\n\n" + "\n".join(view.details()))
+                ending = "\n[stopped]" if isinstance(view.end, Cancelled) else ""
+                print(ending + "\n\n" + "\n".join(view.details()))
         return view
 
     # ---- the other magics --------------------------------------------------------------------------------------
@@ -217,14 +237,16 @@ class ChatMagics(Magics):
 
     @line_magic
     def chat_model(self, line: str) -> None:
-        """%chat_model [PATH]: show the loaded model, or load another GGUF file."""
+        """%chat_model [PATH]: show the loaded model, or load another GGUF file (if it does not load, the model
+        in use stays)."""
         path = line.strip()
         try:
             if path:
-                self.model_path, self._model, self._chats = path, None, {}
+                model = self._load_file(path, StatusLine(_has_display(self.shell)))
+                self.model_path, self._model, self._chats, self._warm = path, model, {}, False
             model = self._load()
-        except ChatflowError as error:
-            print(f"chatflow: {error}", file=sys.stderr)
+        except (ChatflowError, OSError) as error:
+            print(f"chatflow: {error}" + (self._still_in_use() if path else ""), file=sys.stderr)
             return
         c = model.config
         print(f"{c.name}: {c.n_layers} layers, d={c.dim}, window {c.context_length}, {model.dtype}, {model.path}")
@@ -233,9 +255,19 @@ class ChatMagics(Magics):
 
     def _load(self) -> Model:
         if self._model is None:
-            print("chatflow: loading the model (the first time also compiles it: ~10 s)…", file=sys.stderr)
-            self._model = load_model(self.model_path or None)
+            self._model = self._load_file(self.model_path or None, self._status or StatusLine(_has_display(self.shell)))
+            self._warm = False
         return self._model
+
+    def _load_file(self, path: str | None, status: StatusLine) -> Model:
+        """Load a model, its progress drawn on `status` (a bar in Jupyter, lines in a terminal; not stderr)."""
+        progress = LoadProgress(status, resolve_model_path(path).name)
+        model = load_model(path, progress=progress)
+        self._loaded = progress.done()
+        return model
+
+    def _still_in_use(self) -> str:
+        return f" The model in use is still {self._model.config.name}." if self._model is not None else ""
 
     def _chat(self, session: str, *, new: bool = False, system: str | None = None) -> Chat:
         chat = self._chats.get(session)
@@ -270,6 +302,12 @@ def _bundle(view: TurnView, fmt: str) -> Any:
     if fmt == "markdown":
         return Markdown(view.markdown())
     return Pretty(view.plain())
+
+
+def _cache_dir() -> str | None:
+    """XLA's compilation cache folder, with ~ for the home folder (None when it is off)."""
+    folder = enable_compilation_cache()
+    return None if folder is None else str(folder).replace(str(Path.home()), "~", 1)
 
 
 def _has_display(shell: Any) -> bool:

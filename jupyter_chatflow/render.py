@@ -30,7 +30,9 @@ from .safe_markdown import markdown_html
 class TurnView:
     """What one turn looks like so far; feed it events in order."""
 
-    def __init__(self) -> None:
+    def __init__(self, session: str = "") -> None:
+        self.session = session
+        """The session the turn went to, named in the summary line ("" leaves it out)."""
         self.text = ""
         self.safety: list[SafetyDecision] = []
         self.context: ContextAssembled | None = None
@@ -70,6 +72,10 @@ class TurnView:
         """The answer as shown, marked when stopped."""
         return self.text + (" [stopped]" if isinstance(self.end, Cancelled) else "")
 
+    def summary(self) -> str:
+        """The folded details' one-line title: "pipeline", and the session the turn went to."""
+        return "pipeline" + (f" · session {self.session}" if self.session else "")
+
     def details(self) -> list[str]:
         """One short line per pipeline stage that has something to say."""
         lines = [
@@ -81,6 +87,8 @@ class TurnView:
         ]
         if self.title:
             lines.append(f"title: {self.title}")
+        if self.session:
+            lines.insert(0, f"session: {self.session}")
         if isinstance(self.end, Failed):
             lines.insert(0, f"error: {self.end.message}")
         return [line for line in lines if line]
@@ -93,7 +101,8 @@ class TurnView:
         """For a text/markdown output: the rendered answer and the folded details, as one HTML block (no blank
         line), so every Markdown renderer passes it through as it is."""
         items = "".join(f"<li>{html.escape(line)}</li>" for line in self.details())
-        details = f"<details><summary>pipeline</summary><ul>{items}</ul></details>" if items else ""
+        summary = html.escape(self.summary())
+        details = f"<details><summary>{summary}</summary><ul>{items}</ul></details>" if items else ""
         return f'<div class="cf-answer-md">{self.answer_html()}{details}</div>'
 
     def html(self, user: str = "") -> str:

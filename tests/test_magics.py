@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import pytest
@@ -58,7 +59,8 @@ def test_line_magic_and_interpolation(shell, capsys):
         ("--temperature -1", "temperature must be >= 0"),
         ("--safety maybe", "invalid choice"),
         ("--tools nosuchtool", "nosuchtool"),
-        ("--max-tokens 99999", "does not fit"),
+        ("--max-tokens 99999", "max_tokens must be from 1 to 4095 (the model's window is 4096 tokens"),
+        ("--max-tokens 0", "max_tokens must be >= 1"),
     ],
 )
 def test_mistakes_print_a_short_message_not_a_traceback(shell, capsys, line, message):
@@ -140,6 +142,7 @@ def test_an_interrupt_anywhere_in_the_reader_stops_the_turn_and_loses_nothing(sh
 
     from jupyter_chatflow import response as response_module
     from jupyter_chatflow.events import Cancelled
+    from jupyter_chatflow.render import TurnView
 
     magics = shell.magics_manager.registry["ChatMagics"]
     chat_ = magics._chat("interrupt")
@@ -156,7 +159,7 @@ def test_an_interrupt_anywhere_in_the_reader_stops_the_turn_and_loses_nothing(sh
 
     sys.settrace(lambda frame, event, arg: local if frame.f_code.co_filename == response_module.__file__ else None)
     try:
-        view = magics._stream(chat_, response, "text")
+        view = magics._stream(response, "text", TurnView())
     finally:
         sys.settrace(None)
     assert hits["n"] >= 8 and isinstance(view.end, Cancelled)
@@ -180,3 +183,89 @@ def test_inspect_shows_the_panel_and_returns_while_the_panel_streams_the_turn(sh
     assert panel.turns[-1]["turn_id"] == response.turn_id and response.terminal().type == "completed"
     chat(shell, "--inspect --temperature -1", "Hello")
     assert "temperature must be >= 0" in capsys.readouterr().err and len(shown) == 1  # no panel for a mistake
+
+
+def test_cell_body_is_sent_without_surrounding_blank_lines(shell):
+    chat(shell, "--temperature 0 --max-tokens 3 -o r", "\n  What is the capital of France?\n\n")
+    response = shell.user_ns["r"]
+    assert response.request.user == "What is the capital of France?"
+    context = next(e for e in response if e.type == "context_assembled")
+    assert [s.text for s in context.segments if s.kind == "user"] == ["What is the capital of France?"]
+    tokenized = next(e for e in response if e.type == "tokenized")
+    tokenizer = shell.magics_manager.registry["ChatMagics"]._model.tokenizer
+    assert "France?<|im_end|>" in tokenizer.decode(list(tokenized.ids))  # no "\n\n" before the end of the turn
+
+
+def test_bad_chat_model_prints_one_line_and_keeps_the_model_in_use(shell, tmp_path, capsys):
+    chat(shell, "--temperature 0 --max-tokens 3", "Hello")
+    magics = shell.magics_manager.registry["ChatMagics"]
+    before = magics._model
+    (tmp_path / "notes.gguf").write_text("not a model")
+    five_heads = write_tiny_gguf(tmp_path / "five.gguf", TinySpec(n_heads=5, n_kv_heads=5))
+    errors = {}
+    for bad in ("/no/such/model.gguf", str(tmp_path / "notes.gguf"), str(five_heads), str(tmp_path)):
+        shell.run_line_magic("chat_model", bad)
+        errors[bad] = err = capsys.readouterr().err
+        assert err.startswith("chatflow: ") and err.count("\n") == 1 and "Traceback" not in err, err
+        assert err.endswith("The model in use is still tiny-random-llama.\n"), err
+        assert magics._model is before
+    assert "'llama.attention.head_count' is 5, which does not divide" in errors[str(five_heads)]
+    assert "is not a GGUF file" in errors[str(tmp_path / "notes.gguf")]
+    chat(shell, "--temperature 0 --max-tokens 3 -o r", "Hello again")
+    assert shell.user_ns["r"].terminal().type == "completed" and capsys.readouterr().err == ""
+
+
+def test_the_output_says_which_session_the_turn_went_to(shell, capsys):
+    chat(shell, "--temperature 0 --max-tokens 3", "Hello")
+    assert "session: default (no --session: shared by every %%chat without one)" in capsys.readouterr().out
+    chat(shell, "--session notes --temperature 0 --max-tokens 3", "Hello")
+    out = capsys.readouterr().out
+    assert "session: notes\n" in out and "no --session" not in out
+
+
+def test_loading_and_compiling_show_in_the_cell_not_on_stderr(shell, capsys):
+    chat(shell, "--temperature 0 --max-tokens 3", "Hello")
+    captured = capsys.readouterr()
+    assert captured.err == ""
+    lines = captured.out.splitlines()
+    assert lines[0] == "chatflow: loading wide.gguf…"
+    assert re.fullmatch(r"chatflow: loaded wide\.gguf in \d+\.\d s", lines[2]), lines  # after the dequantizing line
+    assert lines[3].startswith("chatflow: first turn in this kernel: XLA is compiling the model's programs")
+    chat(shell, "--temperature 0 --max-tokens 3", "Hello")
+    assert "chatflow: loading" not in capsys.readouterr().out  # loaded once; the model's programs are compiled
+
+
+class _Handle:
+    def __init__(self, shown: list):
+        self.shown = shown
+
+    def update(self, obj) -> None:
+        self.shown.append(("update", obj))
+
+
+def test_in_jupyter_the_status_is_one_display_updated_in_place(shell, monkeypatch, capsys):
+    """A bar while the weights load, a clock while XLA compiles, then what it measured: one display, no stderr."""
+    from IPython.display import Pretty
+
+    from jupyter_chatflow import magics, progress
+
+    shown: list = []
+
+    def fake_display(obj, display_id=False):
+        shown.append(("display", obj))
+        return _Handle(shown)
+
+    monkeypatch.setattr(progress, "display", fake_display)
+    monkeypatch.setattr(magics, "display", fake_display)
+    monkeypatch.setattr(magics, "_has_display", lambda shell: True)
+    monkeypatch.setattr(progress, "TICK_S", 0.001)
+    chat(shell, "--temperature 0 --max-tokens 3", "Hello")
+    assert capsys.readouterr().err == ""
+    status = [(kind, obj.data) for kind, obj in shown if isinstance(obj, Pretty)]
+    assert status[0][0] == "display" and all(kind == "update" for kind, _ in status[1:])
+    texts = [text for _, text in status]
+    assert any(re.search(r"loading wide\.gguf ▕█*░*▏ +\d+ % · dequantizing", t) for t in texts), texts
+    assert any("first turn in this kernel: XLA is compiling" in t and re.search(r" · \d+\.\d s$", t) for t in texts)
+    assert re.match(r"chatflow: loaded wide\.gguf in \d+\.\d s", texts[-1]), texts[-1]
+    answer = [obj for kind, obj in shown if not isinstance(obj, Pretty)]
+    assert answer and shown.index(("display", answer[0])) > 0  # the status line sits above the answer
