@@ -2,6 +2,7 @@
 
 chatflow chat "What is the capital of France?"          # streams the answer
 chatflow chat --json --temperature 0 "Hi"               # one JSON object per line
+echo "Why is the sky blue?" | chatflow chat -            # the prompt from stdin (also when PROMPT is left out)
 chatflow tokens "Hello world"                           # ids and pieces
 chatflow model info                                      # what the model file holds
 """
@@ -24,7 +25,9 @@ def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="chatflow", description="A real chat model pipeline, made visible.")
     commands = parser.add_subparsers(dest="command", required=True)
     chat = commands.add_parser("chat", help="stream the model's answer to PROMPT")
-    chat.add_argument("prompt", help="the user message")
+    chat.add_argument(
+        "prompt", nargs="?", help="the user message; - (or nothing, with stdin not a terminal) reads stdin"
+    )
     chat.add_argument("--system", default=None, help="system prompt (default: the chat template's own)")
     # Unset sampling options take the chat defaults (`request.CHAT_DEFAULTS`).
     chat.add_argument(
@@ -93,16 +96,26 @@ def run_chat(args: argparse.Namespace) -> int:
     """`chatflow chat`: one turn through the whole pipeline; text, or every event as a JSON line with --json."""
     from .chat import Chat
 
+    prompt = _prompt(args.prompt, sys.stdin)
     model, _ = _load(args.model, quiet=args.json)
     chat = Chat(model=model, session=args.session or "cli", system=args.system, persist=args.session is not None)
     options = {name: getattr(args, name) for name in CHAT_OPTIONS}
-    response = chat.send(args.prompt, memory=not args.no_memory, **options)
+    response = chat.send(prompt, memory=not args.no_memory, **options)
     out = sys.stdout
     response.follow(lambda event: _print_event(event, args.json, out))  # Ctrl-C: ends with a Cancelled event
     last = response.terminal()
     if not args.json:
         _print_ending(last, out)
     return {"completed": 0, "cancelled": 130}.get(last.type if last else "", 1)
+
+
+def _prompt(given: str | None, stdin: TextIO) -> str:
+    """The message: PROMPT, or all of stdin for `-` (or no PROMPT with stdin piped), without surrounding blank lines."""
+    if given is not None and given != "-":
+        return given
+    if given is None and stdin.isatty():
+        raise ChatflowError("Give a PROMPT, or pipe one in: echo 'Hi' | chatflow chat -")
+    return stdin.read().strip()
 
 
 CHAT_OPTIONS = (

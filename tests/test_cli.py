@@ -144,3 +144,36 @@ def test_ctrl_c_while_loading_is_not_a_traceback(monkeypatch, capsys, tiny_path)
     monkeypatch.setattr(loader, "load_model", interrupted)
     assert main(["chat", "--model", str(tiny_path), "Hi"]) == 130
     assert capsys.readouterr().err.endswith("chatflow: interrupted\n")
+
+
+def test_prompt_from_stdin_with_a_dash(tiny_path):
+    """`echo … | chatflow chat -`, in a fresh process as from a shell."""
+    command = [sys.executable, "-m", "jupyter_chatflow", "chat", "--model", str(tiny_path), "--json", "--max-tokens"]
+    result = subprocess.run(
+        [*command, "3", "-"], input="What is the capital of France?\n", capture_output=True, text=True, timeout=300
+    )
+    assert result.returncode == 0, result.stderr
+    events = json_lines(result.stdout)
+    assert events[0]["type"] == "turn_started" and events[0]["user"] == "What is the capital of France?"
+    assert events[-1]["type"] == "completed"
+
+
+def test_prompt_from_piped_stdin_when_none_is_given(tiny_path, monkeypatch, capsys):
+    import io
+
+    monkeypatch.setattr(sys, "stdin", io.StringIO("\nHello from a pipe\n\n"))
+    assert main(["chat", "--model", str(tiny_path), "--json", "--max-tokens", "2"]) == 0
+    assert json_lines(capsys.readouterr().out)[0]["user"] == "Hello from a pipe"
+
+
+def test_no_prompt_at_a_terminal_says_how_to_give_one(tiny_path, monkeypatch, capsys):
+    class Terminal:
+        def isatty(self) -> bool:
+            return True
+
+        def read(self) -> str:
+            raise AssertionError("a terminal's stdin must not be read: it would wait for the user")
+
+    monkeypatch.setattr(sys, "stdin", Terminal())
+    assert main(["chat", "--model", str(tiny_path)]) == 1
+    assert capsys.readouterr().err == "chatflow: Give a PROMPT, or pipe one in: echo 'Hi' | chatflow chat -\n"
