@@ -9,7 +9,7 @@ model generates.
   replays such a stream into the final document.
 - `sse` / `sse_frame` / `parse_sse`: Server-Sent Events framing; `event_lines`: JSON lines of the raw events.
 
->>> for frame in sse(openai_chunks(response, model="chatflow")):
+>>> for frame in sse(openai_chunks(response, model="chatflow", tokenizer=chat.model.tokenizer)):
 ...     wfile.write(frame.encode())
 """
 
@@ -21,12 +21,19 @@ import json
 import re
 import time
 from collections.abc import Iterable, Iterator
-from typing import Any
+from typing import Any, Protocol
 
 from .events import TERMINAL, Cancelled, Completed, Event, Failed, PrefillDone, TokenDelta, ToolCall, TurnStarted
 
 Item = dict[str, Any] | str
 """One adapter output: a JSON object, or a bare string such as "[DONE]"."""
+
+
+class TokenBytes(Protocol):
+    """What the logprobs need of a tokenizer: the raw bytes of a token (`Tokenizer` has it)."""
+
+    def token_bytes(self, token_id: int) -> bytes: ...
+
 
 DONE = "[DONE]"
 PARTS0 = "/message/content/parts/0"
@@ -88,14 +95,24 @@ def openai_chunks(
     model: str,
     created: int | None = None,
     include_usage: bool = False,
-    logprobs: bool = True,
+    tokenizer: TokenBytes | None = None,
+    logprobs: bool | None = None,
 ) -> Iterator[Item]:
     """The turn as OpenAI `chat.completion.chunk` objects, ending with `"[DONE]"`.
 
     `created` defaults to the turn's start (Unix seconds). A `Cancelled` turn finishes with "stop" (its partial text
     is the answer); a `Failed` one yields `{"error": {...}}` instead of a finish chunk. `ToolResult` has no form in
     this API (the tool already ran here) and is left out.
+
+    `logprobs` (default: when a `tokenizer` is given, which they need) adds one entry per generated token, as OpenAI
+    does: `token` is the token's own bytes decoded with U+FFFD for an unfinished UTF-8 character, `bytes` those raw
+    bytes (join them to rebuild a character split over tokens), `top_logprobs` the same for the alternatives. A
+    token whose text waits for the next one (half a character) comes in a chunk with empty content and its entry;
+    text settled later for the same token (a `TokenDelta` with its token id and time again) adds none. A token the
+    output scan redacted shows the replacement, never its bytes or alternatives.
     """
+    if logprobs and tokenizer is None:
+        raise ValueError("logprobs need the tokenizer for the tokens' bytes: openai_chunks(..., tokenizer=...)")
     first, stream = _open(events)
     if first is None:
         return
@@ -104,12 +121,13 @@ def openai_chunks(
     head |= {"system_fingerprint": None} | ({"usage": None} if include_usage else {})
     yield _chunk(head, {"role": "assistant", "content": "", "refusal": None})
     tally = _Tally()
+    entries = _LogprobEntries(tokenizer) if tokenizer is not None and logprobs is not False else None
     for event in stream:
         tally.see(event)
         if isinstance(event, TERMINAL):
             yield from _openai_end(head, event, tally, include_usage)
             return
-        yield from _openai_body(head, event, tally, logprobs)
+        yield from _openai_body(head, event, tally, entries)
     yield from _openai_end(head, _unterminated(), tally, include_usage)
 
 
@@ -122,23 +140,39 @@ def _chunk(head: dict[str, Any], delta: dict[str, Any], **choice: Any) -> dict[s
     return head | {"choices": [{"index": 0, "delta": delta, "logprobs": None, "finish_reason": None} | choice]}
 
 
-def _openai_body(head: dict[str, Any], event: Event, tally: _Tally, logprobs: bool) -> Iterator[Item]:
-    if isinstance(event, TokenDelta) and event.text:
-        yield _chunk(head, {"content": event.text}, logprobs=_logprobs(event) if logprobs else None)
+def _openai_body(head: dict[str, Any], event: Event, tally: _Tally, entries: _LogprobEntries | None) -> Iterator[Item]:
+    if isinstance(event, TokenDelta):
+        content = entries.of(event) if entries is not None else None
+        if event.text or content:
+            logprobs = {"content": content, "refusal": None} if content else None
+            yield _chunk(head, {"content": event.text}, logprobs=logprobs)
     elif isinstance(event, ToolCall):
         arguments = json.dumps(event.arguments, ensure_ascii=False)
         call = {"index": tally.tool_calls - 1, "id": event.call_id, "type": "function"}
         yield _chunk(head, {"tool_calls": [call | {"function": {"name": event.name, "arguments": arguments}}]})
 
 
-def _logprobs(event: TokenDelta) -> dict[str, Any]:
-    """The OpenAI `logprobs` object for one token, its alternatives as `top_logprobs`."""
-    top = [_token_logprob(a.text, a.logprob) for a in event.alternatives]
-    return {"content": [_token_logprob(event.text, event.logprob) | {"top_logprobs": top}], "refusal": None}
+class _LogprobEntries:
+    """OpenAI `logprobs.content` entries, one per generated token (see `openai_chunks`)."""
+
+    def __init__(self, tokenizer: TokenBytes):
+        self._tokenizer = tokenizer
+        self._last: tuple[int, float] | None = None  # (token id, time) of the latest TokenDelta
+
+    def of(self, event: TokenDelta) -> list[dict[str, Any]]:
+        """The entry for this event's token ([] when the event only settles more text of the same token)."""
+        step = (event.token_id, event.elapsed_ms)
+        if step == self._last:
+            return []
+        self._last = step
+        if event.redacted:  # the scan hid this token: only what was shown, no bytes, no alternatives
+            return [_entry(event.text.encode("utf-8"), event.logprob) | {"top_logprobs": []}]
+        top = [_entry(self._tokenizer.token_bytes(a.token_id), a.logprob) for a in event.alternatives]
+        return [_entry(self._tokenizer.token_bytes(event.token_id), event.logprob) | {"top_logprobs": top}]
 
 
-def _token_logprob(text: str, logprob: float) -> dict[str, Any]:
-    return {"token": text, "logprob": logprob, "bytes": list(text.encode("utf-8"))}
+def _entry(raw: bytes, logprob: float) -> dict[str, Any]:
+    return {"token": raw.decode("utf-8", errors="replace"), "logprob": logprob, "bytes": list(raw)}
 
 
 def _openai_end(head: dict[str, Any], terminal: Event, tally: _Tally, include_usage: bool) -> Iterator[Item]:

@@ -118,8 +118,8 @@ class Streamer:
         if step is not None:
             self._steps.append(step)
         last = len(self._steps) - 1  # text flushed at the end belongs to the last step
-        if self.gate is None:
-            self._release([(last, text, False)] if last >= 0 and text else [])
+        if self.gate is None:  # every token gets its event, also one whose text waits (half a UTF-8 character)
+            self._release([(last, text, False)] if last >= 0 and (text or step is not None) else [])
         else:
             self._release(self.gate.feed(last, text))
 

@@ -93,8 +93,29 @@ def test_openai_chunks_have_the_exact_streaming_shape():
     ]
 
 
+class _Bytes:
+    """A tokenizer's `token_bytes` over a table."""
+
+    def __init__(self, table: dict[int, bytes]):
+        self.table = table
+
+    def token_bytes(self, token_id: int) -> bytes:
+        return self.table[token_id]
+
+
+def _delta(index: int, token_id: int, text: str, *, elapsed: float, alternatives=(), redacted=False) -> TokenDelta:
+    return TokenDelta(index=index, token_id=token_id, text=text, logprob=-0.25 * (index + 1), entropy=1.0,
+                      alternatives=alternatives, elapsed_ms=elapsed, redacted=redacted)  # fmt: skip
+
+
+def _entries(chunks: list) -> list[dict]:
+    return [e for c in chunks if isinstance(c, dict) and c.get("choices") and c["choices"][0]["logprobs"]
+            for e in c["choices"][0]["logprobs"]["content"]]  # fmt: skip
+
+
 def test_openai_logprobs_carry_the_token_and_its_alternatives():
-    chunks = list(openai_chunks(_turn(["é"], _completed("é")), model="tiny", created=5))
+    tokenizer = _Bytes({100: "é".encode(), 9: b"e"})
+    chunks = list(openai_chunks(_turn(["é"], _completed("é")), model="tiny", created=5, tokenizer=tokenizer))
     assert chunks[0]["created"] == 5
     assert chunks[1]["choices"][0]["logprobs"] == {
         "content": [
@@ -102,11 +123,79 @@ def test_openai_logprobs_carry_the_token_and_its_alternatives():
                 "token": "é",
                 "logprob": -0.5,
                 "bytes": [195, 169],
-                "top_logprobs": [{"token": "é", "logprob": -0.5, "bytes": [195, 169]}],
+                "top_logprobs": [{"token": "e", "logprob": -0.5, "bytes": [101]}],
             }
         ],
         "refusal": None,
     }
+
+
+def test_openai_logprobs_list_every_token_of_a_character_split_over_byte_tokens():
+    """😀 is F0 9F 98 80: the first token's text waits (empty), the second completes it; both have entries."""
+    tokenizer = _Bytes({300: b"\xf0\x9f", 301: b"\x98\x80 hi", 302: b"\xc3", 303: b"\xa9", 7: b"\xf0"})
+    alternative = Alternative(token_id=7, text="<0xF0>", logprob=-3.0, sampling_prob=0.0)
+    tokens = [
+        _delta(0, 300, "", elapsed=1.0, alternatives=(alternative,)),
+        _delta(1, 301, "😀 hi", elapsed=2.0),
+        _delta(2, 302, "", elapsed=3.0),
+        _delta(3, 303, "é", elapsed=4.0),
+    ]
+    started = TurnStarted(request_id="r", session_id="s", user="Hi", params={}, features={}, created=1.7e9)
+    events = [started, *tokens, _completed("😀 hié")]
+    chunks = list(openai_chunks(events, model="tiny", tokenizer=tokenizer))
+    entries = _entries(chunks)
+    assert [e["bytes"] for e in entries] == [[0xF0, 0x9F], [0x98, 0x80, 32, 104, 105], [0xC3], [0xA9]]
+    assert [e["token"] for e in entries] == ["\ufffd", "\ufffd\ufffd hi", "\ufffd", "\ufffd"]
+    assert [e["logprob"] for e in entries] == [-0.25, -0.5, -0.75, -1.0]
+    assert entries[0]["top_logprobs"] == [{"token": "\ufffd", "logprob": -3.0, "bytes": [0xF0]}]
+    assert bytes(b for e in entries for b in e["bytes"]).decode() == _content(chunks) == "😀 hié"
+    deltas = [c["choices"][0]["delta"] for c in chunks[1:-2]]
+    assert deltas == [{"content": ""}, {"content": "😀 hi"}, {"content": ""}, {"content": "é"}]
+
+
+def test_openai_logprobs_text_settled_later_for_the_same_token_adds_no_entry():
+    tokenizer = _Bytes({300: b"a", 301: b"\xf0\x9f"})
+    tokens = [_delta(0, 300, "a", elapsed=1.0), _delta(1, 301, "", elapsed=2.0), _delta(2, 301, "\ufffd", elapsed=2.0)]
+    chunks = list(openai_chunks([*tokens, _completed("a\ufffd")], model="tiny", tokenizer=tokenizer))
+    assert [e["bytes"] for e in _entries(chunks)] == [[97], [0xF0, 0x9F]]
+    assert _content(chunks) == "a\ufffd"
+
+
+def test_openai_logprobs_never_show_what_the_output_scan_redacted():
+    tokenizer = _Bytes({300: b" bob@example.com", 9: b" alice@example.com"})
+    secret = Alternative(token_id=9, text=" alice@example.com", logprob=-1.0, sampling_prob=0.1)
+    token = _delta(0, 300, " [EMAIL]", elapsed=1.0, alternatives=(secret,), redacted=True)
+    chunks = list(openai_chunks([token, _completed(" [EMAIL]")], model="tiny", tokenizer=tokenizer))
+    assert _entries(chunks) == [{"token": " [EMAIL]", "logprob": -0.25, "bytes": list(b" [EMAIL]"), "top_logprobs": []}]
+    assert "example" not in json.dumps(chunks)
+
+
+def test_openai_logprobs_need_the_tokenizer():
+    with pytest.raises(ValueError, match="logprobs need the tokenizer"):
+        list(openai_chunks(_turn(["x"], _completed("x")), model="tiny", logprobs=True))
+    chunks = list(openai_chunks(_turn(["x"], _completed("x")), model="tiny"))
+    assert all(c["choices"][0]["logprobs"] is None for c in chunks if isinstance(c, dict))
+
+
+@pytest.mark.parametrize("safety", ["off", "all"])
+def test_openai_logprobs_of_a_real_turn_have_one_entry_per_generated_token(tiny_model, safety):
+    """The tiny model writes random bytes, so characters split over tokens; every generated token has an entry and
+    the entries' bytes spell the answer."""
+    from jupyter_chatflow.chat import Chat
+
+    chat = Chat(model=tiny_model, session="logprobs", db=":memory:", persist=False)
+    split = 0  # tokens that end inside a UTF-8 character
+    for seed in range(3):
+        response = chat.send("hello", temperature=1.0, seed=seed, max_tokens=30, safety=safety, memory=False)
+        chunks = list(openai_chunks(response, model="tiny", tokenizer=tiny_model.tokenizer))
+        end = response.terminal()
+        generated = end.usage["completion_tokens"] - (end.finish_reason == "stop")  # the stop token is not shown
+        entries = _entries(chunks)
+        assert len(entries) == generated
+        raw = b"".join(bytes(e["bytes"]) for e in entries)
+        assert raw.decode("utf-8", errors="replace") == _content(chunks) == end.text
+        split += sum("\ufffd" in e["token"] for e in entries)
+    assert split >= 3
 
 
 def test_openai_tool_calls_and_content_add_up():
