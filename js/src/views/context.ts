@@ -34,6 +34,14 @@ export class ContextView {
     this.el.append(this.head, this.body, el("div", { class: "cf-label", text: "Exact prompt — coloured by where each token came from" }), this.prompt);
   }
 
+  /** Shows nothing (no turn, or a new session). */
+  clear(): void {
+    this.turn = null;
+    this.drawnKey = "";
+    this.chips = [];
+    for (const node of [this.head, this.body, this.prompt]) clear(node);
+  }
+
   /** Draws `turn` (a no-op when nothing it shows changed). */
   show(turn: TurnData): void {
     if (this.turn?.turn_id !== turn.turn_id) this.round = -1;

@@ -41,11 +41,15 @@ export function safetyRow(d: SafetyDecision): HTMLElement {
     "div",
     { class: "cf-safety-row" },
     badge,
-    el("span", { class: "cf-safety-guard", text: d.guard }),
     el("span", { class: "cf-safety-reason", text: d.reason || "—" }),
-    el("span", { class: "cf-safety-cats", text: d.categories.length ? d.categories.join(", ") : "" }),
-    el("span", { class: "cf-safety-scores", text: scoresText(d.scores) }),
     el("span", { class: "cf-safety-lat", text: fmtMs(d.latency_ms) }),
+    el(
+      "span",
+      { class: "cf-safety-meta" },
+      el("span", { class: "cf-safety-guard", text: `guard ${d.guard}` }),
+      d.categories.length ? el("span", { class: "cf-safety-cats", text: d.categories.join(", ") }) : null,
+      Object.keys(d.scores).length ? el("span", { class: "cf-safety-scores", text: scoresText(d.scores) }) : null,
+    ),
   );
 }
 

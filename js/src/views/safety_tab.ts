@@ -7,7 +7,20 @@ import { toolCard } from "./tools";
 export class SafetyTab {
   readonly el = el("div", { class: "cf-safety-tab" });
 
+  private drawn = "";
+
+  clear(): void {
+    this.drawn = "";
+    clear(this.el);
+  }
+
+  /** Draws `turn`'s decisions, tool calls and memories (a no-op when none of its events changed). */
   show(turn: TurnData): void {
+    const key = `${turn.turn_id}|${turn.lastSeq}|${turn.events.length}`;
+    if (key === this.drawn) return;
+    const open = new Set([...this.el.querySelectorAll("details[open]")].map((d) => d.getAttribute("data-call-id")));
+    const same = this.drawn.startsWith(`${turn.turn_id}|`); // the same turn grew: cards keep how the user left them
+    this.drawn = key;
     clear(this.el);
     const s = summarize(turn.events);
     this.el.appendChild(el("div", { class: "cf-label", text: "Safety decisions" }));
@@ -23,7 +36,7 @@ export class SafetyTab {
     for (const card of s.tools) {
       const node = toolCard(card);
       node.setAttribute("data-testid", "tool-detail");
-      node.setAttribute("open", "");
+      if (!same || open.has(card.call.call_id)) node.setAttribute("open", "");
       this.el.appendChild(node);
     }
     const memory = turn.events.filter((e) => e.type === "memory_recalled" || e.type === "memory_written");

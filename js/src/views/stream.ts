@@ -1,8 +1,10 @@
 /**
- * The conversation: per turn the user's message (with redactions), the answer as token chips (tool cards where
- * the stream paused), safety badges and a footer. Live events are appended in one DocumentFragment per batch.
+ * The conversation: per turn the user's message (with redactions), the answer (rendered Markdown, or token chips
+ * to inspect; tool cards where the stream paused), safety badges and a footer. Live events are appended in one
+ * DocumentFragment per batch; the text view renders its current run of Markdown again once per batch.
  */
 import { clear, el, fmtMs, visibleText } from "../dom";
+import { renderMarkdown } from "../markdown";
 import { type Conversation, type Change, type TurnData, summarize, blockOf } from "../state";
 import type { ChatEvent, SafetyDecision, TokenDelta, ToolCall, ToolResult } from "../types";
 import { safetyBadge, userText } from "./safety";
@@ -29,15 +31,25 @@ export function tokenChip(token: TokenDelta, turnId: string): HTMLElement {
   return chip;
 }
 
+type CardNodes = { call: ToolCall; result: ToolResult | null; nodes: [HTMLElement, HTMLElement]; after: number };
+
+/** How answers are shown: rendered Markdown, or the tokens as chips (to inspect, fork). */
+export type AnswerView = "text" | "tokens";
+
 class TurnView {
   readonly el: HTMLElement;
   private user = el("div", { class: "cf-msg cf-msg-user" });
-  private answer = el("div", { class: "cf-answer" });
+  private tokensBox = el("div", { class: "cf-answer-tokens" });
+  private textBox = el("div", { class: "cf-answer-text", "data-testid": "answer-text" });
+  private endBox = el("div", { class: "cf-answer-end" });
+  private answer = el("div", { class: "cf-answer" }, this.tokensBox, this.textBox, this.endBox);
   private badges = el("div", { class: "cf-badges" });
   private footer = el("div", { class: "cf-turn-foot" });
   private note = el("div", { class: "cf-fork-note" });
   tokens: TokenDelta[] = [];
-  private cards = new Map<string, { call: ToolCall; result: ToolResult | null; node: HTMLElement; after: number }>();
+  private cards = new Map<string, CardNodes>();
+  /** The text view's current run of answer text (a tool card ends a run). */
+  private run: { text: string; node: HTMLElement; drawn: string } | null = null;
 
   constructor(readonly turnId: string) {
     this.el = el("div", { class: "cf-turn", "data-turn": turnId }, this.note, this.user, el("div", { class: "cf-msg cf-msg-bot" }, this.answer, this.footer), this.badges);
@@ -46,9 +58,8 @@ class TurnView {
   rebuild(turn: TurnData): void {
     this.tokens = [];
     this.cards.clear();
-    clear(this.answer);
-    clear(this.badges);
-    clear(this.user);
+    this.run = null;
+    for (const box of [this.tokensBox, this.textBox, this.badges, this.user]) clear(box);
     this.append(turn, turn.events);
   }
 
@@ -56,7 +67,7 @@ class TurnView {
   append(turn: TurnData, events: readonly ChatEvent[]): void {
     let frag = document.createDocumentFragment();
     const flush = () => {
-      if (frag.childNodes.length) this.answer.appendChild(frag);
+      if (frag.childNodes.length) this.tokensBox.appendChild(frag);
       frag = document.createDocumentFragment();
     };
     for (const e of events) {
@@ -64,52 +75,81 @@ class TurnView {
         this.tokens.push(e);
         frag.appendChild(tokenChip(e, this.turnId));
         if (e.text.includes("\n")) frag.appendChild(el("br"));
+        this.addText(e.text);
       } else if (e.type === "tool_call") {
         flush();
-        const card = { call: e, result: null, node: toolCard({ call: e, result: null, afterTokens: this.tokens.length }), after: this.tokens.length };
-        this.cards.set(e.call_id, card);
-        this.answer.appendChild(card.node);
+        this.drawRun();
+        this.run = null;
+        const nodes: [HTMLElement, HTMLElement] = [0, 1].map(() => toolCard({ call: e, result: null, afterTokens: this.tokens.length })) as [HTMLElement, HTMLElement];
+        this.cards.set(e.call_id, { call: e, result: null, nodes, after: this.tokens.length });
+        this.tokensBox.appendChild(nodes[0]);
+        this.textBox.appendChild(nodes[1]);
       } else if (e.type === "tool_result") {
-        const card = this.cards.get(e.call_id);
-        if (card) {
-          const node = toolCard({ call: card.call, result: e, afterTokens: card.after });
-          card.node.replaceWith(node);
-          this.cards.set(e.call_id, { ...card, result: e, node });
-        }
+        this.settleCard(e);
       } else if (e.type === "safety_decision") {
         this.badges.appendChild(safetyBadge(e));
       }
     }
     flush();
+    this.drawRun();
     this.refreshFrame(turn);
   }
 
-  /** The parts that depend on the whole turn: user text, block message, footer. Cheap (no token work). */
+  private addText(text: string): void {
+    if (!this.run) {
+      this.run = { text: "", node: el("div", { class: "cf-md" }), drawn: "" };
+      this.textBox.appendChild(this.run.node);
+    }
+    this.run.text += text;
+  }
+
+  /** Renders the current run's Markdown again if it grew (once per batch of events). */
+  private drawRun(): void {
+    const run = this.run;
+    if (!run || run.drawn === run.text) return;
+    clear(run.node);
+    run.node.appendChild(renderMarkdown(run.text));
+    run.drawn = run.text;
+  }
+
+  /** A tool's result fills its cards in; a card the user opened stays open. */
+  private settleCard(result: ToolResult): void {
+    const card = this.cards.get(result.call_id);
+    if (!card) return;
+    const nodes = card.nodes.map((old) => {
+      const node = toolCard({ call: card.call, result, afterTokens: card.after });
+      if (old.hasAttribute("open")) node.setAttribute("open", "");
+      old.replaceWith(node);
+      return node;
+    }) as [HTMLElement, HTMLElement];
+    this.cards.set(result.call_id, { ...card, result, nodes });
+  }
+
+  /** The parts that depend on the whole turn: user text, block message, end note, footer. Cheap (no token work). */
   refreshFrame(turn: TurnData): void {
     const summary = summarizeLight(turn.events);
     clear(this.user);
     if (summary.user !== null) this.user.appendChild(userText(summary.user, summary.safety));
     const block = summary.block;
-    this.answer.querySelector(":scope > .cf-block-msg")?.remove();
-    this.answer.querySelector(":scope > .cf-end-note")?.remove();
-    if (block && this.tokens.length === 0) {
-      this.answer.appendChild(el("div", { class: "cf-block-msg" }, el("span", { class: "cf-badge cf-act-block", text: `blocked · ${block.layer}` }), " ", block.replacement || summary.finalText || "This was blocked."));
-    } else if (summary.terminal?.type === "cancelled") {
-      this.answer.appendChild(el("span", { class: "cf-end-note", text: "stopped" }));
-    } else if (summary.terminal?.type === "error") {
-      this.answer.appendChild(el("div", { class: "cf-end-note cf-end-error", text: `${summary.terminal.error}: ${summary.terminal.message}` }));
-    } else if (!summary.terminal && this.tokens.length === 0 && !this.cards.size) {
-      this.answer.appendChild(el("span", { class: "cf-end-note cf-thinking", text: "thinking…" }));
-    }
-    this.el.classList.toggle("cf-live", !summary.terminal);
-    clear(this.footer);
+    clear(this.endBox);
     const t = summary.terminal;
+    if (block && this.tokens.length === 0) {
+      this.endBox.appendChild(el("div", { class: "cf-block-msg" }, el("span", { class: "cf-badge cf-act-block", text: `blocked · ${block.layer}` }), " ", block.replacement || summary.finalText || "This was blocked."));
+    } else if (t?.type === "cancelled") {
+      this.endBox.appendChild(el("span", { class: "cf-end-note", "data-testid": "stopped", title: "Stopped (Stop, Ctrl-C or Kernel → Interrupt): the partial answer is kept", text: STOPPED }));
+    } else if (t?.type === "error") {
+      this.endBox.appendChild(el("div", { class: "cf-end-note cf-end-error", text: `${t.error}: ${t.message}` }));
+    } else if (!t && this.tokens.length === 0 && !this.cards.size) {
+      this.endBox.appendChild(el("span", { class: "cf-end-note cf-thinking", text: "thinking…" }));
+    }
+    this.el.classList.toggle("cf-live", !t);
     const bits: string[] = [`${this.tokens.length} tokens`];
     if (t?.type === "completed") {
       if (t.tokens_per_s) bits.push(`${t.tokens_per_s.toFixed(1)} tok/s`);
       if (t.timings.ttft_ms !== undefined) bits.push(`TTFT ${fmtMs(t.timings.ttft_ms)}`);
       bits.push(`finish: ${t.finish_reason}`);
-    } else if (!t) bits.push("generating…");
+    } else if (t?.type === "cancelled") bits.push("stopped");
+    else if (!t) bits.push("generating…");
     this.footer.textContent = bits.join(" · ");
   }
 
@@ -119,6 +159,9 @@ class TurnView {
     this.el.classList.toggle("cf-superseded", superseded);
   }
 }
+
+/** The mark of a stopped answer, the same word as the magic's and the CLI's (the event's type stays `cancelled`). */
+export const STOPPED = "[stopped]";
 
 function summarizeLight(events: readonly ChatEvent[]) {
   let user: string | null = null;
@@ -136,9 +179,14 @@ function summarizeLight(events: readonly ChatEvent[]) {
 
 /** The scrolling conversation. */
 export class StreamView {
-  readonly el = el("div", { class: "cf-stream", "data-testid": "conversation" });
-  private empty = el("div", { class: "cf-empty", text: "Ask something below. Tokens stream in as chips — hover one to see what the sampler saw." });
+  readonly el = el("div", { class: "cf-stream", "data-testid": "conversation", "data-view": "text" });
+  private empty = el("div", { class: "cf-empty", text: "Ask something below. The answer streams in; switch to tokens to see each one as a chip — hover one to see what the sampler saw." });
   private views = new Map<string, TurnView>();
+
+  /** Shows answers as rendered text or as token chips (both are kept drawn: switching is instant). */
+  setView(view: AnswerView): void {
+    this.el.setAttribute("data-view", view);
+  }
 
   constructor(private hooks: StreamHooks) {
     this.el.appendChild(this.empty);
@@ -193,6 +241,8 @@ export class StreamView {
     if (stick) this.el.scrollTop = this.el.scrollHeight;
   }
 
+  /** Puts the turn views in the conversation's order, moving only those out of place (a move resets nothing the
+   * user set: open cards, scroll position). */
   private layout(conv: Conversation): void {
     const turns = conv.list();
     for (const id of [...this.views.keys()]) if (!conv.turns.has(id)) {
@@ -200,16 +250,18 @@ export class StreamView {
       this.views.delete(id);
     }
     const superseded = conv.superseded();
+    let previous: Element = this.empty;
+    if (this.empty.parentNode !== this.el) this.el.prepend(this.empty);
     for (const turn of turns) {
       const view = this.views.get(turn.turn_id);
       if (!view) continue;
-      this.el.appendChild(view.el); // appendChild moves: keeps the order
+      if (previous.nextElementSibling !== view.el) previous.after(view.el);
+      previous = view.el;
       const original = turn.fork_of ? conv.turns.get(turn.fork_of) : undefined;
       const note = turn.fork_of ? `↪ forked from token ${forkIndex(turn, original)}` : superseded.has(turn.turn_id) ? "superseded by a fork" : "";
       view.setNote(note, superseded.has(turn.turn_id));
     }
     this.empty.hidden = turns.length > 0;
-    if (!turns.length) this.el.appendChild(this.empty);
   }
 
   clear(): void {

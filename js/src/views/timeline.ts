@@ -1,68 +1,98 @@
-/** The turn's waterfall: a row per stage, bars positioned by event timestamps relative to turn_started. */
+/** The turn's waterfall (see waterfall.ts): a row per stage on one time axis from the request's submission. */
 import { clear, el, fmtMs } from "../dom";
-import { timeline, type TurnData } from "../state";
+import type { TurnData } from "../state";
+import { type Stage, type Waterfall, ticks, waterfall } from "../waterfall";
+
+const LEGEND: [string, string][] = [
+  ["queue", "queue"],
+  ["safety", "safety"],
+  ["context", "context"],
+  ["compile", "XLA compile"],
+  ["prefill", "prefill"],
+  ["decode", "decode (ticks: tokens shown)"],
+  ["tool", "tool"],
+  ["title", "title"],
+];
 
 export class TimelineView {
   readonly el = el("div", { class: "cf-tl", "data-testid": "timeline" });
+  private drawn = "";
 
-  show(turn: TurnData): void {
-    const t = timeline(turn);
+  clear(): void {
+    this.drawn = "";
     clear(this.el);
-    const stats = el(
-      "div",
-      { class: "cf-row cf-tl-stats" },
-      stat("TTFT", t.ttftMs !== null ? fmtMs(t.ttftMs) : "–"),
-      stat("tokens/s", t.tokensPerS !== null ? t.tokensPerS.toFixed(1) : t.live ? "…" : "–"),
-      stat("total", fmtMs(t.total * 1000)),
-      t.live ? el("span", { class: "cf-pill cf-pill-live", text: "live" }) : null,
-    );
-    this.el.appendChild(stats);
-    if (!t.rows.length) {
+  }
+
+  /** Draws `turn`'s waterfall (a no-op when none of its events changed). */
+  show(turn: TurnData): void {
+    const key = `${turn.turn_id}|${turn.lastSeq}|${turn.events.length}|${turn.prewarm?.latency_ms ?? ""}`;
+    if (key === this.drawn) return;
+    this.drawn = key;
+    const w = waterfall(turn);
+    clear(this.el);
+    this.el.appendChild(stats(w));
+    if (w.prewarm) this.el.appendChild(el("div", { class: "cf-muted cf-tl-note", "data-testid": "prewarm-note", text: w.prewarm }));
+    if (!w.stages.length) {
       this.el.appendChild(el("div", { class: "cf-empty", text: "No stages yet." }));
       return;
     }
-    const min = Math.min(0, ...t.rows.map((r) => r.start));
-    const span = t.total - min || 1;
-    const pct = (s: number) => `${(((s - min) / span) * 100).toFixed(3)}%`;
-    const grid = el("div", { class: "cf-tl-grid" });
-    const axis = el("div", { class: "cf-tl-axis" });
-    for (let i = 0; i <= 4; i++) {
-      const s = min + (span * i) / 4;
-      const tick = el("span", { class: "cf-tl-tick", text: fmtMs(s * 1000) });
-      tick.style.left = `${(i / 4) * 100}%`;
-      axis.appendChild(tick);
-    }
-    grid.append(el("span", { class: "cf-tl-label cf-muted", text: "stage" }), axis, el("span", { class: "cf-tl-dur cf-muted", text: "time" }), el("span", { class: "cf-tl-detail cf-muted", text: "detail" }));
-    for (const row of t.rows) {
-      const track = el("div", { class: "cf-tl-track" });
-      const b = el("span", { class: `cf-tl-bar cf-tl-${row.kind}`, title: `${row.label}: ${fmtMs((row.end - row.start) * 1000)} · ${row.detail}` });
-      b.style.left = pct(row.start);
-      b.style.width = `max(2px, ${(((row.end - row.start) / span) * 100).toFixed(3)}%)`;
-      if (row.reusedFraction !== undefined && row.reusedFraction > 0) {
-        const reused = el("span", { class: "cf-tl-reused", title: "reused from the prompt cache" });
-        reused.style.width = `${(row.reusedFraction * 100).toFixed(1)}%`;
-        b.appendChild(reused);
-      }
-      track.appendChild(b);
-      if (t.ttftMs !== null) {
-        const line = el("span", { class: "cf-tl-ttft" });
-        line.style.left = pct(t.ttftMs / 1000);
-        track.appendChild(line);
-      }
-      grid.append(
-        el("span", { class: "cf-tl-label", title: row.detail, text: row.label }),
-        track,
-        el("span", { class: "cf-tl-dur", text: fmtMs((row.end - row.start) * 1000) }),
-        el("span", { class: "cf-tl-detail cf-muted", text: row.detail }),
-      );
-    }
-    this.el.appendChild(grid);
-    this.el.appendChild(el("div", { class: "cf-legend" }, legend("cf-tl-prefill", "prefill computed"), legend("cf-tl-reused", "prefill reused (prompt cache)"), legend("cf-tl-decode", "decode"), legend("cf-tl-tool", "tool"), legend("cf-tl-ttft-key", "time to first token")));
+    this.el.append(grid(w), el("div", { class: "cf-legend" }, ...LEGEND.map(([kind, text]) => legend(`cf-tl-${kind}`, text)), legend("cf-tl-ttft-key", "first token")));
   }
 }
 
-function stat(name: string, value: string): HTMLElement {
-  return el("span", { class: "cf-stat" }, el("span", { class: "cf-stat-value", text: value }), el("span", { class: "cf-stat-name", text: name }));
+function stats(w: Waterfall): HTMLElement {
+  return el(
+    "div",
+    { class: "cf-row cf-tl-stats" },
+    stat("time to first token", w.ttftMs !== null ? fmtMs(w.ttftMs) : "–", "ttft"),
+    stat("tokens/s", w.tokensPerS !== null ? w.tokensPerS.toFixed(1) : w.live ? "…" : "–", "tps"),
+    stat("queued", fmtMs(w.queuedMs), "queued"),
+    stat("XLA compile", fmtMs(w.compileMs), "compile"),
+    stat("total", fmtMs(w.total * 1000), "total"),
+    w.live ? el("span", { class: "cf-pill cf-pill-live", text: "live" }) : null,
+  );
+}
+
+function grid(w: Waterfall): HTMLElement {
+  const marks = ticks(w.total);
+  const span = Math.max(w.total, marks[marks.length - 1], 1e-3);
+  const pct = (s: number) => `${((s / span) * 100).toFixed(3)}%`;
+  const axis = el("div", { class: "cf-tl-axis" });
+  for (const t of marks) {
+    const tick = el("span", { class: "cf-tl-tick", text: fmtMs(t * 1000) });
+    tick.style.left = pct(t);
+    axis.appendChild(tick);
+  }
+  const box = el("div", { class: "cf-tl-grid", "data-testid": "waterfall" });
+  box.append(el("span", { class: "cf-tl-label cf-muted", text: "stage" }), axis, el("span", { class: "cf-tl-dur cf-muted", text: "took" }));
+  for (const s of w.stages) box.append(...row(s, pct, w.ttftAt));
+  return box;
+}
+
+function row(s: Stage, pct: (s: number) => string, ttftAt: number | null): HTMLElement[] {
+  const took = fmtMs((s.end - s.start) * 1000);
+  const tip = `${s.label}: ${fmtMs(s.start * 1000)} → ${fmtMs(s.end * 1000)} (${took})\n${s.detail}`;
+  const track = el("div", { class: "cf-tl-track", title: tip });
+  const bar = el("span", { class: `cf-tl-bar cf-tl-${s.kind}`, "data-kind": s.kind, "data-start": s.start.toFixed(6), "data-end": s.end.toFixed(6) });
+  bar.style.left = pct(s.start);
+  bar.style.width = `max(2px, calc(${pct(s.end)} - ${pct(s.start)}))`;
+  track.appendChild(bar);
+  for (const t of s.ticks ?? []) {
+    const tick = el("span", { class: "cf-tl-tok" });
+    tick.style.left = pct(t);
+    track.appendChild(tick);
+  }
+  if (ttftAt !== null) {
+    const line = el("span", { class: "cf-tl-ttft" });
+    line.style.left = pct(ttftAt);
+    track.appendChild(line);
+  }
+  const label = el("span", { class: "cf-tl-label", title: tip }, el("span", { class: "cf-tl-name", text: s.label }), el("span", { class: "cf-tl-detail cf-muted", text: s.detail }));
+  return [label, track, el("span", { class: "cf-tl-dur", text: took })];
+}
+
+function stat(name: string, value: string, id: string): HTMLElement {
+  return el("span", { class: "cf-stat", "data-testid": `stat-${id}` }, el("span", { class: "cf-stat-value", text: value }), el("span", { class: "cf-stat-name", text: name }));
 }
 
 function legend(cls: string, text: string): HTMLElement {

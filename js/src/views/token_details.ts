@@ -1,10 +1,15 @@
-/** The token details card: id, bytes, logprob, probability, entropy and the sampler's top-k alternatives. */
+/**
+ * The token details card: id, bytes, probability under the model, entropy, and the alternatives the sampler saw:
+ * each with its probability under the model and after the sampler's settings, and why a cut one was cut.
+ */
 import { el, visibleText } from "../dom";
-import type { Pieces, TokenDelta } from "../types";
+import type { Alternative, Pieces, TokenDelta } from "../types";
 
 export interface TokenDetailsOptions {
   /** Whether "regenerate from here" is offered (latest turn, idle). */
   canFork: boolean;
+  /** The turn's sampling settings (its turn_started event's params): they say which cut applied. */
+  params: Record<string, unknown>;
   onFork: (tokenId: number) => void;
 }
 
@@ -14,39 +19,60 @@ export function tokenHex(pieces: Pieces, tokenId: number): string {
   return hex.replace(/(..)(?!$)/g, "$1 ");
 }
 
+const num = (v: unknown, fallback: number) => (typeof v === "number" && Number.isFinite(v) ? v : fallback);
+
+/**
+ * Why the sampler gave `alt` probability 0, from the settings and what the alternatives show. The sampler cuts
+ * by rank (top-k), by the mass of the tokens above (top-p) and by the ratio to the top token (min-p), after the
+ * repetition penalty and the temperature; the alternatives are the top tokens after the penalty, in order, so a
+ * token's place in the list is its rank. The ratio uses the model's logprobs scaled by the temperature (exact
+ * unless the repetition penalty touched these tokens).
+ */
+export function cutReason(alt: Alternative, rank: number, alternatives: readonly Alternative[], params: Record<string, unknown>): string {
+  if (alt.sampling_prob > 0) return "";
+  const temperature = num(params.temperature, 1);
+  const topK = num(params.top_k, 0);
+  const topP = num(params.top_p, 1);
+  const minP = num(params.min_p, 0);
+  const top = alternatives[0];
+  const penalized = num(params.repetition_penalty, 1) !== 1 && top && alt.logprob > top.logprob ? " (the repetition penalty lowered it)" : "";
+  if (temperature === 0) return `greedy (temperature 0): only the top token${penalized}`;
+  if (topK > 0 && rank >= topK) return `cut by top-k ${topK}${penalized}`;
+  if (minP > 0 && top && Math.exp((alt.logprob - top.logprob) / temperature) < minP) return `below min-p ${minP}${penalized}`;
+  const keptBelow = alternatives.some((a, i) => i > rank && a.sampling_prob > 0);
+  if (topP < 1 && !keptBelow) return `cut by top-p ${topP}${penalized}`;
+  return "not allowed here (tool-call schema)";
+}
+
 export function tokenDetails(token: TokenDelta, pieces: Pieces, options: TokenDetailsOptions): HTMLElement {
   const prob = Math.exp(token.logprob);
+  const chosen = token.alternatives.find((a) => a.token_id === token.token_id);
   const facts = el(
     "dl",
     { class: "cf-facts" },
     ...fact("id", String(token.token_id)),
-    ...fact("bytes", tokenHex(pieces, token.token_id) || "—"),
-    ...fact("logprob", token.logprob.toFixed(3)),
-    ...fact("prob", `${(prob * 100).toFixed(1)} %`),
-    ...fact("entropy", `${token.entropy.toFixed(2)} nats`),
     ...fact("index", String(token.index)),
+    ...fact("probability", `${(prob * 100).toFixed(1)} % (logprob ${token.logprob.toFixed(3)})`, "under the model: its softmax at temperature 1, before any sampling setting"),
+    ...fact("after sampling", chosen ? `${(chosen.sampling_prob * 100).toFixed(1)} %` : "—", "the chance the sampler gave it, after repetition penalty, temperature, top-k / top-p / min-p"),
+    ...fact("entropy", `${token.entropy.toFixed(2)} nats`, "of the model's distribution: how unsure it was"),
+    ...fact("bytes", tokenHex(pieces, token.token_id) || "—", "", "cf-fact-wide cf-nowrap"),
   );
-  const rows = token.alternatives.map((alt) => {
-    const cut = alt.sampling_prob === 0;
-    const chosen = alt.token_id === token.token_id;
-    const action =
-      options.canFork && !chosen
-        ? el("button", { class: "cf-link", type: "button", "data-testid": "fork", title: "Regenerate the answer from here with this token", text: "regenerate from here" })
-        : el("span", { class: "cf-muted", text: chosen ? "chosen" : "" });
-    if (action instanceof HTMLButtonElement) action.addEventListener("click", () => options.onFork(alt.token_id));
-    return el(
-      "tr",
-      { class: `${cut ? "cf-alt-cut" : ""}${chosen ? " cf-alt-chosen" : ""}`.trim() || null },
-      el("td", {}, el("code", { class: "cf-alt-text", text: visibleText(alt.text) })),
-      el("td", { class: "cf-num", text: alt.logprob.toFixed(2) }),
-      el("td", { class: "cf-num" }, probBar(alt.sampling_prob), cut ? el("span", { class: "cf-cut", text: "cut" }) : null),
-      el("td", {}, action),
-    );
-  });
+  const rows = token.alternatives.map((alt, rank) => altRow(alt, rank, token, options));
   const table = el(
     "table",
     { class: "cf-alts" },
-    el("thead", {}, el("tr", {}, el("th", { text: "alternative" }), el("th", { text: "logprob" }), el("th", { text: "sampling p" }), el("th", {}))),
+    el(
+      "thead",
+      {},
+      el(
+        "tr",
+        {},
+        el("th", { text: "alternative" }),
+        el("th", { class: "cf-num", text: "probability", title: "under the model (temperature 1, no cut)" }),
+        el("th", { class: "cf-num", text: "after sampling", title: "after repetition penalty, temperature and top-k / top-p / min-p: what the sampler drew from" }),
+        el("th", {}),
+      ),
+    ),
     el("tbody", {}, ...rows),
   );
   return el(
@@ -55,17 +81,41 @@ export function tokenDetails(token: TokenDelta, pieces: Pieces, options: TokenDe
     el("div", { class: "cf-td-head" }, el("code", { class: "cf-td-text", text: visibleText(token.text) }), token.redacted ? el("span", { class: "cf-badge cf-act-redact", text: "redacted" }) : null),
     facts,
     token.alternatives.length ? table : el("div", { class: "cf-muted", text: "No alternatives recorded." }),
+    el("div", { class: "cf-muted cf-td-settings", text: settingsLine(options.params) }),
   );
 }
 
-function fact(name: string, value: string): HTMLElement[] {
-  return [el("dt", { text: name }), el("dd", { text: value })];
+function altRow(alt: Alternative, rank: number, token: TokenDelta, options: TokenDetailsOptions): HTMLElement {
+  const reason = cutReason(alt, rank, token.alternatives, options.params);
+  const chosen = alt.token_id === token.token_id;
+  const action =
+    options.canFork && !chosen
+      ? el("button", { class: "cf-link", type: "button", "data-testid": "fork", title: "Regenerate the answer from here with this token", text: "regenerate from here" })
+      : el("span", { class: "cf-muted", text: chosen ? "chosen" : "" });
+  if (action instanceof HTMLButtonElement) action.addEventListener("click", () => options.onFork(alt.token_id));
+  return el(
+    "tr",
+    { class: `${reason ? "cf-alt-cut" : ""}${chosen ? " cf-alt-chosen" : ""}`.trim() || null },
+    el("td", {}, el("code", { class: "cf-alt-text", text: visibleText(alt.text) })),
+    el("td", { class: "cf-num", text: `${(Math.exp(alt.logprob) * 100).toFixed(1)} %` }),
+    el("td", { class: "cf-num" }, reason ? el("span", { class: "cf-cut", "data-testid": "cut-reason", text: reason }) : probBar(alt.sampling_prob)),
+    el("td", {}, action),
+  );
+}
+
+function settingsLine(params: Record<string, unknown>): string {
+  const parts = ["temperature", "top_k", "top_p", "min_p", "repetition_penalty"].filter((k) => typeof params[k] === "number").map((k) => `${k.replace("_", "-")} ${params[k]}`);
+  return parts.length ? `sampled with ${parts.join(", ")}` : "";
+}
+
+function fact(name: string, value: string, title = "", cls = ""): HTMLElement[] {
+  return [el("dt", { class: cls || null, title: title || null, text: name }), el("dd", { class: cls || null, title: title || null, text: value })];
 }
 
 function probBar(p: number): HTMLElement {
   const wrap = el("span", { class: "cf-pbar", title: p.toFixed(4) });
   const fill = el("span", { class: "cf-pbar-fill" });
   fill.style.width = `${Math.round(p * 100)}%`;
-  wrap.append(fill, el("span", { class: "cf-pbar-num", text: p.toFixed(3) }));
+  wrap.append(fill, el("span", { class: "cf-pbar-num", text: `${(p * 100).toFixed(1)} %` }));
   return wrap;
 }

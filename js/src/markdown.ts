@@ -1,0 +1,105 @@
+/**
+ * Model output as Markdown, built into DOM nodes from markdown-it's tokens: no HTML string is ever parsed, so
+ * nothing in an answer can become markup, a script or an event handler.
+ *
+ * - markdown-it parses with raw HTML off (any HTML in the answer is text) and links only as the model wrote them;
+ * - each token becomes an element from a fixed allowlist (`createElement`), its text a text node;
+ * - images and links are written out as their text and URL: nothing is fetched (a prompt-injected image URL is a
+ *   way to carry data out) and nothing is clickable.
+ *
+ * The kernel's static copy does the same with markdown-it-py and nh3 (jupyter_chatflow/safe_markdown.py).
+ */
+import MarkdownIt from "markdown-it";
+import type { Token } from "markdown-it";
+
+const md = new MarkdownIt("commonmark", { html: false, linkify: false }).enable(["table", "strikethrough"]);
+
+/** The elements a token may become; anything else becomes a span. */
+const TAGS = new Set(["p", "h1", "h2", "h3", "h4", "h5", "h6", "blockquote", "ul", "ol", "li", "em", "strong", "s", "table", "thead", "tbody", "tr", "th", "td"]);
+
+interface Walk {
+  stack: Node[];
+  /** The URL of each open link ("" for an autolink, whose text is its URL). */
+  links: string[];
+}
+
+/** `text` rendered as Markdown into a fragment of inert elements. */
+export function renderMarkdown(text: string): DocumentFragment {
+  const root = document.createDocumentFragment();
+  walk(md.parse(text, {}), { stack: [root], links: [] });
+  return root;
+}
+
+function walk(tokens: readonly Token[], w: Walk): void {
+  for (const t of tokens) leaf(t, w) || nest(t, w);
+}
+
+/** Tokens that stand alone; false when `t` opens or closes an element. */
+function leaf(t: Token, w: Walk): boolean {
+  const add = (node: Node) => w.stack[w.stack.length - 1].appendChild(node);
+  switch (t.type) {
+    case "inline":
+      walk(t.children ?? [], w);
+      return true;
+    case "text":
+    case "html_inline": // (never made with html off; text if it were)
+    case "html_block":
+      add(document.createTextNode(t.content));
+      return true;
+    case "softbreak":
+      add(document.createTextNode("\n"));
+      return true;
+    case "hardbreak":
+      add(document.createElement("br"));
+      return true;
+    case "hr":
+      add(document.createElement("hr"));
+      return true;
+    case "code_inline":
+      add(textElement("code", t.content));
+      return true;
+    case "fence":
+    case "code_block": {
+      const code = textElement("code", t.content);
+      const lang = t.info.trim().split(/\s+/)[0];
+      if (/^[\w+#.-]{1,32}$/.test(lang)) code.className = `language-${lang}`;
+      const pre = document.createElement("pre");
+      pre.appendChild(code);
+      add(pre);
+      return true;
+    }
+    case "image":
+      add(textElement("span", `[image: ${t.children?.map((c) => c.content).join("") ?? ""} — ${t.attrGet("src") ?? ""}]`, "cf-md-url"));
+      return true;
+    default:
+      return false;
+  }
+}
+
+function nest(t: Token, w: Walk): void {
+  if (t.type === "link_open") {
+    w.links.push(t.markup === "autolink" ? "" : t.attrGet("href") ?? "");
+    const span = textElement("span", "", "cf-md-link");
+    w.stack[w.stack.length - 1].appendChild(span);
+    w.stack.push(span);
+  } else if (t.type === "link_close") {
+    w.stack.pop();
+    const href = w.links.pop();
+    if (href) w.stack[w.stack.length - 1].appendChild(textElement("span", ` (${href})`, "cf-md-url"));
+  } else if (t.nesting === 1) {
+    const node = document.createElement(TAGS.has(t.tag) ? t.tag : "span");
+    const start = Number(t.attrGet("start"));
+    if (t.tag === "ol" && Number.isInteger(start) && start > 0) node.setAttribute("start", String(start));
+    w.stack[w.stack.length - 1].appendChild(node);
+    w.stack.push(node);
+  } else if (t.nesting === -1 && w.stack.length > 1) {
+    w.stack.pop();
+  }
+}
+
+function textElement(tag: string, text: string, className = ""): HTMLElement {
+  const node = document.createElement(tag);
+  node.textContent = text;
+  if (className) node.className = className;
+  return node;
+}

@@ -1,0 +1,181 @@
+/**
+ * The turn's waterfall, like a browser's Network tab: one row per stage, every start and end taken from the
+ * events' own timestamps (an event is stamped when its stage ends, so a stage runs from `timestamp − latency_ms`
+ * to `timestamp`). Time 0 is when the request was submitted: `turn_started.timestamp − queued_ms`, so the wait
+ * for the engine thread is a row of its own and nothing has a negative time. XLA compile time is a row of its
+ * own, taken out of the prefill or decode step it happened in. Tokens/s is the magic's figure
+ * (`completed.tokens_per_s`), not recomputed here.
+ */
+import { prewarmUsed, type TurnData } from "./state";
+import type { ChatEvent, PrefillDone, TokenDelta, TurnStarted } from "./types";
+
+export interface Stage {
+  label: string;
+  kind: string;
+  /** Seconds from the request's submission. */
+  start: number;
+  end: number;
+  detail: string;
+  /** Decode rows: the seconds at which each token was shown. */
+  ticks?: number[];
+}
+
+export interface Waterfall {
+  /** In order of their start (ties: in the order of their events). */
+  stages: Stage[];
+  /** Seconds from submission to the last event. */
+  total: number;
+  queuedMs: number;
+  /** Time to first token as the magic and the CLI say it (`completed.timings.ttft_ms`, from the turn's start). */
+  ttftMs: number | null;
+  /** Where the first token lands on the waterfall (seconds from submission). */
+  ttftAt: number | null;
+  tokensPerS: number | null;
+  compileMs: number;
+  /** The draft prewarm before the request (it ran while the user typed: a note, not a row). */
+  prewarm: string;
+  live: boolean;
+}
+
+const TERMINAL = new Set(["completed", "cancelled", "error"]);
+
+/** The stages of one turn, from its events. */
+export function waterfall(turn: TurnData): Waterfall {
+  const started = turn.events.find((e): e is TurnStarted => e.type === "turn_started");
+  const empty = { stages: [], total: 0, queuedMs: 0, ttftMs: null, ttftAt: null, tokensPerS: null, compileMs: 0, prewarm: "", live: true };
+  if (!started) return empty;
+  const queuedMs = started.queued_ms ?? 0;
+  const origin = started.timestamp - queuedMs / 1000;
+  const b = new Builder(origin);
+  if (queuedMs > 0) b.add("queue", "queue", 0, queuedMs / 1000, `waited ${ms(queuedMs)} for the engine thread (a turn, a title or a prewarm ran first)`);
+  for (const e of turn.events) b.take(e);
+  b.endDecode();
+  const terminal = turn.events.find((e) => TERMINAL.has(e.type)) ?? null;
+  const timings = terminal && (terminal.type === "completed" || terminal.type === "cancelled") ? terminal.timings : {};
+  const ttftMs = timings.ttft_ms ?? b.firstTokenMs(started);
+  const stages = b.stages.map((s, i) => ({ s, i })).sort((x, y) => x.s.start - y.s.start || x.i - y.i).map(({ s }) => s);
+  const last = turn.events[turn.events.length - 1].timestamp - origin;
+  return {
+    stages,
+    total: Math.max(last, ...stages.map((s) => s.end)),
+    queuedMs,
+    ttftMs,
+    ttftAt: ttftMs === null ? null : started.timestamp - origin + ttftMs / 1000,
+    tokensPerS: terminal?.type === "completed" ? terminal.tokens_per_s : null,
+    compileMs: b.compileMs,
+    prewarm: prewarmNote(turn),
+    live: !terminal,
+  };
+}
+
+/** Folds events into stages; a decode row runs from its round's prefill to its last token (or tool call). */
+class Builder {
+  stages: Stage[] = [];
+  compileMs = 0;
+  private round = 0;
+  private decode: { start: number; last: number; tokens: TokenDelta[] } | null = null;
+  private firstToken: TokenDelta | null = null;
+
+  constructor(private origin: number) {}
+
+  add(label: string, kind: string, start: number, end: number, detail: string, ticks?: number[]): void {
+    this.stages.push(ticks ? { label, kind, start, end, detail, ticks } : { label, kind, start, end, detail });
+  }
+
+  /** A stage that ended at `e.timestamp` after `latencyMs`. */
+  private span(label: string, kind: string, e: ChatEvent, latencyMs: number, detail: string): void {
+    const end = e.timestamp - this.origin;
+    this.add(label, kind, end - latencyMs / 1000, end, detail);
+  }
+
+  take(e: ChatEvent): void {
+    const r = this.round > 1 ? ` #${this.round}` : "";
+    switch (e.type) {
+      case "safety_decision":
+        return this.span(`safety ${e.layer}`, "safety", e, e.latency_ms, `${e.action} · ${e.guard} · ${e.reason}`);
+      case "memory_recalled":
+        return this.span("memory recall", "memory", e, e.latency_ms, `${e.snippets.length} recalled`);
+      case "context_assembled":
+        this.endDecode();
+        this.round += 1;
+        return this.span(this.round > 1 ? `context #${this.round}` : "context", "context", e, e.latency_ms, `${e.prompt_tokens.toLocaleString()} of ${e.window.toLocaleString()} tokens`);
+      case "tokenized":
+        return this.span(`tokenize${r}`, "tokenize", e, e.latency_ms, `${e.ids.length} ids`);
+      case "prefill":
+        return this.prefill(e, r);
+      case "token":
+        return this.token(e);
+      case "tool_call":
+        this.endDecode(e.timestamp - this.origin, `tool call ${e.name}${e.constrained ? " (arguments decoded under the JSON-schema mask)" : ""}`);
+        return;
+      case "tool_result":
+        return this.span(`tool ${e.name}`, "tool", e, e.latency_ms, e.error ? `error: ${e.error}` : `→ ${e.output}`);
+      case "title_generated":
+        return this.span("title", "title", e, e.latency_ms, `“${e.title}” (${e.source === "fallback" ? "the user's words" : "written by the model"}, after the answer)`);
+      case "memory_written":
+        return this.span("memory write", "memory", e, 0, `${e.operation}: ${e.text}`);
+      default:
+        return;
+    }
+  }
+
+  private prefill(e: PrefillDone, r: string): void {
+    const end = e.timestamp - this.origin;
+    const start = end - e.latency_ms / 1000;
+    const compile = (e.compile_ms ?? 0) / 1000;
+    if (compile > 0) this.compile(start, compile, `prefill${r}`);
+    this.add(`prefill${r}`, "prefill", start + compile, end, `${e.prompt_tokens} tokens: ${e.reused_tokens} from the prompt cache, ${e.computed_tokens} computed`);
+    this.decode = { start: end, last: end, tokens: [] };
+  }
+
+  private token(e: TokenDelta): void {
+    this.firstToken ??= e;
+    const at = e.timestamp - this.origin;
+    const compile = (e.compile_ms ?? 0) / 1000;
+    if (!this.decode) this.decode = { start: at, last: at, tokens: [] };
+    if (compile > 0) this.compile(this.decode.last, compile, "decode");
+    this.decode.tokens.push(e);
+    this.decode.last = at;
+  }
+
+  private compile(start: number, seconds: number, where: string): void {
+    this.compileMs += seconds * 1000;
+    this.add("XLA compile", "compile", start, start + seconds, `${where}: XLA compiled (or loaded from its disk cache) a program new to this process; later turns skip it`);
+  }
+
+  /** Ends the current decode row at `end` (a tool call) or at its last token. */
+  endDecode(end?: number, detail?: string): void {
+    const d = this.decode;
+    this.decode = null;
+    if (!d || (!d.tokens.length && end === undefined)) return;
+    const n = d.tokens.length;
+    const shown = n ? `${n} token${n === 1 ? "" : "s"} shown` : "";
+    this.add("decode", "decode", d.start, end ?? d.last, [shown, detail].filter(Boolean).join(" · "), d.tokens.map((t) => t.timestamp - this.origin));
+  }
+
+  firstTokenMs(started: TurnStarted): number | null {
+    return this.firstToken ? (this.firstToken.timestamp - started.timestamp) * 1000 : null;
+  }
+}
+
+function prewarmNote(turn: TurnData): string {
+  const p = turn.prewarm;
+  if (!p) return "";
+  const used = prewarmUsed(turn) ? "used: this turn's prefill found them in the prompt cache" : "not used: the prompt changed after it";
+  return `Prewarmed while typing, before this request: ${p.prompt_tokens} tokens (${p.computed_tokens} computed) in ${ms(p.latency_ms)} · ${used}`;
+}
+
+function ms(value: number): string {
+  return value >= 1000 ? `${(value / 1000).toFixed(2)} s` : `${value.toFixed(value >= 10 ? 0 : 1)} ms`;
+}
+
+/** Round axis ticks (seconds) for a span: 1, 2 or 5 × a power of ten, at most `count` + 1 of them. */
+export function ticks(span: number, count = 4): number[] {
+  if (!(span > 0)) return [0];
+  const raw = span / count;
+  const power = 10 ** Math.floor(Math.log10(raw));
+  const step = [1, 2, 5, 10].map((m) => m * power).find((s) => s >= raw) ?? raw;
+  const out: number[] = [];
+  for (let t = 0; t <= span + 1e-9; t += step) out.push(Number(t.toFixed(9)));
+  return out;
+}

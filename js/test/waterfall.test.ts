@@ -1,0 +1,107 @@
+import { describe, expect, it } from "vitest";
+import { createTurn, mergeEvents, type TurnData } from "../src/state";
+import type { ChatEvent, TurnRecord } from "../src/types";
+import { ticks, waterfall } from "../src/waterfall";
+import { FIX, completedOf, rec, tokensOf } from "./helpers";
+
+const turnOf = (fx: TurnRecord): TurnData => {
+  const turn = createTurn(fx);
+  mergeEvents(turn, fx.events, fx.pieces);
+  return turn;
+};
+const startedOf = (fx: TurnRecord) => fx.events.find((e): e is Extract<ChatEvent, { type: "turn_started" }> => e.type === "turn_started")!;
+const originOf = (fx: TurnRecord) => startedOf(fx).timestamp - (startedOf(fx).queued_ms ?? 0) / 1000;
+const LATENCY_KINDS = new Set(["safety_decision", "memory_recalled", "context_assembled", "tokenized", "tool_result", "title_generated"]);
+
+describe("the timeline's waterfall, against the events of real turns", () => {
+  for (const [name, fx] of Object.entries(FIX)) {
+    it(`${name}: every stage's start and end come from an event's timestamp and latency`, () => {
+      const w = waterfall(turnOf(fx));
+      const origin = originOf(fx);
+      const spans = w.stages.map((s) => [s.start, s.end]);
+      for (const e of fx.events) {
+        if (!LATENCY_KINDS.has(e.type)) continue;
+        const end = e.timestamp - origin;
+        const start = end - (e as { latency_ms: number }).latency_ms / 1000;
+        expect(spans.some(([a, b]) => Math.abs(a - start) < 1e-9 && Math.abs(b - end) < 1e-9), `${e.type} #${e.sequence_number}`).toBe(true);
+      }
+      for (const p of fx.events.filter((e) => e.type === "prefill")) {
+        const end = p.timestamp - origin;
+        const rows = w.stages.filter((s) => Math.abs(s.end - end) < 1e-9 || (s.kind === "compile" && Math.abs(s.start - (end - p.latency_ms / 1000)) < 1e-9));
+        const took = rows.filter((s) => s.kind === "prefill" || s.kind === "compile").reduce((n, s) => n + (s.end - s.start), 0);
+        expect(took * 1000).toBeCloseTo(p.latency_ms, 6); // compile + prefill rows = the prefill's latency
+      }
+      // in order of start, nothing before the request was submitted, nothing after the last event
+      expect(w.stages.map((s) => s.start)).toEqual([...w.stages.map((s) => s.start)].sort((a, b) => a - b));
+      expect(Math.min(...w.stages.map((s) => s.start))).toBeGreaterThanOrEqual(-1e-3);
+      expect(w.total).toBeCloseTo(fx.events[fx.events.length - 1].timestamp - origin, 9);
+      expect(Math.max(...w.stages.map((s) => s.end))).toBeLessThanOrEqual(w.total + 1e-9);
+    });
+  }
+
+  it("decode runs from the prefill to the last token shown, a tick per token; tok/s and TTFT are the magic's", () => {
+    const fx = FIX.tool;
+    const w = waterfall(turnOf(fx));
+    const origin = originOf(fx);
+    const decode = w.stages.filter((s) => s.kind === "decode");
+    const prefills = fx.events.filter((e) => e.type === "prefill");
+    const call = fx.events.find((e) => e.type === "tool_call")!;
+    const toks = tokensOf(fx);
+    expect(decode.map((s) => [s.start, s.end])).toEqual([
+      [prefills[0].timestamp - origin, call.timestamp - origin], // the call, decoded under the schema mask
+      [prefills[1].timestamp - origin, toks[toks.length - 1].timestamp - origin],
+    ]);
+    expect(decode[1].ticks).toEqual(toks.map((t) => t.timestamp - origin));
+    expect(w.tokensPerS).toBe(completedOf(fx).tokens_per_s);
+    expect(w.ttftMs).toBe(completedOf(fx).timings.ttft_ms);
+    expect((w.ttftAt! - (toks[0].timestamp - origin)) * 1000).toBeLessThan(2); // the line sits at the first token
+    expect(w.stages.find((s) => s.kind === "tool")).toMatchObject({ label: "tool calculator" });
+  });
+
+  it("queue wait and XLA compile are rows of their own, not prefill; a prewarm is a note, not a negative time", () => {
+    const events = FIX.answer.events.map((e): ChatEvent => {
+      if (e.type === "turn_started") return { ...e, queued_ms: 250 };
+      if (e.type === "prefill") return { ...e, compile_ms: e.latency_ms * 0.75 };
+      if (e.type === "token" && e.index === 1) return { ...e, compile_ms: 5 };
+      return e;
+    });
+    const fx = rec({ ...FIX.answer, events });
+    const turn = turnOf(fx);
+    turn.prewarm = { chars: 30, prompt_tokens: 38, computed_tokens: 18, cached_before: 20, latency_ms: 80 };
+    const w = waterfall(turn);
+    const prefill = events.find((e) => e.type === "prefill")!;
+    const started = startedOf(fx);
+    expect(w.stages[0]).toMatchObject({ kind: "queue", start: 0, end: 0.25 });
+    const compile = w.stages.filter((s) => s.kind === "compile");
+    expect(compile.length).toBe(2);
+    const origin = started.timestamp - 0.25;
+    const end = prefill.timestamp - origin;
+    expect(compile[0].start).toBeCloseTo(end - prefill.latency_ms / 1000, 9);
+    expect(compile[0].end - compile[0].start).toBeCloseTo((prefill.latency_ms * 0.75) / 1000, 9);
+    const row = w.stages.find((s) => s.kind === "prefill")!;
+    expect(row.start).toBeCloseTo(compile[0].end, 9);
+    expect(w.compileMs).toBeCloseTo(prefill.latency_ms * 0.75 + 5, 6);
+    expect(w.queuedMs).toBe(250);
+    expect(w.ttftAt).toBeCloseTo(0.25 + completedOf(fx).timings.ttft_ms / 1000, 9);
+    expect(w.stages.every((s) => s.start >= 0)).toBe(true);
+    expect(w.prewarm).toContain("Prewarmed while typing, before this request: 38 tokens (18 computed) in 80 ms");
+  });
+
+  it("a title that arrives after the terminal event is the last row", () => {
+    const fx = FIX.answer;
+    const done = completedOf(fx);
+    const title = { type: "title_generated", sequence_number: done.sequence_number + 1, turn_id: fx.turn_id, timestamp: done.timestamp + 0.9, title: "Capital of France", latency_ms: 850, source: "model" } as ChatEvent;
+    const w = waterfall(turnOf(rec({ ...fx, events: [...fx.events, title] })));
+    const last = w.stages[w.stages.length - 1];
+    expect(last).toMatchObject({ kind: "title", label: "title" });
+    expect(last.end).toBeCloseTo(done.timestamp + 0.9 - originOf(fx), 9);
+    expect(last.detail).toContain("Capital of France");
+    expect(w.total).toBeCloseTo(last.end, 9);
+  });
+
+  it("axis ticks are round numbers", () => {
+    expect(ticks(7.85)).toEqual([0, 2, 4, 6]);
+    expect(ticks(0.37)).toEqual([0, 0.1, 0.2, 0.3]);
+    expect(ticks(1)).toEqual([0, 0.5, 1]);
+  });
+});
