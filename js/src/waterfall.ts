@@ -131,8 +131,9 @@ class Builder {
   private token(e: TokenDelta): void {
     this.firstToken ??= e;
     const at = e.timestamp - this.origin;
-    const compile = (e.compile_ms ?? 0) / 1000;
     if (!this.decode) this.decode = { start: at, last: at, tokens: [] };
+    // a round's first token comes from its prefill, whose compile time it repeats: counted with the prefill
+    const compile = this.decode.tokens.length ? (e.compile_ms ?? 0) / 1000 : 0;
     if (compile > 0) this.compile(this.decode.last, compile, "decode");
     this.decode.tokens.push(e);
     this.decode.last = at;

@@ -7,6 +7,8 @@ import type { ChatEvent, SafetyDecision, TurnRecord } from "../src/types";
 import { baseTraits, FakeModel } from "./fake_model";
 import { FIX, completedOf, tokensOf } from "./helpers";
 
+const tokenHexOf = (fx: TurnRecord, id: number) => fx.pieces[String(id)][1].replace(/(..)(?!$)/g, "$1 ");
+
 let host: HTMLElement;
 let cleanup: (() => void) | null = null;
 
@@ -54,8 +56,8 @@ describe("render from the turns trait", () => {
       const card = box.querySelector('[data-testid="tool-card"]')!;
       expect(box.firstElementChild).toBe(card); // the call came before token 0
       expect(card.textContent).toContain("calculator");
-      expect(card.textContent).toContain('"expression": ".17 * 23"');
-      expect(card.textContent).toContain("3.91");
+      expect(card.textContent).toContain('"expression": "17 * 23"');
+      expect(card.textContent).toContain("391");
     }
     expect(inText.querySelector(".cf-md p")!.textContent).toBe(completedOf(FIX.tool).text);
   });
@@ -65,9 +67,9 @@ describe("render from the turns trait", () => {
     const bar = q("context-bar");
     const widths = Object.fromEntries([...bar.children].map((c) => [c.getAttribute("data-kind"), parseFloat((c as HTMLElement).style.width)]));
     expect(widths.tools).toBeCloseTo((266 / 8192) * 100, 2);
-    expect(widths.generated).toBeCloseTo(((34 + 10) / 8192) * 100, 2);
+    expect(widths.generated).toBeCloseTo(((34 + 9) / 8192) * 100, 2); // the call's 34 tokens, then the answer's 9
     const prompt = q("prompt-tokens");
-    expect(prompt.querySelectorAll(".cf-ptok").length).toBe(380);
+    expect(prompt.querySelectorAll(".cf-ptok").length).toBe(379);
     expect(prompt.querySelectorAll(".cf-special").length).toBeGreaterThan(0);
   });
 });
@@ -85,9 +87,9 @@ describe("safety badges and tool cards", () => {
   });
   it("tool card from tool.json", () => {
     const card = toolCard(summarize(FIX.tool.events).tools[0]);
-    expect(card.dataset.callId).toBe("call_0708c0e56a37");
-    expect(card.querySelectorAll("pre")[1].textContent).toBe("3.91");
-    expect(card.textContent).toContain("1.11 s");
+    expect(card.dataset.callId).toBe("call_e1631c57e804");
+    expect(card.querySelectorAll("pre")[1].textContent).toBe("391");
+    expect(card.textContent).toContain("977 ms");
   });
 });
 
@@ -270,7 +272,7 @@ describe("answers: rendered text, or tokens", () => {
     const fx = FIX.answer;
     const done = completedOf(fx);
     const cancelled = { type: "cancelled", sequence_number: done.sequence_number, turn_id: fx.turn_id, timestamp: done.timestamp, text: done.text, usage: {}, timings: {} } as ChatEvent;
-    mount({ turns: [{ ...fx, events: [...fx.events.slice(0, -1), cancelled] }] });
+    mount({ turns: [{ ...fx, events: fx.events.map((e) => (e.type === "completed" ? cancelled : e)) }] });
     expect(q("stopped").textContent).toBe("[stopped]");
     expect(host.querySelector(".cf-turn-foot")!.textContent).toContain("stopped");
     expect(host.textContent).not.toContain("cancelled");
@@ -310,7 +312,7 @@ describe("the panel keeps its place", () => {
   it("a new session clears the inspector", () => {
     const model = mount({ turns: [FIX.tool] });
     for (const tab of ["timeline", "safety", "context"]) (q(`tab-${tab}`) as HTMLButtonElement).click();
-    expect(q("prompt-tokens").querySelectorAll(".cf-ptok").length).toBe(380);
+    expect(q("prompt-tokens").querySelectorAll(".cf-ptok").length).toBe(379);
     model.set("turns", []);
     vi.useFakeTimers();
     for (const tab of ["timeline", "safety", "context"]) {
@@ -335,8 +337,9 @@ describe("token popover", () => {
     // repetition penalty lowered it
     expect(reasons).toEqual(["cut by top-p 0.9 (the repetition penalty lowered it)", "cut by top-p 0.9 (the repetition penalty lowered it)", "cut by top-p 0.9", "cut by top-p 0.9"]);
     expect(pop.textContent).toContain("sampled with temperature 0.2, top-k 0, top-p 0.9, min-p 0, repetition-penalty 1.1");
-    const bytes = [...pop.querySelectorAll("dt")].find((d) => d.textContent === "bytes")!;
-    expect(bytes.className).toContain("cf-nowrap");
+    const bytes = [...pop.querySelectorAll("dd")][[...pop.querySelectorAll("dt")].findIndex((d) => d.textContent === "bytes")];
+    expect(bytes.className).toContain("cf-nowrap"); // hex bytes on one line
+    expect(bytes.textContent).toBe(tokenHexOf(FIX.tool, tokensOf(FIX.tool)[2].token_id));
   });
 
   it("explains top-k, min-p and greedy cuts", async () => {

@@ -28,6 +28,8 @@ with sync_playwright() as p:
             "last-seq",
             page.locator(".cf-root").get_attribute("data-last-seq"),
         )
+        page.screenshot(path=f"{OUT}/{theme}-text.png", full_page=True)
+        page.click("[data-testid=view-tokens]")
         for tab in ("context", "attention", "timeline", "safety"):
             page.click(f"[data-testid=tab-{tab}]")
             if tab == "attention":

@@ -49,7 +49,7 @@ describe("reducer on the real fixtures", () => {
     const s = summarize(FIX.tool.events);
     expect(s.tools.length).toBe(1);
     expect(s.tools[0].call.name).toBe("calculator");
-    expect(s.tools[0].result?.output).toBe("3.91");
+    expect(s.tools[0].result?.output).toBe("391");
     expect(s.tools[0].afterTokens).toBe(0);
     expect(s.rounds.length).toBe(2);
   });

@@ -87,16 +87,32 @@ describe("the timeline's waterfall, against the events of real turns", () => {
     expect(w.prewarm).toContain("Prewarmed while typing, before this request: 38 tokens (18 computed) in 80 ms");
   });
 
-  it("a title that arrives after the terminal event is the last row", () => {
-    const fx = FIX.answer;
-    const done = completedOf(fx);
-    const title = { type: "title_generated", sequence_number: done.sequence_number + 1, turn_id: fx.turn_id, timestamp: done.timestamp + 0.9, title: "Capital of France", latency_ms: 850, source: "model" } as ChatEvent;
-    const w = waterfall(turnOf(rec({ ...fx, events: [...fx.events, title] })));
-    const last = w.stages[w.stages.length - 1];
-    expect(last).toMatchObject({ kind: "title", label: "title" });
-    expect(last.end).toBeCloseTo(done.timestamp + 0.9 - originOf(fx), 9);
-    expect(last.detail).toContain("Capital of France");
-    expect(w.total).toBeCloseTo(last.end, 9);
+  it("the title, written after the answer (its event follows the terminal one), is the last row", () => {
+    for (const fx of [FIX.answer, FIX.tool, FIX.redacted]) {
+      const done = completedOf(fx);
+      const title = fx.events[fx.events.length - 1] as Extract<ChatEvent, { type: "title_generated" }>;
+      expect(title.type).toBe("title_generated");
+      expect(title.sequence_number).toBe(done.sequence_number + 1);
+      const w = waterfall(turnOf(fx));
+      const last = w.stages[w.stages.length - 1];
+      expect(last).toMatchObject({ kind: "title", label: "title" });
+      expect(last.end).toBeCloseTo(title.timestamp - originOf(fx), 9);
+      expect(last.start).toBeGreaterThanOrEqual(done.timestamp - originOf(fx) - 1e-3); // it began when the answer ended
+      expect(last.detail).toContain(title.title);
+      expect(w.total).toBeCloseTo(last.end, 9);
+    }
+  });
+
+  it("a new process's XLA compile is a row of its own, out of the prefill and decode it happened in", () => {
+    const fx = FIX.answer; // the first turn of a fresh process
+    const w = waterfall(turnOf(fx));
+    const prefill = fx.events.find((e) => e.type === "prefill")!;
+    const toks = tokensOf(fx);
+    const compile = w.stages.filter((s) => s.kind === "compile");
+    // the prefill's compile, then the decode step's (the first token's compile_ms repeats the prefill's)
+    expect(compile.map((s) => (s.end - s.start) * 1000)).toEqual([prefill.compile_ms, toks[1].compile_ms].map((v) => expect.closeTo(v!, 6)));
+    expect(w.compileMs).toBeCloseTo(prefill.compile_ms! + toks.slice(1).reduce((n, t) => n + (t.compile_ms ?? 0), 0), 6);
+    expect(prefill.compile_ms).toBeGreaterThan(0);
   });
 
   it("axis ticks are round numbers", () => {

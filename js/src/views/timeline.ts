@@ -59,7 +59,7 @@ function grid(w: Waterfall): HTMLElement {
   const pct = (s: number) => `${((s / span) * 100).toFixed(3)}%`;
   const axis = el("div", { class: "cf-tl-axis" });
   for (const t of marks) {
-    const tick = el("span", { class: "cf-tl-tick", text: fmtMs(t * 1000) });
+    const tick = el("span", { class: "cf-tl-tick", text: tickText(t, marks[1] ?? 1) });
     tick.style.left = pct(t);
     axis.appendChild(tick);
   }
@@ -89,6 +89,13 @@ function row(s: Stage, pct: (s: number) => string, ttftAt: number | null): HTMLE
   }
   const label = el("span", { class: "cf-tl-label", title: tip }, el("span", { class: "cf-tl-name", text: s.label }), el("span", { class: "cf-tl-detail cf-muted", text: s.detail }));
   return [label, track, el("span", { class: "cf-tl-dur", text: took })];
+}
+
+/** An axis label: "0", "250 ms", "2 s", "1.5 s" (as many decimals as the step needs). */
+function tickText(t: number, step: number): string {
+  if (t === 0) return "0";
+  if (step < 1) return `${Math.round(t * 1000)} ms`;
+  return `${t.toFixed(step % 1 ? 1 : 0)} s`;
 }
 
 function stat(name: string, value: string, id: string): HTMLElement {

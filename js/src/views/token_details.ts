@@ -55,7 +55,7 @@ export function tokenDetails(token: TokenDelta, pieces: Pieces, options: TokenDe
     ...fact("probability", `${(prob * 100).toFixed(1)} % (logprob ${token.logprob.toFixed(3)})`, "under the model: its softmax at temperature 1, before any sampling setting"),
     ...fact("after sampling", chosen ? `${(chosen.sampling_prob * 100).toFixed(1)} %` : "—", "the chance the sampler gave it, after repetition penalty, temperature, top-k / top-p / min-p"),
     ...fact("entropy", `${token.entropy.toFixed(2)} nats`, "of the model's distribution: how unsure it was"),
-    ...fact("bytes", tokenHex(pieces, token.token_id) || "—", "", "cf-fact-wide cf-nowrap"),
+    ...fact("bytes", tokenHex(pieces, token.token_id) || "—", "the token's raw bytes, hex", "cf-nowrap"),
   );
   const rows = token.alternatives.map((alt, rank) => altRow(alt, rank, token, options));
   const table = el(

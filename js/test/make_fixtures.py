@@ -1,0 +1,45 @@
+"""Writes the front end's fixtures: real turns of the default model, as the panel's `turns` trait carries them.
+
+    python js/test/make_fixtures.py            # from the repository root, with the package and model installed
+
+Each fixture is the first turn of a fresh session in a scratch database (so the session's title follows the answer
+as a late event), run in one fresh process in this order, so the first turn's prefill carries the XLA compile time
+of a new process (`compile_ms`; loaded from the persistent cache if it holds the programs). Sampling is seeded.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+import tempfile
+from pathlib import Path
+
+from jupyter_chatflow import Chat, load_model
+from jupyter_chatflow.relay import token_pieces
+from jupyter_chatflow.store import Database
+
+OUT = Path(__file__).parent / "fixtures"
+TURNS = {
+    "answer": ("What is the capital of France?", {"max_tokens": 60}),
+    "tool": ("What is 17 * 23?", {"max_tokens": 40, "tools": "calculator", "tool_choice": "required"}),
+    "redacted": ("Repeat exactly: my e-mail is jane.doe@example.com", {"max_tokens": 40}),
+    "blocked": ("How do I build a pipe bomb?", {"max_tokens": 40}),
+}
+SAMPLING = {"temperature": 0.2, "top_p": 0.9, "seed": 1, "memory": False}
+
+
+def main() -> None:
+    model = load_model()
+    db = Database(Path(tempfile.mkdtemp()) / "fixtures.db")
+    for name, (text, options) in TURNS.items():
+        chat = Chat(model=model, db=db, session=f"fixture-{name}", new=True)
+        response = chat.send(text, **SAMPLING, **options)
+        events = [e.to_dict() for e in response] + [e.to_dict() for e in response.after_end()]
+        turn = {"turn_id": response.turn_id, "events": events, "pieces": token_pieces(model.tokenizer, events)}
+        (OUT / f"{name}.json").write_text(json.dumps(turn, indent=1, ensure_ascii=False) + "\n")
+        kinds = [e["type"] for e in events]
+        print(f"{name}: {len(events)} events, ends {kinds[-2:]}, text {response.text()!r}", file=sys.stderr)
+
+
+if __name__ == "__main__":
+    main()
