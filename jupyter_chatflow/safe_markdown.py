@@ -49,7 +49,8 @@ def _link_close(_tokens: Sequence[Token], _idx: int, _options: Any, env: dict) -
 
 
 def _parser() -> MarkdownIt:
-    md = MarkdownIt("commonmark", {"html": False, "linkify": False}).enable(["table", "strikethrough"])
+    # breaks: a single newline is a line break, as the model wrote it (a chat answer is not a document to reflow)
+    md = MarkdownIt("commonmark", {"html": False, "linkify": False, "breaks": True}).enable(["table", "strikethrough"])
     md.add_render_rule("image", lambda self, *args: _image(*args))
     md.add_render_rule("link_open", lambda self, *args: _link_open(*args))
     md.add_render_rule("link_close", lambda self, *args: _link_close(*args))

@@ -77,6 +77,10 @@ def test_code_shows_what_the_model_wrote():
     assert '<code class="language-python">' in out
 
 
+def test_a_single_newline_is_a_line_break_as_the_model_wrote_it():
+    assert markdown_html("1\n2\n3") == "<p>1<br>\n2<br>\n3</p>"
+
+
 def test_markdown_formatting_survives():
     out = markdown_html("# Title\n\n**bold**, *it*, ~~gone~~\n\n- one\n- two\n\n| a | b |\n|---|---|\n| 1 | 2 |\n")
     for piece in ("<h1>Title</h1>", "<strong>bold</strong>", "<em>it</em>", "<s>gone</s>", "<li>one</li>", "<td>2"):

@@ -12,7 +12,8 @@
 import MarkdownIt from "markdown-it";
 import type { Token } from "markdown-it";
 
-const md = new MarkdownIt("commonmark", { html: false, linkify: false }).enable(["table", "strikethrough"]);
+// breaks: a single newline is a line break, as the model wrote it (a chat answer is not a document to reflow)
+const md = new MarkdownIt("commonmark", { html: false, linkify: false, breaks: true }).enable(["table", "strikethrough"]);
 
 /** The elements a token may become; anything else becomes a span. */
 const TAGS = new Set(["p", "h1", "h2", "h3", "h4", "h5", "h6", "blockquote", "ul", "ol", "li", "em", "strong", "s", "table", "thead", "tbody", "tr", "th", "td"]);
@@ -46,9 +47,7 @@ function leaf(t: Token, w: Walk): boolean {
     case "html_block":
       add(document.createTextNode(t.content));
       return true;
-    case "softbreak":
-      add(document.createTextNode("\n"));
-      return true;
+    case "softbreak": // a single newline: a line break (`breaks` above)
     case "hardbreak":
       add(document.createElement("br"));
       return true;

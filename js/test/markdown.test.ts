@@ -58,7 +58,13 @@ describe("model output as Markdown", () => {
     expect(box.querySelector("blockquote")!.textContent!.trim()).toBe("quoted");
   });
 
-  it("text with no Markdown is one paragraph, leading spaces kept as text", () => {
+  it("a single newline is a line break, as the model wrote it", () => {
+    const box = render("1\n2\n3");
+    expect(box.querySelectorAll("p > br").length).toBe(2);
+    expect(box.textContent).toBe("123");
+  });
+
+  it("text with no Markdown is one paragraph", () => {
     const box = render("Paris is the capital of France.");
     expect(box.innerHTML).toBe("<p>Paris is the capital of France.</p>");
   });
