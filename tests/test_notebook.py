@@ -7,6 +7,7 @@ starts a named session; the second, a fresh process as after Kernel → Restart,
 from __future__ import annotations
 
 import asyncio
+import html
 import os
 import re
 import sys
@@ -93,13 +94,21 @@ class RecordingClient(nbclient.NotebookClient):
         asyncio.run_coroutine_threadsafe(self.km.interrupt_kernel(), loop).result(timeout=30)
         self.interrupted.set()
 
-    def updates(self, cell: int) -> list[Message]:
-        """The cell's update_display_data messages, in order."""
-        return [m for m in self.messages if m.cell == cell and m.type == "update_display_data"]
+    def updates(self, cell: int, kind: str = "text/markdown") -> list[Message]:
+        """The cell's update_display_data messages of one kind (the answer: Markdown; the status line: plain)."""
+        return [
+            m
+            for m in self.messages
+            if m.cell == cell and m.type == "update_display_data" and _kind(m.content["data"]) == kind
+        ]
 
     def idle_at(self, cell: int) -> float:
         """When the kernel went idle after the cell (the cell finished)."""
         return next(m.at for m in self.messages if m.cell == cell and m.type == "status" and _is_idle(m))
+
+
+def _kind(data: dict[str, Any]) -> str:
+    return "text/markdown" if "text/markdown" in data else "text/plain"
 
 
 def _is_idle(message: Message) -> bool:
@@ -139,8 +148,21 @@ def assert_no_error(cell: Any) -> None:
 
 
 def answer_of(markdown_text: str) -> str:
-    """The answer part of a chat display's Markdown (before the pipeline details)."""
-    return markdown_text.split("\n\n<details>")[0]
+    """The answer part of a chat display's Markdown (before the pipeline details), as text."""
+    answer = markdown_text.split("<details>")[0]
+    return html.unescape(re.sub(r"<[^>]+>", "", answer)).strip()
+
+
+def details_of(markdown_text: str) -> list[str]:
+    """The pipeline details' lines."""
+    return [html.unescape(line) for line in re.findall(r"<li>(.*?)</li>", markdown_text)]
+
+
+def status_of(cell: Any) -> str:
+    """The status line the cell shows now (loading, compiling): its only plain-text display."""
+    shown = [o["data"]["text/plain"] for o in cell.outputs if set(o.get("data", {})) == {"text/plain"}]
+    assert len(shown) == 1, f"expected one status line, got outputs {cell.outputs}"
+    return shown[0]
 
 
 @pytest.fixture(scope="module")
@@ -165,10 +187,16 @@ def test_chat_cell_streams_into_one_display_updated_in_place(first_kernel):
     assert_no_error(cell)
     shown = markdown(cell)
     assert "Paris" in answer_of(shown)
-    assert "<details><summary>pipeline</summary>" in shown
-    assert re.search(r"^- context: \d+/\d+ tokens \(system \d+", shown, re.M), shown
-    assert re.search(r"^- speed: .*\d+ tokens · \w+", shown, re.M), shown
-    display_id = next(m.display_id for m in first_kernel.messages if m.cell == 1 and m.type == "display_data")
+    assert "<details><summary>pipeline · session default (no --session: shared by every %%chat" in shown
+    details = details_of(shown)
+    assert details[0] == "session: default (no --session: shared by every %%chat without one)", details
+    assert any(re.match(r"context: \d+/\d+ tokens \(system \d+", line) for line in details), details
+    assert any(re.match(r"speed: .*\d+ tokens · \w+", line) for line in details), details
+    display_id = next(
+        m.display_id
+        for m in first_kernel.messages
+        if m.cell == 1 and m.type == "display_data" and "text/markdown" in m.content["data"]
+    )
     assert display_id and all(m.display_id == display_id for m in updates)
     # several redraws while tokens arrived, the answer growing, all before the cell finished
     answers = [answer_of(m.content["data"]["text/markdown"]) for m in updates]
@@ -176,6 +204,24 @@ def test_chat_cell_streams_into_one_display_updated_in_place(first_kernel):
     assert len(answers[0]) < len(answers[-1])
     assert updates[-1].at <= first_kernel.idle_at(1)
     assert answers[-1] == answer_of(shown)
+
+
+def test_first_turn_shows_loading_and_compiling_in_the_cell_not_on_stderr(first_kernel):
+    """The kernel's first %%chat: a bar while the weights load, a clock while XLA compiles, then the measured
+    compile time, in one plain-text display above the answer; nothing on stderr."""
+    cell = first_kernel.nb.cells[1]
+    assert not [o for o in cell.outputs if o.get("name") == "stderr"], cell.outputs
+    kinds = [_kind(o["data"]) for o in cell.outputs if "data" in o]
+    assert kinds == ["text/plain", "text/markdown"], kinds  # the status line above the answer
+    drawn = [m.content["data"]["text/plain"] for m in first_kernel.updates(1, "text/plain")]
+    assert any(re.search(r"chatflow: loading \S+\.gguf ▕[█░]+▏ +\d+ %", text) for text in drawn), drawn
+    assert any("XLA is compiling the model's programs" in text for text in drawn), drawn
+    final = status_of(cell)
+    assert re.fullmatch(
+        r"chatflow: loaded \S+\.gguf in \d+\.\d s · XLA compiled the model's programs in \d+\.\d s, "
+        r"\d+\.\d s of it before the first token \(the first turn in this kernel; .*\)",
+        final,
+    ), final
 
 
 def test_interrupt_stops_the_answer_and_keeps_it(first_kernel):
@@ -186,7 +232,7 @@ def test_interrupt_stops_the_answer_and_keeps_it(first_kernel):
     answer = answer_of(shown)
     assert answer.endswith(" [stopped]"), shown
     assert len(answer.split()) >= 3, shown  # the partial answer is kept
-    assert re.search(r"^- (speed: .*· stopped|finish: stopped)$", shown, re.M), shown
+    assert any(re.fullmatch(r"speed: .*· stopped|finish: stopped", line) for line in details_of(shown)), shown
     alive = first_kernel.nb.cells[3]
     assert_no_error(alive)
     assert text_of(alive) == "still alive 42\n"
@@ -203,7 +249,8 @@ def test_session_continues_after_kernel_restart(first_kernel, db):
     assert "[0] user: What is the capital of France?" in printed, printed
     assert "Paris" in printed and "Paris" in first_answer
     assert_no_error(again)
-    assert re.search(r"^- context: \d+/\d+ tokens \(system \d+ \+ history \d+ \+ user \d+", markdown(again), re.M)
+    context = r"context: \d+/\d+ tokens \(system \d+ \+ history \d+ \+ user \d+"
+    assert any(re.match(context, line) for line in details_of(markdown(again))), markdown(again)
     # the interrupted turn of the first kernel was kept, marked as such
     assert re.search(r"^\[1\] user: Write a long story", text_of(interrupted), re.M), text_of(interrupted)
     assert "[cancelled]" in text_of(interrupted)
