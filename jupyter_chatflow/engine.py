@@ -119,15 +119,14 @@ class Model:
         seed = params.seed if params.seed is not None else int(np.random.default_rng().integers(2**31))
         seen = np.zeros((1, self.config.vocab_size), bool)
         seen[0, prompt] = True
-        with self._lock:
-            run = _Run(prompt, jax.random.key(seed), params.as_array(), seen)
-            run.cache, usage.reused_tokens = self._take_cache(prompt, prompt.size + budget)
-            try:
-                self._prefill_and_sample(run, usage.reused_tokens, constraint)
-                decode = self._decode_ahead if constraint is None else self._decode_constrained
-                yield from decode(run, budget, cancel, constraint)
-            finally:
-                self._keep_cache(run.cache, run.written())
+        run = _Run(prompt, jax.random.key(seed), params.as_array(), seen)
+        run.cache, usage.reused_tokens = self._take_cache(prompt, prompt.size + budget)
+        try:  # no lock is held across a yield: a caller may stop iterating at any step, or never come back
+            self._prefill_and_sample(run, usage.reused_tokens, constraint)
+            decode = self._decode_ahead if constraint is None else self._decode_constrained
+            yield from decode(run, budget, cancel, constraint)
+        finally:
+            self._keep_cache(run.cache, run.written())
 
     def _decode_ahead(self, run: _Run, budget: int, cancel: threading.Event, _constraint) -> Iterator[RawStep]:
         """Unconstrained decoding: XLA computes step n while the host reads step n-1."""
@@ -187,11 +186,15 @@ class Model:
 
     def _keep_cache(self, cache: KVCache, ids: np.ndarray) -> None:
         if not cache.keys[0].is_deleted():  # a program that failed mid-call may have consumed it
-            self.prompt_cache.put(ids, cache)
+            with self._lock:
+                self.prompt_cache.put(ids, cache)
 
     def _take_cache(self, prompt: np.ndarray, needed: int) -> tuple[KVCache, int]:
+        """A KV cache of its own for one pass (the prompt cache's longest matching entry, or a new one). The lock
+        guards only the prompt cache: passes run side by side, each on its own cache (JAX programs are pure)."""
         length = min(bucket(needed, MIN_CACHE), bucket(self.config.context_length))
-        return self.prompt_cache.take(prompt, length, self._grow)
+        with self._lock:
+            return self.prompt_cache.take(prompt, length, self._grow)
 
     def _grow(self, cache: KVCache | None, length: int) -> KVCache:
         """A new cache of `length` positions, holding a copy of `cache` at its start."""
@@ -230,28 +233,26 @@ class Model:
         ids = self._check_prompt(token_ids)
         n, chunks = ids.size, []
         out = np.zeros((self.config.n_heads, n, n), np.float16)
-        with self._lock:
-            cache = self._scratch_cache(ids)
-            try:
-                keep = lambda start, size, _hidden, queries: chunks.append((start, size, queries))  # noqa: E731
-                cache = self._prefill(cache, prefill_chunks(ids, cache.length), layer, keep)
-                for start, size, queries in chunks:
-                    rows = self._programs.rows(queries, cache.keys[layer], np.int32(start))
-                    out[:, start : start + size, :] = np.asarray(rows[0, :, :size, :n])
-            finally:
-                self._keep_cache(cache, ids)
+        cache = self._scratch_cache(ids)
+        try:
+            keep = lambda start, size, _hidden, queries: chunks.append((start, size, queries))  # noqa: E731
+            cache = self._prefill(cache, prefill_chunks(ids, cache.length), layer, keep)
+            for start, size, queries in chunks:
+                rows = self._programs.rows(queries, cache.keys[layer], np.int32(start))
+                out[:, start : start + size, :] = np.asarray(rows[0, :, :size, :n])
+        finally:
+            self._keep_cache(cache, ids)
         return out
 
     def logits(self, token_ids: Sequence[int]) -> np.ndarray:
         """Next-token logits after every position: float32 [T, V] (for tests and analysis; T is kept modest)."""
         ids, rows = self._check_prompt(token_ids), []
-        with self._lock:
-            cache = self._scratch_cache(ids)
-            try:
-                keep = lambda _start, size, hidden, _queries: rows.append(self._logits_of(hidden[:, :size]))  # noqa: E731
-                cache = self._prefill(cache, prefill_chunks(ids, cache.length), on_chunk=keep)
-            finally:
-                self._keep_cache(cache, ids)
+        cache = self._scratch_cache(ids)
+        try:
+            keep = lambda _start, size, hidden, _queries: rows.append(self._logits_of(hidden[:, :size]))  # noqa: E731
+            cache = self._prefill(cache, prefill_chunks(ids, cache.length), on_chunk=keep)
+        finally:
+            self._keep_cache(cache, ids)
         return np.concatenate(rows)
 
     def next_logits(self, token_ids: Sequence[int]) -> np.ndarray:
@@ -265,12 +266,11 @@ class Model:
 
     def _prefill_reusing(self, ids: np.ndarray, on_chunk=None) -> int:
         """Prefill `ids` after the longest cached prefix (at least one token is computed); returns its length."""
-        with self._lock:
-            cache, reused = self._take_cache(ids, ids.size + 1)
-            try:
-                cache = self._prefill(cache, prefill_chunks(ids, cache.length, reused), on_chunk=on_chunk)
-            finally:
-                self._keep_cache(cache, ids)
+        cache, reused = self._take_cache(ids, ids.size + 1)
+        try:
+            cache = self._prefill(cache, prefill_chunks(ids, cache.length, reused), on_chunk=on_chunk)
+        finally:
+            self._keep_cache(cache, ids)
         return reused
 
     def _scratch_cache(self, ids: np.ndarray) -> KVCache:

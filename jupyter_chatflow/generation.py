@@ -5,10 +5,12 @@ from __future__ import annotations
 import dataclasses
 import threading
 import time
+import weakref
 from collections.abc import Callable, Iterator
 
 import numpy as np
 
+from .compile_clock import compile_seconds
 from .tokenizer import StreamDecoder, Tokenizer
 
 
@@ -49,6 +51,9 @@ class Step:
     top_alternatives: tuple[Alternative, ...]
     elapsed_ms: float
     """Milliseconds since `generate` was called (the first step's value is the time to first token)."""
+    compile_ms: float = 0.0
+    """Of the time since the previous step (for the first one: the prefill), the milliseconds XLA spent tracing
+    and compiling programs new to this process (or loading them from the persistent cache)."""
 
 
 @dataclasses.dataclass
@@ -61,6 +66,8 @@ class Usage:
     """Leading prompt tokens whose keys/values came from the prompt cache (not computed again)."""
     prefill_ms: float = 0.0
     decode_ms: float = 0.0
+    compile_ms: float = 0.0
+    """XLA compile time inside prefill_ms + decode_ms (a program's first call in the process)."""
 
     @property
     def decode_tokens_per_s(self) -> float:
@@ -70,10 +77,11 @@ class Usage:
 
 
 class Generation:
-    """A running generation: iterate it for `Step`s; `finish_reason` and `usage` are set when it ends.
+    """A running generation: iterate it once for `Step`s; `finish_reason` and `usage` are set when it ends.
 
     finish_reason is "stop" (a stop token or stop string), "length" (max_tokens or the window) or
-    "cancelled" (`cancel()` or the event passed to `generate` was set).
+    "cancelled" (`cancel()` or the event passed to `generate` was set, or the caller stopped iterating: a `break`
+    or a dropped iterator ends the generation and gives its KV cache back to the prompt cache at once).
     """
 
     def __init__(
@@ -95,7 +103,7 @@ class Generation:
         self._tokenizer = tokenizer
         self._stop = tuple(s for s in stop if s)
         self._stop_ids = tokenizer.stop_ids if stop_ids is None else stop_ids
-        self._iterator: Iterator[Step] | None = None
+        self._iterator: weakref.ref[Iterator[Step]] | None = None  # weak: dropping it must end the generation
         self._done = done
 
     def cancel(self) -> None:
@@ -103,9 +111,15 @@ class Generation:
         self._cancel.set()
 
     def __iter__(self) -> Iterator[Step]:
-        if self._iterator is None:
-            self._iterator = self._run()
-        return self._iterator
+        """The steps; while the first iterator lives, the same one (the caller may stop at any step: when its
+        iterator is dropped or closed, the generation ends and a later `iter()` yields nothing more)."""
+        iterator = self._iterator() if self._iterator is not None else None
+        if iterator is None:
+            if self._iterator is not None:
+                return iter(())
+            iterator = self._run()
+            self._iterator = weakref.ref(iterator)
+        return iterator
 
     def _run(self) -> Iterator[Step]:
         try:
@@ -118,8 +132,12 @@ class Generation:
     def _steps(self) -> Iterator[Step]:
         started = time.perf_counter()
         decoder, pending = StreamDecoder(self._tokenizer), ""
+        compiled = compile_seconds()
         for index, raw in enumerate(self._raw_steps(self._cancel, self.usage)):
             elapsed = (time.perf_counter() - started) * 1000
+            now = compile_seconds()
+            compile_ms, compiled = (now - compiled) * 1000, now
+            self.usage.compile_ms += compile_ms
             self._count(index, elapsed)
             if raw.token_id in self._stop_ids:
                 self.finish_reason = "stop"
@@ -127,7 +145,7 @@ class Generation:
             pending += decoder.push(raw.token_id)
             shown, pending, stopped = self._release(pending)
             self.text += shown
-            yield self._step(index, raw, shown, elapsed)
+            yield self._step(index, raw, shown, elapsed, compile_ms)
             if stopped:
                 self.finish_reason = "stop"
                 return
@@ -159,7 +177,7 @@ class Generation:
         hold = max((n for s in self._stop for n in range(len(s) - 1, 0, -1) if pending.endswith(s[:n])), default=0)
         return pending[: len(pending) - hold], pending[len(pending) - hold :], False
 
-    def _step(self, index: int, raw: RawStep, text: str, elapsed_ms: float) -> Step:
+    def _step(self, index: int, raw: RawStep, text: str, elapsed_ms: float, compile_ms: float) -> Step:
         alternatives = tuple(
             Alternative(
                 token_id=int(token),
@@ -177,6 +195,7 @@ class Generation:
             entropy=raw.entropy,
             top_alternatives=alternatives,
             elapsed_ms=elapsed_ms,
+            compile_ms=compile_ms,
         )
 
 

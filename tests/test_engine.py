@@ -69,6 +69,46 @@ def test_model_is_usable_after_an_abandoned_generation(tiny_model):
     assert tokens(tiny_model, max_tokens=4, temperature=0.0)
 
 
+def test_breaking_out_of_generations_never_blocks_the_next_one(tiny_model):
+    """A notebook loop that breaks after 3 tokens, three times, then a generation from another thread: all done
+    within seconds (the engine held its lock across `yield`, so the next generate waited forever)."""
+    list(tiny_model.generate([1, 50, 60], max_tokens=4, ignore_eos=True))  # compile outside the timed part
+    generations, done = [], []
+
+    def notebook():
+        for _ in range(3):
+            generation = tiny_model.generate([1, 50, 60], max_tokens=200, ignore_eos=True)
+            for step in generation:
+                if step.index == 2:
+                    break
+            generations.append(generation)  # kept alive: breaking, not garbage collection, must end it
+        other = threading.Thread(target=lambda: done.append(tokens(tiny_model, max_tokens=4, ignore_eos=True)))
+        other.start()
+        other.join()
+
+    worker = threading.Thread(target=notebook, daemon=True)
+    worker.start()
+    worker.join(timeout=20)
+    assert not worker.is_alive(), f"the engine stayed locked after {len(generations)} abandoned generation(s)"
+    assert [g.finish_reason for g in generations] == ["cancelled"] * 3
+    assert [g.usage.completion_tokens for g in generations] == [3, 3, 3]
+    assert len(done) == 1 and len(done[0]) == 4
+
+
+def test_an_abandoned_generation_gives_its_cache_back(tiny_model):
+    """Dropping the iterator (no break, no close) ends the generation at once: its KV cache returns to the prompt
+    cache, so the same prompt is then served from it."""
+    tiny_model.prompt_cache.clear()
+    prompt = [1, 50, 60, 70, 80]
+    steps = iter(tiny_model.generate(prompt, max_tokens=50, ignore_eos=True))
+    next(steps)
+    del steps
+    assert len(tiny_model.prompt_cache) == 1
+    again = tiny_model.generate(prompt, max_tokens=2, ignore_eos=True)
+    list(again)
+    assert again.usage.reused_tokens == len(prompt) - 1
+
+
 @pytest.mark.parametrize(
     "prompt, message",
     [([], "prompt is empty"), ([1] * 512, "window is 512"), ([1, 99999], r"ids must be in \[0, 267\)")],
