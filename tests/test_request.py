@@ -123,4 +123,6 @@ def test_chat_send_refuses_before_anything_runs(tiny_model):
         chat.send("Hi", max_tokens=1.5)
     with pytest.raises(RequestError, match=r"must be from 1 to 511 \(the model's window is 512"):
         chat.send("Hi", max_tokens=600)
+    with pytest.raises(RequestError, match=r"The message must be text \(str\), got list"):
+        chat.send(["What is", ["the capital"]])  # type: ignore[arg-type]  # not joined into one message
     assert chat.history() == []
