@@ -27,7 +27,7 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from .engine import Model
-from .events import TERMINAL, Emitter, Event, TitleGenerated
+from .events import TERMINAL, Completed, ContextAssembled, Emitter, Event
 from .fork import fork_request
 from .generation import Step
 from .loader import load_model
@@ -39,8 +39,9 @@ from .safety.pii import redact
 from .sessions import Sessions, TurnRecord
 from .store import Database
 from .telemetry import Telemetry, turn_record
+from .title import write_title
 from .tools import Toolbox
-from .turn import DEFAULT_SYSTEM, Turn, TurnSetup
+from .turn import DEFAULT_SYSTEM, Turn, TurnSetup, turn_policy
 
 if TYPE_CHECKING:
     from .widget import ChatWidget
@@ -106,7 +107,7 @@ class Chat:
         options.setdefault("session", self.session.name)
         request = ChatRequest.build(text, window=self.model.config.context_length, **options)
         tools, cancel = self._tools(request), threading.Event()
-        log = WrittenLog(lambda: self._worker.submit(self._run, request, tools, log, cancel), cancel)
+        log = WrittenLog(lambda: self._submit(self._run, request, tools, log, cancel), cancel)
         self._current = cancel
         return Response(log)
 
@@ -121,7 +122,7 @@ class Chat:
         parent = active[-1]
         request, prefix = fork_request(parent, index, token_id, self.model.tokenizer, self.session.name)
         tools, cancel, history = self._tools(request), threading.Event(), self._history(exclude=parent.id)
-        log = WrittenLog(lambda: self._worker.submit(self._run, request, tools, log, cancel, history, prefix), cancel)
+        log = WrittenLog(lambda: self._submit(self._run, request, tools, log, cancel, history, prefix), cancel)
         self._current = cancel
         return Response(log)
 
@@ -161,9 +162,14 @@ class Chat:
         """Archive the session and start a fresh one with the same (or a new) name."""
         self.session = self.sessions.open(name or self.session.name, new=True)
 
+    def _submit(self, run: Callable[..., None], *args: Any) -> Future[None]:
+        """Queue a turn on the engine thread; it learns how long it waited there (`TurnStarted.queued_ms`)."""
+        return self._worker.submit(run, *args, submitted=time.perf_counter())
+
     def _run(self, request: ChatRequest, tools: list, out: WrittenLog, cancel: threading.Event,
-             history: list | None = None, prefix: tuple[Step, ...] = ()) -> None:  # fmt: skip
-        """On the worker thread: run the turn, stamping each event; store the turn before its last event goes out."""
+             history: list | None = None, prefix: tuple[Step, ...] = (), *, submitted: float) -> None:  # fmt: skip
+        """On the worker thread: run the turn, stamping each event; store the turn before its last event goes out;
+        then, for a session's first answer, write the session's title (a late event: the answer does not wait)."""
         emitter, log = Emitter(f"turn_{uuid.uuid4().hex[:16]}"), []
 
         def emit(event: Event) -> None:
@@ -173,10 +179,33 @@ class Chat:
             out.append(log[-1])
 
         setup = self._setup(request, tools, self._history() if history is None else history, prefix)
+        setup.queued_ms = (time.perf_counter() - submitted) * 1000
         try:
             Turn(setup, request, emit, cancel).run()
+            if setup.needs_title and log and isinstance(log[-1], Completed):
+                self._title(log, emit, request, cancel)
         finally:
             out.end()  # readers never wait forever, whatever happened
+
+    def _title(self, log: list[Event], emit: Callable[[Event], None], request: ChatRequest,
+               cancel: threading.Event) -> None:  # fmt: skip
+        """Title the session from what the model saw (the redacted message) and showed (the answer)."""
+        last = log[-1]
+        user = _prompted_user_text_of([e.to_dict() for e in log if isinstance(e, ContextAssembled)])
+        if not isinstance(last, Completed) or last.finish_reason == "content_filter" or user is None:
+            return
+        policy = turn_policy(self.policy, request.features.safety)
+        event = write_title(self.model, user, last.text, policy, cancel)
+        if event is None:
+            return
+        emit(event)
+        try:
+            if self.sessions.add_event(log[0].turn_id, log[-1].to_dict()):  # else: reset while the title was written
+                self.sessions.set_title(self.session.id, event.title)
+                self.session = self.sessions.get(self.session.id)
+        except Exception as error:
+            warnings.warn(f"jupyter_chatflow could not store the session's title ({error}).", stacklevel=1)
+        self._tell(TurnRecord.from_events(log, session_id=self.session.id))
 
     def _tools(self, request: ChatRequest) -> list:
         """The tools the request names, from this chat's toolbox."""
@@ -186,7 +215,7 @@ class Chat:
         return TurnSetup(
             model=self.model, session_id=self.session.id, system=self.system, history=history,
             memory=self.memory if request.features.memory else None, tools=tools,
-            needs_title=self.persist and not self.session.title,  # an unstored session keeps no title
+            needs_title=self.persist and not self.session.title and not request.fork_of,  # unstored: no title
             policy=self.policy, prefix=prefix,
         )  # fmt: skip
 
@@ -247,16 +276,17 @@ class Chat:
 
     def _save(self, record: TurnRecord, events: list[Event]) -> None:
         self.sessions.add_turn(record)
-        title = next((e.title for e in events if isinstance(e, TitleGenerated)), None)
-        if title:
-            self.sessions.set_title(self.session.id, title)
-            self.session = self.sessions.get(self.session.id)
         self.telemetry.log(turn_record(events, model=self.model.config.name, redact=redact))
 
 
 def _prompted_user_text(record: TurnRecord) -> str | None:
     """The user's message as it went into the prompt (its `user` segment), or None if no prompt was built."""
     contexts = [e for e in record.events if e.get("type") == "context_assembled"]
+    return _prompted_user_text_of(contexts, record.user)
+
+
+def _prompted_user_text_of(contexts: list[dict[str, Any]], default: str | None = None) -> str | None:
+    """The `user` segment of the first `context_assembled` event (as dicts); None if there is none."""
     if not contexts:
         return None
-    return next((s["text"] for s in contexts[0]["segments"] if s["kind"] == "user"), record.user)
+    return next((s["text"] for s in contexts[0]["segments"] if s["kind"] == "user"), default)

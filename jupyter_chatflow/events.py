@@ -105,6 +105,8 @@ class TurnStarted(Event):
     """The turn this one regenerates from one of its tokens ("" for a new message)."""
     fork_index: int = -1
     """That token's index in the forked turn's answer: the answer up to it is kept, it is replaced."""
+    queued_ms: float = 0.0
+    """How long the request waited for the engine thread (behind other turns, a title, a prewarm) before it began."""
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
@@ -170,6 +172,8 @@ class PrefillDone(Event):
     reused_tokens: int
     computed_tokens: int
     latency_ms: float
+    compile_ms: float = 0.0
+    """Of latency_ms, the time XLA spent compiling (or loading from its cache) programs new to the process."""
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
@@ -184,6 +188,8 @@ class TokenDelta(Event):
     entropy: float
     alternatives: tuple[Alternative, ...] = ()
     elapsed_ms: float = 0.0
+    compile_ms: float = 0.0
+    """XLA compile time since the previous token (a decode program's first call in the process), in elapsed_ms."""
     redacted: bool = False
 
 
@@ -224,11 +230,14 @@ class MemoryWritten(Event):
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
 class TitleGenerated(Event):
-    """The session's title, written by the model after its first answer."""
+    """The session's title, written after its first answer has ended: this event follows the turn's terminal
+    event (its sequence number is the next one), so the answer never waits for the title."""
 
     type: ClassVar[str] = "title_generated"
     title: str
     latency_ms: float = 0.0
+    source: str = "model"
+    """model (the model's attempt, cleaned) | fallback (the user's first words: the attempt was unusable)."""
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)

@@ -10,7 +10,7 @@ import threading
 from collections.abc import Callable, Iterable, Iterator
 from typing import Any, Protocol
 
-from .events import TERMINAL, Event, TokenDelta, TurnStarted, event_from_dict
+from .events import TERMINAL, Event, TitleGenerated, TokenDelta, TurnStarted, event_from_dict
 
 
 class EventLog(Protocol):
@@ -58,14 +58,13 @@ class WrittenLog:
         self._cancel = cancel
 
     def append(self, event: Event) -> None:
-        """Add an event (producer side); a terminal event ends the log."""
+        """Add an event (producer side): the turn's events up to its terminal one, then late ones (the title)."""
         with self._changed:
             self._events.append(event)
-            self._ended = self._ended or isinstance(event, TERMINAL)
             self._changed.notify_all()
 
     def end(self) -> None:
-        """The producer is done (normally after a terminal event)."""
+        """The producer is done: no event follows (after the terminal event and any late ones)."""
         with self._changed:
             self._ended = True
             self._changed.notify_all()
@@ -109,10 +108,26 @@ class Response:
         return cls([event_from_dict(row) for row in rows])
 
     def __iter__(self) -> Iterator[Event]:
+        """The turn's events, live, through its terminal one (late events: `after_end`)."""
         index = 0
         while (event := self._log.get(index)) is not None:
             index += 1
             yield event
+            if isinstance(event, TERMINAL):
+                return
+
+    def after_end(self) -> list[Event]:
+        """The events that follow the terminal one: the session's title (`TitleGenerated`) when this turn was the
+        session's first, written after the answer ended. Waits until the engine is done with the turn."""
+        events, index = [], len(self.events())
+        while (event := self._log.get(index)) is not None:
+            index += 1
+            events.append(event)
+        return events
+
+    def title(self) -> str:
+        """The title this turn gave its session ("" if none; waits for it, see `after_end`)."""
+        return next((e.title for e in self.after_end() if isinstance(e, TitleGenerated)), "")
 
     def cancel(self) -> None:
         """Stop the turn between two decode steps; it ends with a `Cancelled` event (safe from any thread)."""

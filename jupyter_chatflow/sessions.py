@@ -152,6 +152,16 @@ class Sessions:
             conn.execute("UPDATE sessions SET updated = ? WHERE id = ?", (time.time(), turn.session_id))
         return stored
 
+    def add_event(self, turn_id: str, event: dict[str, Any]) -> bool:
+        """Append one event row to a stored turn's log (a late event: the session's title); False when the turn
+        is no longer stored (the session was reset in the meantime)."""
+        with self.db.transaction() as conn:
+            row = conn.execute("SELECT events FROM turns WHERE id = ?", (turn_id,)).fetchone()
+            if row is not None:
+                events = [*json.loads(row["events"]), event]
+                conn.execute("UPDATE turns SET events = ? WHERE id = ?", (json.dumps(events), turn_id))
+        return row is not None
+
     def turns(self, session_id: str) -> builtins.list[TurnRecord]:
         """The session's turns in order."""
         rows = self.db.query("SELECT * FROM turns WHERE session_id = ? ORDER BY seq", (session_id,))

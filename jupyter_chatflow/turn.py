@@ -1,7 +1,8 @@
 """One turn of the Send pipeline, start to end, as a stream of events (see DESIGN.md, "The flow of one turn").
 
 safety.input → memory.recall → context.assemble → tokenize → prefill/decode (→ tool call → run → resume)
-→ safety.model / output → title → memory.write → Completed | Cancelled | Failed.
+→ safety.model / output → memory.write → Completed | Cancelled | Failed. (The session's title is written after
+the terminal event, by `Chat`: the answer never waits for it; see `title.py`.)
 
 `run_turn` is called on the engine's worker thread; it hands each event to `emit` (which stamps and queues
 it) and never raises: any failure becomes a `Failed` event, an interrupt a `Cancelled` one.
@@ -26,7 +27,6 @@ from .events import (
     Failed,
     MemoryRecalled,
     MemoryWritten,
-    TitleGenerated,
     TokenDelta,
     ToolCall,
     ToolResult,
@@ -41,7 +41,6 @@ from .tools import Tool, ToolOutcome, call_message, result_message, tool_role, t
 
 DEFAULT_SYSTEM = "You are a helpful AI assistant named SmolLM, trained by Hugging Face."
 SUMMARY_TOKENS = 96
-TITLE_PROMPT = "Write a title of at most five words for this conversation. Reply with the title only."
 
 
 @dataclasses.dataclass(kw_only=True)
@@ -55,9 +54,12 @@ class TurnSetup:
     memory: Memory | None = None
     tools: Sequence[Tool] = ()
     needs_title: bool = False
+    """The session has no title yet: `Chat` writes one after this turn's answer."""
     policy: SafetyPolicy | None = None
     prefix: Sequence[Step] = ()
     """Tokens the answer starts with (a fork: the forked answer up to a token, then the chosen alternative)."""
+    queued_ms: float = 0.0
+    """How long the request waited for the engine thread."""
 
 
 class Turn:
@@ -68,8 +70,7 @@ class Turn:
         self.timings: dict[str, float] = {}
         self.started = time.perf_counter()
         self.usage = {"prompt_tokens": 0, "completion_tokens": 0, "reused_tokens": 0}
-        mode = request.features.safety  # the request picks the layers; a configured policy, the guards
-        self.policy = dataclasses.replace(setup.policy, mode=mode) if setup.policy else SafetyPolicy(mode=mode)
+        self.policy = turn_policy(setup.policy, request.features.safety)
         self.streamer = Streamer(
             setup.model, self._emit, cancel, self.policy.output_gate() if self._scans_output else None
         )
@@ -89,7 +90,7 @@ class Turn:
             self._emit(TurnStarted(
                 request_id=self.request.request_id, session_id=self.setup.session_id, user=self.request.text,
                 created=time.time(), fork_of=self.request.fork_of, fork_index=self.request.fork_index,
-                **self.request.envelope(),
+                queued_ms=self.setup.queued_ms, **self.request.envelope(),
             ))  # fmt: skip
             self._pipeline()
         except KeyboardInterrupt:
@@ -123,7 +124,6 @@ class Turn:
             self.streamer.shown = self.streamer.blocked.replacement or "[blocked by the output safety layer]"
         if finish != "content_filter":
             self._check_answer()
-            self._title()
             self._write_memory(command)
         self._complete(finish)
 
@@ -244,24 +244,6 @@ class Turn:
             self._emit(self.policy.check_answer(self.streamer.shown))
             self._emit(self.streamer.gate.summary())  # type: ignore[union-attr]  # set when output is scanned
 
-    def _title(self) -> None:
-        if not self.setup.needs_title or self.cancel.is_set():
-            return
-        started = time.perf_counter()
-        messages = [
-            {"role": "user", "content": self.request.text},
-            {"role": "assistant", "content": self.streamer.shown},
-            {"role": "user", "content": TITLE_PROMPT},
-        ]
-        model = self.setup.model
-        ids = model.tokenizer.apply_chat_template(messages)[-2048:]
-        generation = model.generate(
-            ids, max_tokens=12, temperature=0.0, repetition_penalty=1.3, stop=("\n",), cancel=self.cancel
-        )
-        title = "".join(s.text for s in generation).strip().strip('"*#').strip()[:80]
-        if title:
-            self._emit(TitleGenerated(title=title, latency_ms=self._time("title", started)))
-
     def _write_memory(self, command: MemoryCommand | None) -> None:
         if command is None or self.setup.memory is None:
             return
@@ -315,6 +297,11 @@ class Turn:
         text = tokenizer.decode(transcript[-room:]) if room > 0 else ""
         ids = tokenizer.apply_chat_template([_summary_request(text)])
         return "".join(s.text for s in model.generate(ids, max_tokens=answer, temperature=0.0)).strip()
+
+
+def turn_policy(configured: SafetyPolicy | None, mode: str) -> SafetyPolicy:
+    """The safety policy of one turn: the request picks the layers (mode); a configured policy, the guards."""
+    return dataclasses.replace(configured, mode=mode) if configured else SafetyPolicy(mode=mode)
 
 
 def _summary_request(transcript: str) -> dict[str, str]:
