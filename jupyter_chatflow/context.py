@@ -4,6 +4,12 @@ The budget is the model's window minus the tokens reserved for the answer. When 
 oldest history turns go first (dropped, or summarized by the model), then recalled memories; the system
 prompt and the newest user message are never removed (if they alone do not fit, that is an error that says
 what to shorten). Every prompt token is attributed to the segment it came from, or to the chat template.
+
+Dropping goes in blocks: the history is cut only at turns where its running token count crosses a multiple of
+`trim_block` (a quarter of the budget by default). Those cut points depend only on the turns before them, so
+consecutive turns of a long conversation start from the same turn and share their prompt's prefix: the prompt
+cache serves it, and a follow-up computes only its new tokens. Dropping the fewest turns that fit instead moved
+the start by a turn at every turn, and every turn recomputed the whole window (8k tokens: ~55 s on 2 cores).
 """
 
 from __future__ import annotations
@@ -61,22 +67,28 @@ class Inputs:
 
 
 def assemble(
-    tokenizer: Tokenizer, inputs: Inputs, *, window: int, reserved_output: int, summarize: Summarizer | None = None
-) -> Assembled:
-    """Fit `inputs` into `window - reserved_output` tokens and tokenize them with the chat template."""
+    tokenizer: Tokenizer, inputs: Inputs, *, window: int, reserved_output: int, summarize: Summarizer | None = None,
+    trim_block: int | None = None,
+) -> Assembled:  # fmt: skip
+    """Fit `inputs` into `window - reserved_output` tokens and tokenize them with the chat template.
+
+    `trim_block`: history is dropped at cut points every this many tokens (default: a quarter of the budget; 0
+    drops one turn at a time until the prompt fits, which moves the prompt's start at every turn)."""
     started = time.perf_counter()
     budget = window - reserved_output
+    block = budget // 4 if trim_block is None else trim_block
     alone = len(tokenizer.encode(inputs.system)) + len(tokenizer.encode(inputs.user))
     if alone > budget:  # checked first: a huge message fails fast, without rendering the template again and again
         raise ContextError(_too_long(alone, window, reserved_output))
     history, memory, trims = list(inputs.history), list(inputs.memory), []
+    cuts = _Cuts(tokenizer, history, block)
     while True:
         parts = _parts(dataclasses.replace(inputs, history=history, memory=memory))
         messages = _messages(parts)
         ids = tokenizer.apply_chat_template(messages)
         if len(ids) <= budget:
             break
-        trims.append(_trim_one(tokenizer, history, memory, summarize, len(ids) - budget))
+        trims.append(_trim_one(tokenizer, history, memory, summarize, len(ids) - budget, cuts))
         if trims[-1] is None:
             raise ContextError(_too_long(len(ids), window, reserved_output))
     segments, runs = _provenance(tokenizer, ids, parts)
@@ -123,9 +135,10 @@ def _role(part: Part) -> str:
 
 
 def _trim_one(
-    tokenizer: Tokenizer, history: list, memory: list, summarize: Summarizer | None, over: int
+    tokenizer: Tokenizer, history: list, memory: list, summarize: Summarizer | None, over: int, cuts: _Cuts
 ) -> Trim | None:
-    """Remove the oldest history turn (or summarize all of it), else the least relevant memory; None if nothing."""
+    """Remove the oldest history turns up to a cut point (or summarize all of them), else the least relevant
+    memory; None if nothing is left to remove."""
     reason = f"the prompt was {over} tokens over the budget"
     if history and summarize is not None and not _is_summary(history[0]):
         turns = [m for turn in history for m in turn]
@@ -133,14 +146,52 @@ def _trim_one(
         history[:] = [[{"role": "user", "content": f"(Summary of the conversation so far: {summarize(turns)})"}]]
         return Trim(label=f"history[0..{len(turns) - 1}]", tokens=tokens, action="summarized", reason=reason)
     if history:
-        turn = history.pop(0)
-        tokens = sum(len(tokenizer.encode(m["content"])) for m in turn)
-        return Trim(label="oldest history turn", tokens=tokens, action="dropped", reason=reason)
+        count, tokens = cuts.next(over)
+        del history[:count]
+        label = "oldest history turn" if count == 1 else f"oldest {count} history turns"
+        return Trim(label=label, tokens=tokens, action="dropped", reason=reason)
     if memory:
         snippet = memory.pop()
         return Trim(label=f"memory #{snippet.memory_id}", tokens=len(tokenizer.encode(snippet.text)), action="dropped",
                     reason=reason)  # fmt: skip
     return None
+
+
+class _Cuts:
+    """Where the history may be cut: after a turn at which its running token count (from the conversation's first
+    turn) crosses a multiple of `block`, and after the last turn. The cut points depend only on the turns before
+    them, so they stay put as the conversation grows (block <= 0: after every turn)."""
+
+    def __init__(self, tokenizer: Tokenizer, history: Sequence[Sequence[Message]], block: int):
+        wrap = _message_overhead(tokenizer) if history else 0
+        sizes = [sum(len(tokenizer.encode(m["content"])) + wrap for m in turn) for turn in history]
+        self.running = np.cumsum([0, *sizes])
+        crossed = [k for k in range(1, len(sizes) + 1) if block <= 0 or _blocks(self.running, k, block)]
+        self.points = [*crossed, len(sizes)] if sizes else []
+        self.dropped, self.one_by_one = 0, block <= 0
+
+    def next(self, over: int) -> tuple[int, int]:
+        """Drop to the first cut point that removes about `over` tokens (or the next one: the assembly checks the
+        real count again); returns (turns dropped now, their content tokens)."""
+        start = self.running[self.dropped]
+        later = [p for p in self.points if p > self.dropped]
+        enough = (p for p in later if self.one_by_one or self.running[p] - start >= over)
+        point = next(enough, later[-1])
+        count, self.dropped = point - self.dropped, point
+        return count, int(self.running[point] - start)
+
+
+def _message_overhead(tokenizer: Tokenizer) -> int:
+    """Template tokens around one message (role header, end marker), measured on the chat template itself."""
+    one = [{"role": "system", "content": "s"}, {"role": "user", "content": "x"}]
+    three = [*one, {"role": "assistant", "content": "y"}, {"role": "user", "content": "x"}]
+    texts = len(tokenizer.encode("y")) + len(tokenizer.encode("x"))
+    extra = len(tokenizer.apply_chat_template(three)) - len(tokenizer.apply_chat_template(one)) - texts
+    return max(extra // 2, 0)
+
+
+def _blocks(running: np.ndarray, k: int, block: int) -> bool:
+    return bool(running[k] // block > running[k - 1] // block)
 
 
 def _is_summary(turn: Sequence[Message]) -> bool:

@@ -39,7 +39,7 @@ def test_every_token_has_a_segment_and_counts_add_up(tokenizer):
 
 def test_oldest_turns_are_dropped_first_and_reported(tokenizer):
     full = assemble(tokenizer, inputs(), window=4096, reserved_output=64).context.prompt_tokens
-    assembled = assemble(tokenizer, inputs(), window=full + 64 - 5, reserved_output=64)
+    assembled = assemble(tokenizer, inputs(), window=full + 64 - 5, reserved_output=64, trim_block=0)
     [trim] = assembled.context.trimmed
     assert trim.action == "dropped" and "over the budget" in trim.reason
     labels = [s.label for s in assembled.context.segments]
@@ -50,7 +50,7 @@ def test_oldest_turns_are_dropped_first_and_reported(tokenizer):
 
 def test_memory_goes_after_history(tokenizer):
     bare = assemble(tokenizer, inputs(history=[]), window=4096, reserved_output=64).context.prompt_tokens
-    assembled = assemble(tokenizer, inputs(), window=bare + 64 - 2, reserved_output=64)
+    assembled = assemble(tokenizer, inputs(), window=bare + 64 - 2, reserved_output=64, trim_block=0)
     assert [t.action for t in assembled.context.trimmed] == ["dropped"] * 3
     assert not any(s.kind in ("history", "memory") for s in assembled.context.segments)
 
@@ -82,3 +82,34 @@ def test_template_tokens_in_user_text_stay_text(tokenizer):
                          reserved_output=64)  # fmt: skip
     user = next(s for s in assembled.context.segments if s.kind == "user")
     assert user.tokens > 3
+
+
+def _conversation(turns: int) -> list:
+    return [
+        [{"role": "user", "content": f"question {k}: " + "why " * (1 + k % 3)},
+         {"role": "assistant", "content": f"answer {k}: " + "because " * (2 + k % 5)}]
+        for k in range(turns)
+    ]  # fmt: skip
+
+
+def _shared(a, b) -> int:
+    return next((i for i, (x, y) in enumerate(zip(a, b, strict=False)) if x != y), min(len(a), len(b)))
+
+
+@pytest.mark.parametrize("block, most_breaks", [(None, 4), (0, 18)])
+def test_trimming_in_blocks_keeps_consecutive_prompts_on_one_prefix(tokenizer, block, most_breaks):
+    """Nineteen turns past the window: with blocks, a turn's prompt starts where the one before started (its prompt
+    plus answer is a prefix: the prompt cache serves it) except where a block is cut; turn by turn, never."""
+    history, previous, breaks = _conversation(80), None, 0
+    for turn in range(60, 79):
+        assembled = assemble(
+            tokenizer, inputs(history=history[:turn], memory=[], user=history[turn][0]["content"]), window=2048,
+            reserved_output=64, trim_block=block,
+        )  # fmt: skip
+        assert assembled.context.trimmed and assembled.context.prompt_tokens <= 2048 - 64
+        if previous is not None:
+            breaks += _shared(previous, assembled.ids) < len(previous) - 8  # the previous user message ends it
+        previous = assembled.ids
+    assert breaks <= most_breaks
+    if block == 0:  # turn by turn: the prompt's start moves at every turn, nothing is reused past the system
+        assert breaks == 18
