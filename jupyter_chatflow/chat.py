@@ -104,8 +104,7 @@ class Chat:
 
     def send(self, text: str, **options: Any) -> Response:
         """Start a turn (lazily: it runs when the Response is first iterated); options as `ChatRequest.build`."""
-        options.setdefault("session", self.session.name)
-        request = ChatRequest.build(text, window=self.model.config.context_length, **options)
+        request = self._request(text, options)
         tools, cancel = self._tools(request), threading.Event()
         log = WrittenLog(lambda: self._submit(self._run, request, tools, log, cancel), cancel)
         self._current = cancel
@@ -129,9 +128,17 @@ class Chat:
     def prewarm(self, text: str, **options: Any) -> Future[Prewarm]:
         """Put the prompt that `text` would make into the prompt cache, on the engine thread (a draft being typed:
         the turn that sends it then prefills only what changed). Options as `send`."""
-        options.setdefault("session", self.session.name)
-        request = ChatRequest.build(text, window=self.model.config.context_length, **options)
-        return self._worker.submit(self._prewarm, request)
+        return self._worker.submit(self._prewarm, self._request(text, options))
+
+    def _request(self, text: str, options: dict[str, Any]) -> ChatRequest:
+        """The validated request; a `session` option must name this chat's session (a turn goes to it)."""
+        session = options.setdefault("session", self.session.name)
+        if session != self.session.name:
+            raise RequestError(
+                f"This chat is on session {self.session.name!r}, not {session!r}: use "
+                f"cf.Chat(session={session!r}) or chat.new_session({session!r}) to talk in another session."
+            )
+        return ChatRequest.build(text, window=self.model.config.context_length, **options)
 
     def submit(self, work: Callable[..., T], *args: Any) -> Future[T]:
         """Run `work(*args)` on the engine thread, after the turns already queued (e.g. an attention pass)."""

@@ -69,7 +69,7 @@ class Model:
         top_p: float = 1.0,
         min_p: float = 0.0,
         repetition_penalty: float = 1.0,
-        stop: Sequence[str] = (),
+        stop: str | Sequence[str] = (),
         seed: int | None = None,
         ignore_eos: bool = False,
         params: SamplingParams | None = None,
@@ -86,7 +86,8 @@ class Model:
         if params is None:
             params = SamplingParams(
                 temperature=temperature, top_k=top_k, top_p=top_p, min_p=min_p, repetition_penalty=repetition_penalty,
-                max_tokens=max_tokens, stop=tuple(stop), seed=seed, ignore_eos=ignore_eos,
+                max_tokens=max_tokens, stop=(stop,) if isinstance(stop, str) else tuple(stop), seed=seed,
+                ignore_eos=ignore_eos,
             )  # fmt: skip
         prompt = self._check_prompt(prompt_ids)
         run = functools.partial(self._raw_steps, prompt, params, constraint)

@@ -277,3 +277,9 @@ def test_later_turns_see_the_redacted_message_and_not_blocked_ones(chat):
     tokenized = next(e for e in response if e.type == "tokenized")
     prompt = chat.model.tokenizer.decode(list(tokenized.ids))
     assert "4111 1111" not in prompt and "[CARD]" in prompt and "pipe bomb" not in prompt
+
+
+def test_a_turn_for_another_session_is_refused_before_it_runs(chat):
+    with pytest.raises(RequestError, match=r"on session 'test', not 'other'.*cf.Chat\(session='other'\)"):
+        chat.send("hello", session="other")
+    assert chat.history() == []

@@ -147,3 +147,8 @@ def test_next_logits_equal_the_last_row_of_logits_also_from_the_prompt_cache(tin
     np.testing.assert_allclose(tiny_model.next_logits(ids), expected, rtol=1e-5, atol=1e-5)  # prefix reused
     longer = [*ids, 90]
     np.testing.assert_allclose(tiny_model.next_logits(longer), tiny_model.logits(longer)[-1], rtol=1e-5, atol=1e-5)
+
+
+def test_a_stop_string_given_as_a_str_is_one_stop_string(tiny_model):
+    generation = tiny_model.generate([1, 50, 60], max_tokens=2, stop="END")
+    assert generation._stop == ("END",)  # not "E", "N", "D"
