@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import re
 import sys
+import threading
 import time
 from pathlib import Path
 from typing import Any
@@ -185,6 +186,8 @@ class ChatMagics(Magics):
             if handle is None:
                 ending = "\n[stopped]" if isinstance(view.end, Cancelled) else ""
                 print(ending + "\n\n" + "\n".join(view.details()))
+            else:  # the session's title comes after the answer: the cell is done, its display shows the title later
+                threading.Thread(target=_show_late, args=(response, view, handle, fmt), daemon=True).start()
         return view
 
     # ---- the other magics --------------------------------------------------------------------------------------
@@ -296,6 +299,15 @@ class ChatMagics(Magics):
             return str(namespace[match[1]])
 
         return _PLACEHOLDER.sub(swap, text)
+
+
+def _show_late(response: Response, view: TurnView, handle: Any, fmt: str) -> None:
+    """Add the turn's late events (the session's title) to its display when they arrive."""
+    late = response.after_end()
+    for event in late:
+        view.add(event)
+    if late:
+        handle.update(_bundle(view, fmt))
 
 
 def _bundle(view: TurnView, fmt: str) -> Any:

@@ -206,6 +206,21 @@ def test_chat_cell_streams_into_one_display_updated_in_place(first_kernel):
     assert answers[-1] == answer_of(shown)
 
 
+def test_the_sessions_title_arrives_after_the_answer_and_updates_its_display(first_kernel):
+    """The first turn of the session "default": the cell ends with the answer; the title, written after it, is
+    drawn into the same display when it arrives (while the next cell runs)."""
+    cell = first_kernel.nb.cells[1]
+    titled = [
+        m for m in first_kernel.messages
+        if m.type == "update_display_data" and "title: " in m.content["data"].get("text/markdown", "")
+    ]  # fmt: skip
+    assert titled, "the session's title never reached the cell"
+    assert titled[0].at > first_kernel.idle_at(1)  # the cell did not wait for it
+    title = next(line for line in details_of(markdown(cell)) if line.startswith("title: "))
+    assert 2 <= len(title.removeprefix("title: ").split()) <= 6, title
+    assert "France" in title or "Paris" in title or "Capital" in title, title
+
+
 def test_first_turn_shows_loading_and_compiling_in_the_cell_not_on_stderr(first_kernel):
     """The kernel's first %%chat: a bar while the weights load, a clock while XLA compiles, then the measured
     compile time, in one plain-text display above the answer; nothing on stderr."""
