@@ -3,8 +3,10 @@ package, driven by Playwright), a `%%chat --inspect` cell with the real model.
 
 Checks what a user sees: tokens stream into the page, the context bar and a heatmap render (the heatmap in under
 a second once its data arrived), Stop ends a turn that is generating, reloading the page mid-stream resumes
-the turn with no token lost, and choosing an alternative token forks the answer. Screenshots go to
-$CHATFLOW_ARTIFACTS (default: test-artifacts/ in the checkout).
+the turn with no token lost, choosing an alternative token forks the answer, the session's title arrives after
+the answer, a turn's end leaves the view as the user set it (the same view: tab, scroll position, open popover,
+selected token), a forced tool call and a redacted e-mail address show in every tab. Screenshots of every tab go
+to $CHATFLOW_ARTIFACTS (default: test-artifacts/ in the checkout).
 """
 
 from __future__ import annotations
@@ -28,6 +30,9 @@ ARTIFACTS = Path(os.environ.get("CHATFLOW_ARTIFACTS", ROOT / "test-artifacts"))
 TOKEN = "chatflow-e2e"
 FIRST = "Count from 1 to 200, one number per line."
 SECOND = "Now count from 200 down to 1, one number per line."
+TOOL = "What is 17*23?"
+EMAIL = "My e-mail is jane.doe@example.com, please write me a short greeting."
+TABS = ("context", "attention", "timeline", "safety")
 
 pytestmark = [
     pytest.mark.browser,
@@ -87,6 +92,9 @@ def page(lab):
         browser = playwright.chromium.launch(executable_path=str(CHROMIUM), args=FLAGS)
         page = browser.new_page(viewport={"width": 1280, "height": 1600})
         page.set_default_timeout(120_000)
+        errors: list[str] = []
+        page.on("pageerror", lambda error: errors.append(str(error)))
+        page.errors = errors  # type: ignore[attr-defined]  # checked at the end of the test
         page.goto(f"{lab}/lab/tree/panel.ipynb?token={TOKEN}")
         page.wait_for_selector(".jp-Notebook .jp-Cell")
         page.wait_for_selector("text=Python 3 (ipykernel) | Idle")  # keys pressed before the kernel is up are lost
@@ -167,15 +175,96 @@ def test_the_panel_streams_shows_context_and_attention_stops_resumes_and_forks(p
     # fork: click a token of the latest answer, choose an alternative, the answer is regenerated from there
     # (the fork can end between two looks at the status: its first alternative may be the end-of-turn token on
     # another CPU's arithmetic; so wait for the forked turn itself, and show the panel's notice if it was refused)
+    panel.locator("[data-testid=view-tokens]").click()
     latest = panel.locator("[data-testid=token]").last.get_attribute("data-turn")
     panel.locator(f"[data-testid=token][data-turn='{latest}'][data-index='2']").click()
     panel.locator("[data-testid=fork]").first.click()
     forked = panel.locator(".cf-fork-note", has_text="forked from token 2")
     notice = panel.locator(".cf-notice-text")
-    _wait_until(lambda: forked.count() > 0, 60, lambda: f"the fork did not start; notice: {notice.all_inner_texts()}")
+    why = lambda: f"the fork did not start; notice: {notice.all_inner_texts()}; page errors: {page.errors}"  # noqa: E731
+    _wait_until(lambda: forked.count() > 0, 60, why)
     _wait_until(lambda: panel.get_attribute("data-status") == "idle", 180, "the fork did not end")
     assert panel.locator("[data-testid=token]").last.get_attribute("data-turn") != latest
     page.screenshot(path=str(ARTIFACTS / "panel-fork.png"), full_page=True)
+    _shoot_tabs(page, panel, "fork")
+    # the session's title is written after its first completed answer, and arrives on its own
+    _wait_until(lambda: "Untitled" not in panel.locator("[data-testid=title]").inner_text(), 120, "no title arrived")
+
+    # a forced tool call, sent from the panel; while it runs, the user looks at an earlier token in the Timeline
+    # tab with the conversation scrolled up: the turn's end leaves all of that as it was, in the same view
+    _open_settings(panel)
+    panel.locator("input[name=tool-calculator]").check()
+    panel.locator("select[name=tool_choice]").select_option("required")
+    panel.locator("input[name=max_tokens]").fill("40")
+    panel.locator("input[name=max_tokens]").dispatch_event("change")
+    panel.locator("[data-testid=chat-input]").fill(TOOL)
+    panel.locator("[data-testid=send]").click()
+    _wait_until(lambda: panel.get_attribute("data-status") == "generating", 30, "the tool turn did not start")
+    panel.locator("[data-testid=tab-timeline]").click()
+    panel.locator("[data-testid=view-tokens]").click()
+    first_turn = panel.locator("[data-testid=token]").first.get_attribute("data-turn")
+    chip = panel.locator(f"[data-testid=token][data-turn='{first_turn}'][data-index='1']")
+    chip.click()
+    page.evaluate("""() => { const s = document.querySelector('.cf-stream'); s.scrollTop = 40;
+                              window.__cfRoot = document.querySelector('.cf-root'); }""")
+    assert panel.get_attribute("data-status") == "generating", "the tool turn ended before the view was set up"
+    _wait_until(lambda: panel.get_attribute("data-status") == "idle", 240, "the tool turn did not end")
+    kept = page.evaluate("""() => ({ same: document.querySelector('.cf-root') === window.__cfRoot,
+                                     scroll: document.querySelector('.cf-stream').scrollTop })""")
+    assert kept == {"same": True, "scroll": 40}
+    assert panel.locator("[data-testid=tab-timeline]").get_attribute("aria-selected") == "true"
+    assert panel.locator("[data-testid=popover]").is_visible()
+    assert chip.evaluate("c => c.classList.contains('cf-tok-selected')")
+    card = panel.locator(".cf-answer-tokens [data-testid=tool-card]").last
+    assert "391" in card.inner_text(), card.inner_text()
+    page.keyboard.press("Escape")
+    _shoot_tabs(page, panel, "tool")
+
+    # a message with an e-mail address: the input layer redacts it before the model sees it
+    _open_settings(panel)
+    panel.locator("select[name=tool_choice]").select_option("auto")
+    panel.locator("input[name=tool-calculator]").uncheck()
+    panel.locator("[data-testid=chat-input]").fill(EMAIL)
+    panel.locator("[data-testid=send]").click()
+    _wait_until(lambda: panel.get_attribute("data-status") == "generating", 30, "the e-mail turn did not start")
+    _wait_until(lambda: panel.get_attribute("data-status") == "idle", 240, "the e-mail turn did not end")
+    last_turn = panel.locator(".cf-turn").last
+    assert last_turn.locator(".cf-span-orig").inner_text() == "jane.doe@example.com"
+    assert "jane.doe@example.com" not in last_turn.locator("[data-testid=answer-text]").inner_text()
+    _shoot_tabs(page, panel, "redaction")
+    assert page.errors == []
+
+
+def _open_settings(panel) -> None:
+    if not panel.locator(".cf-settings").is_visible():
+        panel.locator("[data-testid=settings-toggle]").click()
+
+
+def _shoot_tabs(page, panel, name: str) -> None:
+    """A screenshot of the panel with each tab, the latest turn in text and in tokens."""
+    panel.locator("select[aria-label='Turn shown in the inspector']").select_option("")  # the latest turn
+    if panel.locator(".cf-settings").is_visible():
+        panel.locator("[data-testid=settings-toggle]").click()
+    page.evaluate("() => { const s = document.querySelector('.cf-stream'); s.scrollTop = s.scrollHeight; }")
+    panel.locator("[data-testid=view-text]").click()
+    panel.screenshot(path=str(ARTIFACTS / f"{name}-text.png"))
+    panel.locator("[data-testid=view-tokens]").click()
+    for tab in TABS:
+        panel.locator(f"[data-testid=tab-{tab}]").click()
+        if tab == "attention":
+            _heatmap_of_latest_turn(page, panel)
+        page.wait_for_timeout(300)
+        panel.screenshot(path=str(ARTIFACTS / f"{name}-{tab}.png"))
+
+
+def _heatmap_of_latest_turn(page, panel) -> None:
+    """Drawn on its own for a short turn; a long one waits for Show."""
+    turn = panel.locator(".cf-turn").last.get_attribute("data-turn")
+    drawn = panel.locator(f"[data-testid=heatmap][data-turn='{turn}']")
+    page.wait_for_timeout(1500)
+    if not drawn.count():
+        panel.locator("[data-testid=attention-show]").click()
+    _wait_until(lambda: drawn.count() > 0, 120, f"no heatmap of turn {turn}")
 
 
 def _save_and_reload(page) -> None:

@@ -380,3 +380,20 @@ describe("attention", () => {
     expect(model.sent.length).toBe(sent);
   });
 });
+
+describe("safety & tools tab", () => {
+  it("a tool card that appears while the tab is shown is open, as a finished turn's", () => {
+    vi.useFakeTimers();
+    const fx = FIX.tool;
+    const model = mount({ live: { turn_id: fx.turn_id, prewarm: null, fork_of: "" }, status: "generating" });
+    (q("tab-safety") as HTMLButtonElement).click();
+    const callAt = fx.events.findIndex((e) => e.type === "tool_call");
+    model.message({ type: "events", turn_id: fx.turn_id, events: fx.events.slice(0, callAt), pieces: fx.pieces });
+    vi.advanceTimersByTime(500);
+    model.message({ type: "events", turn_id: fx.turn_id, events: fx.events.slice(callAt), pieces: fx.pieces });
+    vi.advanceTimersByTime(500);
+    const detail = q("tool-detail") as HTMLDetailsElement;
+    expect(detail.textContent).toContain("391");
+    expect(detail.hasAttribute("open")).toBe(true);
+  });
+});

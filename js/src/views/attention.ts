@@ -37,8 +37,9 @@ export function renderHeatmap(canvas: HTMLCanvasElement, bits: Uint16Array, rows
 
 /** Token sequences longer than this wait for Show; shorter ones are drawn as soon as the tab opens. */
 export const AUTO_SHOW_MAX = 512;
-/** At most this many labels on an axis (every k-th cell otherwise). */
-const MAX_LABELS = 48;
+/** Axis labels are at least this many pixels apart (every k-th cell otherwise); 48 labels where nothing is laid
+ * out (tests). */
+const LABEL_PX = 11;
 
 type Send = (msg: ViewMessage) => void;
 
@@ -168,6 +169,7 @@ export class AttentionView {
     const { msg, bits } = this.matrix;
     const [rows, cols] = msg.shape;
     const { ms, max } = renderHeatmap(this.canvas, bits, rows, cols, this.background());
+    this.canvas.setAttribute("data-turn", msg.turn_id);
     this.box.classList.toggle("cf-heat-segments", msg.mode === "segments");
     this.box.style.aspectRatio = msg.mode === "segments" ? "" : `${cols} / ${rows}`;
     const pool = msg.pool > 1 ? ` · pooled ${msg.pool}×${msg.pool}` : "";
@@ -184,11 +186,12 @@ export class AttentionView {
     const seq = this.sequence();
     for (const node of [this.colLabels, this.rowLabels, this.topLabels]) clear(node);
     const name = (i: number) => shortToken(seq[i] ?? `#${i}`);
-    axisLabels(this.rowLabels, rows, (r) => name(covered(msg.rows_range[0], msg.pool, r, msg.rows_range[1])[0]), "top");
+    const room = (px: number) => (px > 0 ? Math.floor(px / LABEL_PX) : 48);
+    axisLabels(this.rowLabels, rows, room(this.box.clientHeight), (r) => name(covered(msg.rows_range[0], msg.pool, r, msg.rows_range[1])[0]), "top");
     if (msg.mode === "segments") {
       for (const s of msg.segments) this.colLabels.appendChild(el("span", { class: `cf-heat-col cf-kind-${s.kind}`, title: `${s.label}: tokens ${s.start}–${s.end - 1} (${s.end - s.start})`, text: s.label }));
     } else {
-      axisLabels(this.topLabels, cols, (c) => name(covered(msg.cols_range[0], msg.pool, c, msg.cols_range[1])[0]), "left");
+      axisLabels(this.topLabels, cols, room(this.box.clientWidth), (c) => name(covered(msg.cols_range[0], msg.pool, c, msg.cols_range[1])[0]), "left");
     }
   }
 
@@ -286,8 +289,8 @@ export class AttentionView {
 }
 
 /** Labels along one axis of `n` cells, each at its cell's centre (`side`: "top" for rows, "left" for columns). */
-function axisLabels(box: HTMLElement, n: number, text: (cell: number) => string, side: "top" | "left"): void {
-  const every = Math.max(1, Math.ceil(n / MAX_LABELS));
+function axisLabels(box: HTMLElement, n: number, most: number, text: (cell: number) => string, side: "top" | "left"): void {
+  const every = Math.max(1, Math.ceil(n / Math.max(most, 1)));
   for (let i = 0; i < n; i += every) {
     const label = el("span", { class: "cf-heat-label", text: text(i) });
     label.style[side] = `${((i + 0.5) / n) * 100}%`;

@@ -17,7 +17,7 @@ export class Header {
   private session = el("span", { class: "cf-meta" });
   private modelName = el("span", { class: "cf-meta" });
   readonly status = el("span", { class: "cf-status", "data-testid": "status" });
-  readonly settingsToggle = el("button", { class: "cf-btn", type: "button", "aria-expanded": "false", text: "⚙ Settings" });
+  readonly settingsToggle = el("button", { class: "cf-btn", type: "button", "data-testid": "settings-toggle", "aria-expanded": "false", text: "⚙ Settings" });
   readonly newSession = el("button", { class: "cf-btn", type: "button", "data-testid": "new-session", text: "New session" });
 
   constructor(host: ControlsHost) {

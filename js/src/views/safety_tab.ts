@@ -6,8 +6,21 @@ import { toolCard } from "./tools";
 
 export class SafetyTab {
   readonly el = el("div", { class: "cf-safety-tab" });
-
   private drawn = "";
+  /** The tool cards the user folded (they are open unless folded; a redraw keeps that). */
+  private folded = new Set<string>();
+
+  constructor() {
+    this.el.addEventListener(
+      "toggle",
+      (ev) => {
+        const card = ev.target as HTMLDetailsElement;
+        const id = card.getAttribute?.("data-call-id");
+        if (id) card.open ? this.folded.delete(id) : this.folded.add(id);
+      },
+      true, // (toggle does not bubble)
+    );
+  }
 
   clear(): void {
     this.drawn = "";
@@ -18,8 +31,7 @@ export class SafetyTab {
   show(turn: TurnData): void {
     const key = `${turn.turn_id}|${turn.lastSeq}|${turn.events.length}`;
     if (key === this.drawn) return;
-    const open = new Set([...this.el.querySelectorAll("details[open]")].map((d) => d.getAttribute("data-call-id")));
-    const same = this.drawn.startsWith(`${turn.turn_id}|`); // the same turn grew: cards keep how the user left them
+    if (!this.drawn.startsWith(`${turn.turn_id}|`)) this.folded.clear(); // another turn
     this.drawn = key;
     clear(this.el);
     const s = summarize(turn.events);
@@ -36,7 +48,7 @@ export class SafetyTab {
     for (const card of s.tools) {
       const node = toolCard(card);
       node.setAttribute("data-testid", "tool-detail");
-      if (!same || open.has(card.call.call_id)) node.setAttribute("open", "");
+      if (!this.folded.has(card.call.call_id)) node.setAttribute("open", "");
       this.el.appendChild(node);
     }
     const memory = turn.events.filter((e) => e.type === "memory_recalled" || e.type === "memory_written");
