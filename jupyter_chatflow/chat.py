@@ -191,6 +191,8 @@ class Chat:
             Turn(setup, request, emit, cancel).run()
             if setup.needs_title and log and isinstance(log[-1], Completed):
                 self._title(log, emit, request, cancel)
+        except Exception as error:  # the answer is out and stored; a failing title must not vanish silently
+            warnings.warn(f"jupyter_chatflow could not write the session's title ({error!r}).", stacklevel=1)
         finally:
             out.end()  # readers never wait forever, whatever happened
 

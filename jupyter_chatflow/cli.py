@@ -106,6 +106,8 @@ def run_chat(args: argparse.Namespace) -> int:
     last = response.terminal()
     if not args.json:
         _print_ending(last, out)
+    elif args.session is not None:  # a stored session's first turn: its title follows the answer
+        _print_late(response, out)
     return {"completed": 0, "cancelled": 130}.get(last.type if last else "", 1)
 
 
@@ -130,6 +132,15 @@ def _print_event(event, as_json: bool, out: TextIO) -> None:
     elif event.type == "token":
         out.write(event.text)
         out.flush()
+
+
+def _print_late(response, out: TextIO) -> None:
+    """The events written after the terminal one (the session's title), one JSON line each; Ctrl-C skips them."""
+    try:
+        for event in response.after_end():
+            _emit(event.to_dict(), out)
+    except KeyboardInterrupt:
+        pass
 
 
 def _print_ending(last, out: TextIO) -> None:

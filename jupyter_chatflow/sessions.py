@@ -68,9 +68,10 @@ class TurnRecord:
 
     @classmethod
     def from_events(cls, events: Sequence[Event], *, session_id: str | None = None) -> TurnRecord:
-        """The record of a finished turn, from its events (`TurnStarted` first, a terminal event last)."""
+        """The record of a finished turn, from its events (`TurnStarted` first, a terminal event, then any late
+        ones such as the session's title)."""
         started = next((e for e in events if isinstance(e, TurnStarted)), None)
-        last = events[-1] if events else None
+        last = next((e for e in reversed(events) if isinstance(e, (Completed, Cancelled, Failed))), None)
         if started is None or not isinstance(last, (Completed, Cancelled, Failed)):
             raise ValueError("A stored turn needs its TurnStarted event and a terminal event; is the turn finished?")
         status = "completed" if isinstance(last, Completed) else "cancelled" if isinstance(last, Cancelled) else "error"

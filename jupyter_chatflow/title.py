@@ -43,11 +43,13 @@ def write_title(
     """The title event for a conversation that starts with `user` → `answer` (both as the model saw / showed
     them); None when cancelled or when neither the model nor the user's words give a title."""
     started = time.perf_counter()
-    ids = model.tokenizer.apply_chat_template(_messages(user, answer))
-    generation = model.generate(
-        ids[-2048:], max_tokens=TITLE_TOKENS, temperature=0.0, repetition_penalty=1.2, stop=("\n",), cancel=cancel
-    )
-    attempt = clean_title("".join(step.text for step in generation))
+    ids = _prompt_ids(model, user, answer)
+    attempt = ""
+    if ids is not None:  # (a window too small for even the bare request: the user's words)
+        generation = model.generate(
+            ids, max_tokens=TITLE_TOKENS, temperature=0.0, repetition_penalty=1.2, stop=("\n",), cancel=cancel
+        )
+        attempt = clean_title("".join(step.text for step in generation))
     if cancel.is_set():
         return None
     if not on_topic(attempt, user):
@@ -60,11 +62,21 @@ def write_title(
     return TitleGenerated(title=title, source=source, latency_ms=(time.perf_counter() - started) * 1000)
 
 
-def _messages(user: str, answer: str) -> list[dict[str, str]]:
-    """Few-shot: the model is shown three finished examples, then asked for this one (the user's message only:
-    the answer adds length and little the title needs; its first line helps when the message is short)."""
+def _prompt_ids(model: Model, user: str, answer: str) -> list[int] | None:
+    """The title request's ids: with the few-shot examples when they fit the window, else without; else None."""
+    room = model.config.context_length - TITLE_TOKENS
+    for examples in (FEW_SHOT, ()):
+        ids = model.tokenizer.apply_chat_template(_messages(user, answer, examples))
+        if len(ids) < room:
+            return ids
+    return None
+
+
+def _messages(user: str, answer: str, examples: tuple[tuple[str, str], ...] = FEW_SHOT) -> list[dict[str, str]]:
+    """Few-shot: the model is shown finished examples, then asked for this one (the user's message only: the
+    answer adds length and little the title needs; its first line helps when the message is short)."""
     messages = [{"role": "system", "content": "You write short, plain titles for conversations."}]
-    for message, title in FEW_SHOT:
+    for message, title in examples:
         messages += [{"role": "user", "content": _INSTRUCTION + message}, {"role": "assistant", "content": title}]
     context = user.strip()[:600]
     if len(context) < 40 and answer.strip():

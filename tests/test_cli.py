@@ -34,6 +34,18 @@ def test_chat_json_stream(tiny_path, tiny_model, capsys):
     assert last["text"] == "".join(e["text"] for e in tokens)
 
 
+def test_chat_json_with_a_session_ends_with_the_title_after_the_answer(tiny_path, tmp_path, monkeypatch, capsys):
+    monkeypatch.setenv("CHATFLOW_DB", str(tmp_path / "cli.db"))
+    args = ["chat", "--model", str(tiny_path), "--json", "--max-tokens", "4", "--session", "s1"]
+    assert main([*args, "What is the capital of France?"]) == 0
+    events = json_lines(capsys.readouterr().out)
+    assert [e["type"] for e in events[-2:]] == ["completed", "title_generated"]
+    assert events[-1]["title"] == "Capital of France"  # the tiny model's attempt is noise: the user's words
+    assert events[-1]["sequence_number"] == events[-2]["sequence_number"] + 1
+    assert main([*args, "And of Spain?"]) == 0  # the session has its title: no more title events
+    assert json_lines(capsys.readouterr().out)[-1]["type"] == "completed"
+
+
 def test_chat_text_streams_to_stdout(tiny_path, capsys):
     assert main(["chat", "--model", str(tiny_path), "--seed", "3", "--max-tokens", "5", "Hello"]) == 0
     captured = capsys.readouterr()

@@ -103,10 +103,10 @@ def test_the_title_is_written_from_the_redacted_message(wide_model, tmp_path, mo
         return generate(ids, **kwargs)
 
     monkeypatch.setattr(wide_model, "generate", spy)
-    response = chat.send("Write to ada.lovelace@example.com about the 4111 1111 1111 1111 card", max_tokens=4)
+    response = chat.send("Send the meeting minutes to ada.lovelace@example.com by Friday", max_tokens=4)
     assert response.title()
     assert len(prompts) == 2  # the answer, then the title
-    assert "ada.lovelace@example.com" not in prompts[1] and "4111 1111" not in prompts[1]
+    assert "ada.lovelace@example.com" not in prompts[1] and "minutes" in prompts[1]
     assert "[EMAIL]" in prompts[1]
     assert "lovelace" not in response.title().lower()
 
