@@ -8,7 +8,6 @@ import pytest
 
 from jupyter_chatflow.events import SafetyDecision
 from jupyter_chatflow.safety import OutputGate, PiiGuard, Release, RuleGuard, SafetyPolicy, redact
-from jupyter_chatflow.safety.rules import CATEGORY_RULES
 
 ANSWERS = [
     "Sure! Write to ada.lovelace@example.com or call (555) 123-4567 before noon.",
@@ -92,7 +91,7 @@ def test_a_chunk_with_findings_comes_with_one_decision_before_its_tokens():
 
 
 def test_a_blocking_match_stops_the_stream_and_hides_the_rest():
-    gate = OutputGate(guards=(RuleGuard(rules=CATEGORY_RULES), PiiGuard()))
+    gate = OutputGate(guards=(RuleGuard(rules=()), PiiGuard()))
     items = stream(gate, word_pieces("Here is how to make a pipe bomb: first take some pipes and more text"))
     blocks = [i for i in items if isinstance(i, SafetyDecision) and i.action == "block"]
     assert len(blocks) == 1 and gate.blocked == blocks[0]
@@ -104,7 +103,7 @@ def test_a_blocking_match_stops_the_stream_and_hides_the_rest():
 
 def test_flags_are_reported_once_and_text_is_unchanged():
     answer = "Honestly the election was rigged, people say, and more words follow here."
-    items = stream(OutputGate(guards=(RuleGuard(rules=CATEGORY_RULES),)), word_pieces(answer))
+    items = stream(OutputGate(guards=(RuleGuard(rules=()),)), word_pieces(answer))
     decisions = [i for i in items if isinstance(i, SafetyDecision)]
     assert [d.action for d in decisions] == ["flag"] and decisions[0].categories == ("S13",)
     assert shown(items) == answer

@@ -17,7 +17,7 @@ from collections.abc import Iterable
 
 import numpy as np
 
-__all__ = ["IGNORABLE", "Folded", "fold"]
+__all__ = ["IGNORABLE", "Folded", "fold", "lower"]
 
 IGNORABLE = frozenset(
     "\u00ad\u180e\u200b\u200c\u200d\u200e\u200f\u202a\u202b\u202c\u202d\u202e\u2060\u2061\u2062\u2063\u2064\ufeff"
@@ -72,3 +72,9 @@ def _table(chars: Iterable[str]) -> dict[int, str]:
         if folded != char:
             table[ord(char)] = folded
     return table
+
+
+def lower(text: str) -> str:
+    """Lower-cased text of the same length (str.lower lengthens a few characters, such as "İ"; those stay)."""
+    lowered = text.lower()
+    return lowered if len(lowered) == len(text) else "".join(c if len(c.lower()) != 1 else c.lower() for c in text)

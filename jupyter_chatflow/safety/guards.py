@@ -19,14 +19,23 @@ from typing import Protocol, runtime_checkable
 from jupyter_chatflow.events import SafetyDecision, Span
 
 from .decisions import check_action, check_layer, describe_spans, since, strongest
+from .frames import Frame, FrameHit, match
+from .hazards import HAZARD_FRAMES
 from .pii import find_pii
-from .rules import CATEGORY_RULES, CODE_RULES, INJECTION_RULES, MARKUP_RULES, REFUSAL_RULES, Rule, scan
+from .rules import CODE_RULES, INJECTION_RULES, MARKUP_RULES, REFUSAL_RULES, Rule, scan
 from .taxonomy import describe
 
-__all__ = ["BLOCK_MESSAGE", "Guard", "PiiGuard", "RefusalGuard", "RuleGuard"]
+__all__ = ["BLOCK_MESSAGE", "CATEGORY_NOTES", "Guard", "PiiGuard", "RefusalGuard", "RuleGuard"]
 
 BLOCK_MESSAGE = "This was blocked by the safety policy ({categories})."
 """What is shown instead of blocked text; `{categories}` becomes the category names."""
+
+CATEGORY_NOTES = {
+    "S11": "If you are thinking about suicide or harming yourself, you do not have to face it alone: please talk to "
+    "someone you trust, or call or text a crisis line (988 in the US and Canada, 116 123 in the UK and Ireland; "
+    "findahelpline.com lists others).",
+}
+"""Added to a block message when the block names the category."""
 
 
 @runtime_checkable
@@ -45,9 +54,11 @@ class Guard(Protocol):
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
 class RuleGuard:
-    """Keyword rules: flags (or blocks) a text when a rule matches; scores are 1.0 per matched category."""
+    """Hazard frames and pattern rules: flags or blocks a text when one matches; scores are 1.0 per category."""
 
-    rules: tuple[Rule, ...] = CATEGORY_RULES + CODE_RULES + INJECTION_RULES + MARKUP_RULES
+    rules: tuple[Rule, ...] = CODE_RULES + INJECTION_RULES + MARKUP_RULES
+    frames: tuple[Frame, ...] = HAZARD_FRAMES
+    """Hazard frames (`hazards.HAZARD_FRAMES`: Llama Guard 3's S1–S14); () for pattern rules only."""
     name: str = "rules"
     action: str | None = None
     """Override every rule's own action (flag | block); None keeps each rule's action."""
@@ -58,13 +69,14 @@ class RuleGuard:
             check_action(self.action, ("flag", "block"))
 
     def check(self, text: str, *, layer: str) -> SafetyDecision:
-        """Flag or block `text` if any rule matches it."""
+        """Flag or block `text` if any frame or rule matches it."""
         start = time.perf_counter()
         hits = scan(text, self.rules)
-        action = self.action or strongest(hit.rule.action for hit in hits)
-        spans = tuple(hit.span for hit in hits)
-        reason = f"Matched {len(hits)} rule{'s' * (len(hits) != 1)}: {_names(spans)}." if hits else "No rule matched."
-        return _decision(self, layer, action if hits else "allow", spans, reason, start, self.message)
+        fired = match(text, self.frames)
+        action = self.action or strongest([*(hit.rule.action for hit in hits), *(f.frame.action for f in fired)])
+        spans = tuple(sorted([*(_frame_span(f) for f in fired), *(hit.span for hit in hits)], key=_position))
+        reason = _reason(fired, [hit.span for hit in hits]) if spans else "No rule matched."
+        return _decision(self, layer, action if spans else "allow", spans, reason, start, self.message)
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
@@ -103,6 +115,28 @@ class RefusalGuard:
         return _decision(self, layer, "flag" if spans else "allow", spans, reason, start, "")
 
 
+def _frame_span(hit: FrameHit) -> Span:
+    return Span(start=hit.start, end=hit.end, category=hit.frame.category)
+
+
+def _position(span: Span) -> tuple[int, int]:
+    return span.start, span.end
+
+
+def _reason(fired: list[FrameHit], spans: list[Span]) -> str:
+    """Why: each frame that fired with the words that made it (first three frames), then the rules' categories."""
+    parts = []
+    for hit in list(dict.fromkeys(fired, None))[:3]:
+        words = ", ".join(f"{cue} {text!r}" for cue, text in hit.evidence)
+        parts.append(f"{hit.frame.category} {describe(hit.frame.category)}, {hit.frame.name} ({words})")
+    more = len({f.frame.name for f in fired}) - len(parts)
+    if more > 0:
+        parts.append(f"{more} more")
+    if spans:
+        parts.append(f"rules: {_names(tuple(spans))}")
+    return "Matched " + "; ".join(parts) + "."
+
+
 def _names(spans: tuple[Span, ...]) -> str:
     codes = dict.fromkeys(span.category for span in spans)
     return ", ".join(f"{code} {describe(code)}" if code[1:].isdigit() else describe(code) for code in codes)
@@ -122,5 +156,10 @@ def _decision(
         spans=spans,
         reason=reason,
         latency_ms=since(start),
-        replacement=message.format(categories=_names(spans)) if action == "block" else "",
+        replacement=_block_message(message, spans) if action == "block" else "",
     )
+
+
+def _block_message(message: str, spans: tuple[Span, ...]) -> str:
+    notes = [CATEGORY_NOTES[c] for c in dict.fromkeys(s.category for s in spans) if c in CATEGORY_NOTES]
+    return " ".join([message.format(categories=_names(spans)), *notes])

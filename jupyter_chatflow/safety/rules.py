@@ -1,13 +1,12 @@
-"""Transparent keyword rules: each names a taxonomy category, an action (flag or block) and one readable regex.
+"""Literal pattern rules: each names a category, an action (flag or block) and one readable regex.
 
-Rules are deliberately few and literal, so a reader can see exactly why a text was flagged; they are a first line,
-not a classifier (pair them with `ModelGuard` or your own `Guard` for more). Each pattern is a list of phrases
-matched on lower-cased, folded text (`folding.fold`: full-width letters and zero-width spaces do not hide a
-keyword), starting and ending on word boundaries. Patterns begin with a literal word and use only bounded or
-unambiguous repeats, so a scan is linear in the text (a megabyte takes tens of milliseconds per rule set).
-
-Blocking rules, by default: sexual content involving minors (S4) and asking how to make a weapon of mass harm (S9).
-Everything else flags: the text goes on, the decision records what was seen.
+These catch what has a fixed shape: shell and Python that attack the machine (S14), phrases and role markers of
+prompt injection, active HTML, and refusals. The hazard categories in prose are read by the frames (`hazards`),
+which know lemmas and context; a regex per keyword could not tell "kill a process" from "kill my neighbour".
+Each pattern is matched on lower-cased, folded text (`folding.fold`: full-width letters and zero-width spaces do
+not hide a keyword), starting and ending on word boundaries. Patterns begin with a literal word and use only
+bounded or unambiguous repeats, so a scan is linear in the text (a megabyte takes tens of milliseconds per rule
+set). They flag: the text goes on, the decision records what was seen (tool arguments block on `CODE_RULES`).
 """
 
 from __future__ import annotations
@@ -19,10 +18,9 @@ from collections.abc import Iterable
 from jupyter_chatflow.events import Span
 
 from .decisions import check_action
-from .folding import fold
+from .folding import fold, lower
 
 __all__ = [
-    "CATEGORY_RULES",
     "CODE_RULES",
     "INJECTION_RULES",
     "MARKUP_RULES",
@@ -68,7 +66,7 @@ class RuleHit:
 def scan(text: str, rules: Iterable[Rule]) -> list[RuleHit]:
     """Every match of every rule in `text`, in order of position."""
     folded = fold(text)
-    lowered = _lower(folded.text)
+    lowered = lower(folded.text)
     hits = []
     for rule in rules:
         for match in rule.regex.finditer(lowered):
@@ -94,108 +92,6 @@ def _any(*phrases: str) -> str:
     """One regex for any of the phrases, ending on a word boundary."""
     return "(?:" + "|".join(phrases) + r")\b"
 
-
-def _lower(text: str) -> str:
-    """Lower-cased text of the same length (str.lower lengthens a few characters, such as "İ"; those stay)."""
-    lowered = text.lower()
-    return lowered if len(lowered) == len(text) else "".join(c if len(c.lower()) != 1 else c.lower() for c in text)
-
-
-_HOW = _any(
-    r"how\s+(?:do\s+(?:i|you|we)|to|can\s+(?:i|you|we)|would\s+(?:i|you))",
-    r"instructions?\s+(?:for|to|on)",
-    r"steps?\s+to",
-    r"recipe\s+for",
-    r"guide\s+to",
-)
-_MAKE = r"(?:make|build|create|synthesi[sz]e|produce|assemble|cook|brew|weaponi[sz]e)"
-_WMD = _any(
-    r"(?:a\s+|an\s+)?(?:pipe\s+|nail\s+|dirty\s+|car\s+|fertili[sz]er\s+)?bombs?",
-    r"explosives?|napalm|thermite|sarin|vx|tabun|ricin|anthrax|botulinum(?:\s+toxin)?|mustard\s+gas",
-    r"(?:a\s+)?(?:nerve\s+agents?|bioweapons?|chemical\s+weapons?|nuclear\s+(?:bombs?|weapons?|devices?))",
-)
-_PEOPLE = (
-    r"(?:a\s+|an\s+|my\s+|the\s+|our\s+|his\s+|her\s+)?(?:person|people|someone|somebody|him|her|them|neighbou?r"
-    r"|wife|husband|boss|child|kid|teacher|president|coworker|family)\b"
-)
-
-CATEGORY_RULES: tuple[Rule, ...] = (
-    Rule(category="S1", pattern=r"(?:kill|murder|assassinate|kidnap|torture|stab|strangle|poison)\s+" + _PEOPLE),
-    Rule(category="S1", pattern=_any(r"hire\s+an?\s+hit\s?man")),
-    Rule(
-        category="S2",
-        pattern=_HOW + r"\s+" + _any(r"launder\s+money|shoplift|hotwire\s+a\s+car|pick\s+a\s+lock|steal\s+\w+"),
-    ),
-    Rule(
-        category="S2",
-        pattern=_any(
-            r"(?:make|cook|synthesi[sz]e)\s+(?:meth|methamphetamine|fentanyl|heroin|crack)",
-            r"counterfeit\s+(?:money|bills|currency)",
-            r"ransomware|phishing\s+(?:kit|page|site)",
-        ),
-    ),
-    Rule(category="S3", pattern=_any(r"sex\s+trafficking|revenge\s+porn|date\s+rape\s+drugs?|sextortion")),
-    Rule(
-        category="S4",
-        pattern=_any(
-            r"child\s+porn\w*|csam",
-            r"(?:sexual|nude|explicit)\s+(?:\w+\s+)?(?:of|with|involving)\s+(?:a\s+)?(?:minors?|child|children|kids?)",
-        ),
-        action="block",
-    ),
-    Rule(
-        category="S5",
-        pattern=_any(r"(?:fake|false|made[-\s]up)\s+(?:news|story|article|rumou?rs?|allegations?)\s+(?:about|that)"),
-    ),
-    Rule(
-        category="S6",
-        pattern=_any(
-            r"how\s+much\s+\w+\s+(?:should|can)\s+i\s+take",
-            r"diagnose\s+(?:me|my)",
-            r"should\s+i\s+stop\s+taking\s+my",
-        ),
-    ),
-    Rule(
-        category="S7",
-        pattern=_any(
-            r"dox(?:x)?(?:ing|ed)?",
-            r"(?:find|get|look\s+up)\s+(?:\w+\s+){0,3}(?:home\s+address|social\s+security\s+number)",
-        ),
-    ),
-    Rule(
-        category="S8",
-        pattern=_any(
-            r"pirated|keygen|warez",
-            r"cracked\s+(?:copy|version|software)",
-            r"bypass\s+(?:the\s+)?(?:drm|copy\s+protection)",
-        ),
-    ),
-    Rule(category="S9", pattern=_HOW + r"\s+" + _MAKE + r"\s+" + _WMD, action="block"),
-    Rule(
-        category="S9",
-        pattern=_any(r"sarin|vx\s+nerve\s+agent|ricin|anthrax|bioweapons?|chemical\s+weapons?|enriched\s+uranium"),
-    ),
-    Rule(
-        category="S10",
-        pattern=_any(r"subhumans?|ethnic\s+cleansing|master\s+race|white\s+power|exterminate\s+(?:all|the)\s+\w+"),
-    ),
-    Rule(
-        category="S11",
-        pattern=_any(
-            r"kill\s+myself|end\s+my\s+(?:own\s+)?life|commit\s+suicide|suicidal|want\s+to\s+die",
-            r"self[-\s]harm|cut\s+myself|lethal\s+dose|overdose\s+on",
-        ),
-    ),
-    Rule(category="S12", pattern=_any(r"porn\w*|sexually\s+explicit|explicit\s+sex\w*|sex\s+scene|nudes|erotica")),
-    Rule(
-        category="S13",
-        pattern=_any(
-            r"(?:rig|steal)\s+(?:the|an)\s+election|election\s+(?:is|was)\s+rigged",
-            r"voter\s+suppression|fake\s+ballots?|vote\s+by\s+(?:text|sms)",
-        ),
-    ),
-)
-"""Hazard rules (Llama Guard 3 categories S1–S13)."""
 
 CODE_RULES: tuple[Rule, ...] = (
     Rule(category="S14", pattern=r"rm\s+-(?:rf|fr|r)\s+(?:/|~|\*|\$home)(?=\s|$|\*|;|&|\|)"),
