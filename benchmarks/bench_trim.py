@@ -7,9 +7,12 @@ paid before), which moves the prompt's start at every turn. Both run the same tu
 after the other in one process, beside a fresh short turn (system prompt + one message) as the yardstick.
 
 Each turn is assembled exactly as the pipeline does it and generates one token (its time to first token is its
-prefill); the history grows by synthetic turns of ~120 tokens. `--window` shrinks the model's 8,192-token window
-to keep a run short (the ratios are what count); `--window 8192` measures the full one (slow: ~55 s a turn for
-the peer on 2 cores).
+prefill); the history grows by synthetic turns of ~120 tokens. A real turn's answer is decoded into the KV cache
+as it is generated, so before the next turn the benchmark puts it there too (untimed): the turn's prompt and its
+answer are prefilled, as decoding the answer would have left them.
+
+`--window` shrinks the model's 8,192-token window to keep a run short (the ratios are what count); `--window
+8192` measures the full one (slow: ~55 s a turn for the peer on 2 cores).
 
     python benchmarks/bench_trim.py [--window 2048] [--turns 12]
 """
@@ -38,11 +41,20 @@ def conversation(turns: int) -> list[list[dict[str, str]]]:
     ]  # fmt: skip
 
 
-def ttft_ms(model, ids: list[int]) -> float:
+def first_token(model, ids: list[int]) -> dict:
+    """Time to first token (ms), of it XLA compile (ms), and the prompt tokens computed (not from the cache)."""
     started = time.perf_counter()
-    for _ in model.generate(ids, max_tokens=1, temperature=0.0):
+    generation = model.generate(ids, max_tokens=1, temperature=0.0)
+    for _ in generation:
         pass
-    return (time.perf_counter() - started) * 1000
+    ms = (time.perf_counter() - started) * 1000
+    usage = generation.usage
+    return {"ttft_ms": round(ms, 1), "compile_ms": round(usage.compile_ms, 1),
+            "computed": usage.prompt_tokens - usage.reused_tokens}  # fmt: skip
+
+
+def ttft_ms(model, ids: list[int]) -> float:
+    return first_token(model, ids)["ttft_ms"]
 
 
 def follow_ups(model, history, first: int, turns: int, window: int, block: int | None) -> list[dict]:
@@ -53,9 +65,11 @@ def follow_ups(model, history, first: int, turns: int, window: int, block: int |
         user = history[turn][0]["content"]
         assembled = assemble(model.tokenizer, Inputs(system=DEFAULT_SYSTEM, user=user, history=history[:turn]),
                              window=window, reserved_output=RESERVED, trim_block=block)  # fmt: skip
-        ms = ttft_ms(model, assembled.ids)
+        measured = first_token(model, assembled.ids)
         if turn > first:  # the first one only warms the cache, as the turn before would have
-            rows.append({"turn": turn, "prompt_tokens": len(assembled.ids), "ttft_ms": round(ms, 1)})
+            rows.append({"turn": turn, "prompt_tokens": len(assembled.ids), **measured})
+        answer = model.tokenizer.encode(history[turn][1]["content"]) + model.tokenizer.encode_template("<|im_end|>")
+        model.prefill([*assembled.ids, *answer])  # this prompt + its answer, as decoding the answer leaves them
     return rows
 
 
@@ -75,7 +89,8 @@ def main() -> None:
         model.prompt_cache.clear()  # a fresh turn: nothing of it cached
         fresh_runs.append(ttft_ms(model, short))
     fresh = statistics.median(fresh_runs)
-    follow_ups(model, history, first, 2, args.window, None)  # compile the long prompts' programs
+    for block in (None, 0):  # compile the programs the long prompts need (chunk widths at this cache length)
+        follow_ups(model, history, first, args.turns, args.window, block)
     ours = follow_ups(model, history, first, args.turns, args.window, None)
     peer = follow_ups(model, history, first, args.turns, args.window, 0)
     report = {
@@ -83,7 +98,10 @@ def main() -> None:
         "fresh_short_turn_ttft_ms": round(fresh, 1),
         "ours_median_ttft_ms": statistics.median(r["ttft_ms"] for r in ours),
         "ours_max_ttft_ms": max(r["ttft_ms"] for r in ours),
+        "ours_median_computed": statistics.median(r["computed"] for r in ours),
         "peer_median_ttft_ms": statistics.median(r["ttft_ms"] for r in peer),
+        "peer_median_computed": statistics.median(r["computed"] for r in peer),
+        "compile_ms_in_all": round(sum(r["compile_ms"] for r in ours + peer), 1),
         "ours": ours,
         "peer": peer,
     }
