@@ -65,6 +65,7 @@ function render({ model, el: host }: { model: PanelModel; el: HTMLElement }): ()
   let pinned = false;
   /** The token the popover shows (kept across turn ends, forks and Stop: the user's selection). */
   let popped: { turnId: string; index: number } | null = null;
+  let popKey = "";
 
   // ---- inspector ----
   let tab: Tab = "context";
@@ -178,6 +179,7 @@ function render({ model, el: host }: { model: PanelModel; el: HTMLElement }): ()
       return;
     }
     popped = { turnId, index: token.index };
+    popKey = popoverKey(turnId, token.index);
     if (pinned) chip.classList.add("cf-tok-selected");
     const params = summarize(turn.events).started?.params ?? {};
     popover.replaceChildren(
@@ -209,8 +211,11 @@ function render({ model, el: host }: { model: PanelModel; el: HTMLElement }): ()
     const chip = [...stream.el.querySelectorAll<HTMLElement>(`.cf-tok[data-index="${index}"]`)].find((c) => c.getAttribute("data-turn") === turnId) ?? null;
     const token = stream.tokenAt(turnId, index) ?? null;
     if (!chip || !token) hidePopover();
-    else if (pinned) showPopover(turnId, token, chip);
+    else if (pinned && popKey !== popoverKey(turnId, index)) showPopover(turnId, token, chip); // else: as it is (a
+    // button being clicked must not be swapped for a new one)
   }
+  /** What the popover's content depends on: its token, and whether it may fork. */
+  const popoverKey = (turnId: string, index: number) => `${turnId}|${index}|${canFork(turnId)}`;
   const onDocClick = (ev: MouseEvent) => {
     const t = ev.target as Node;
     if (pinned && !popover.contains(t) && !(t instanceof Element && t.closest(".cf-tok"))) hidePopover();

@@ -397,3 +397,18 @@ describe("safety & tools tab", () => {
     expect(detail.hasAttribute("open")).toBe(true);
   });
 });
+
+describe("popover", () => {
+  it("is not rebuilt by changes that leave its content as it is (a click on its button must land)", () => {
+    const model = mount({ turns: [FIX.answer] });
+    (q("view-tokens") as HTMLButtonElement).click();
+    q("token").dispatchEvent(new MouseEvent("click", { bubbles: true }));
+    const button = host.querySelector('[data-testid="fork"]');
+    expect(button).not.toBeNull();
+    const done = completedOf(FIX.answer);
+    const title = { type: "title_generated", sequence_number: done.sequence_number + 1, turn_id: FIX.answer.turn_id, timestamp: done.timestamp + 1, title: "Paris", latency_ms: 900, source: "model" } as ChatEvent;
+    model.message({ type: "events", turn_id: FIX.answer.turn_id, events: [title], pieces: {} }); // a late title
+    model.set("title", "Paris");
+    expect(host.querySelector('[data-testid="fork"]')).toBe(button);
+  });
+});
