@@ -108,7 +108,7 @@ def test_response_rebuilds_from_dicts():
 
 def test_response_renders_as_markdown_in_a_notebook():
     markdown = Response(_samples())._repr_markdown_()
-    assert markdown.startswith("Paris") and "<details><summary>pipeline</summary>" in markdown
+    assert markdown.startswith('<div class="cf-answer-md"><p>Paris</p><details><summary>pipeline</summary>')
     assert "safety: input redact" in markdown and "context: 12/8192 tokens" in markdown
 
 
