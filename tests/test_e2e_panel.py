@@ -242,6 +242,17 @@ def test_the_panel_streams_shows_context_and_attention_stops_resumes_and_forks(p
     _wait_until(lambda: "Untitled" not in panel.locator("[data-testid=title]").inner_text(), 120, "no title arrived")
     assert page.errors == []
 
+    # the saved notebook carries the static copy (for nbconvert, GitHub), hidden here while the panel is live; it
+    # was last updated before the first reload (display ids are not saved, so a reloaded page can't be updated)
+    page.keyboard.press("Escape")
+    page.keyboard.press("Control+s")
+    page.wait_for_selector(".lm-TabBar-tab.jp-mod-current.jp-mod-dirty", state="detached", timeout=30_000)
+    with urllib.request.urlopen(f"{page.url.split('/lab')[0]}/api/contents/panel.ipynb?token={TOKEN}") as reply:
+        outputs = json.load(reply)["content"]["cells"][1]["outputs"]
+    copies = [o["data"]["text/html"] for o in outputs if "cf-static-copy" in o.get("data", {}).get("text/html", "")]
+    assert len(copies) == 1 and f"speed: {stopped_at} tokens · stopped" in copies[0], copies
+    assert not panel.page.locator(".cf-static-copy").first.is_visible()
+
 
 def _open_settings(panel) -> None:
     if not panel.locator(".cf-settings").is_visible():
