@@ -50,7 +50,7 @@ def message(panel: ChatWidget, **content) -> None:
 def test_a_turn_streams_as_batches_and_lands_in_the_turns_trait(panel):
     response = panel.ask("Hello there")
     panel.wait(60)
-    events = [e.to_dict() for e in response]
+    events = [e.to_dict() for e in [*response, *response.after_end()]]  # (after the end: the session's title)
     streamed = [e for content, _ in panel.send.of("events") for e in content["events"]]
     assert streamed == events  # every event once, in order
     assert [t["turn_id"] for t in panel.turns] == [response.turn_id]
