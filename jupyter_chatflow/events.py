@@ -189,7 +189,9 @@ class TokenDelta(Event):
     alternatives: tuple[Alternative, ...] = ()
     elapsed_ms: float = 0.0
     compile_ms: float = 0.0
-    """XLA compile time since the previous token (a decode program's first call in the process), in elapsed_ms."""
+    """XLA compile time since the previous token (a decode program's first call in the process), in elapsed_ms.
+    A generation's first token comes out of its prefill: its compile_ms is that prefill's (`PrefillDone.compile_ms`),
+    not more of it; add one of the two."""
     redacted: bool = False
 
 

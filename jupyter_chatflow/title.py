@@ -30,10 +30,39 @@ _LEAD_INS = re.compile(
     r"can you|could you|would you|will you|i want to know|i'd like to know|what(?:'s| is| are| was| were)?|"
     r"who(?:'s| is| are| was)?|how (?:do|does|can|to|much|many)?|why (?:is|are|do|does)?|when (?:is|was|did)?|"
     r"where (?:is|are)?|which|(?:should|shall|can|could|would|will|do|did|may) (?:i|we)|is|are|do|does|the|a|an|"
-    r"about|me|i|you|it)\b[\s,]*",
+    r"about|me|i|you|it|write|compose|create|generate|make|give|show|explain|describe|some)\b[\s,]*",
     re.IGNORECASE,
 )
 _SMALL = {"a", "an", "and", "as", "at", "by", "for", "from", "in", "into", "of", "on", "or", "the", "to", "vs", "with"}
+_NO_END = _SMALL | {
+    "about",
+    "who",
+    "that",
+    "which",
+    "whose",
+    "when",
+    "where",
+    "is",
+    "are",
+    "was",
+    "be",
+    "my",
+    "your",
+    "his",
+    "her",
+    "their",
+    "our",
+    "its",
+    "this",
+    "these",
+    "those",
+    "i",
+    "you",
+    "he",
+    "she",
+    "we",
+    "it",
+}
 _NOT_A_TITLE = re.compile(r"(?i)^(?:sure|certainly|here|i |i'm|as an|title|the title|okay|yes|no)\b")
 
 
@@ -119,8 +148,11 @@ def fallback_title(user: str) -> str:
     previous = None
     while previous != phrase:
         previous, phrase = phrase, _LEAD_INS.sub("", phrase.strip())
-    words = phrase.split()[:MAX_WORDS]
-    while words and words[-1].lower() in _SMALL:  # never end on "of", "the"
+    words = phrase.split()
+    while words and words[0].lower() in _SMALL:  # nor start on one
+        words.pop(0)
+    words = words[:MAX_WORDS]
+    while words and words[-1].lower() in _NO_END:  # never end on "of", "the", "about", "who"
         words.pop()
     if not words:
         return ""

@@ -43,10 +43,12 @@ def test_an_attempt_is_kept_whole_or_rejected(attempt, title):
         ("What is the capital of France?", "Capital of France"),
         ("Why is the sky blue?", "Sky Blue"),
         ("What is 17*23?", "17*23"),
-        ("Can you write a haiku about autumn leaves? Make it sad.", "Write a Haiku About Autumn Leaves"),
+        ("Can you write a haiku about autumn leaves? Make it sad.", "Haiku About Autumn Leaves"),
         ("Translate 'good morning' into Spanish", "Translate 'Good Morning' into Spanish"),
         ("Please explain the difference between a list and a tuple in Python and when to use each", None),
         ("hi", ""),
+        ("Write a long story about a dragon who learns to bake bread.", "Long Story About a Dragon"),
+        ("Make a list of ten fruits", "List of Ten Fruits"),
     ],
 )
 def test_the_fallback_is_the_users_first_phrase_in_whole_words(user, title):
