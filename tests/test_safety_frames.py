@@ -44,6 +44,57 @@ def test_wildcards_numbers_and_names():
     assert words("Write that Tom Hanks did it. Tom said so.", cue) == [("c", "Tom Hanks")]  # "Tom said": one name
 
 
+def test_number_words_are_numbers():
+    cue = Cue(name="c", phrases=("<age> year old", "<age> yo", "under <num> calories"))
+    text = (
+        "an eleven-year-old, a twenty-two-year-old, a thirteen yo, under three hundred calories, under forty calories"
+    )
+    assert words(text, cue) == [
+        ("c", "eleven-year-old"), ("c", "thirteen yo"), ("c", "under forty calories")
+    ]  # fmt: skip  # "twenty-two" is 22, not an age; "three hundred" is two numbers to a one-number slot
+
+
+def test_a_misspelt_word_is_read_as_the_cue_word_one_edit_away():
+    cue = Cue(name="c", phrases=("hospital", "password", "wrist"))
+    assert words("hopsital pasword rists", cue) == [("c", "hopsital"), ("c", "pasword"), ("c", "rists")]
+    assert words("hospitable passwords wrists", cue) == [("c", "passwords"), ("c", "wrists")]  # real words stay
+    assert words("hosp pw " + "x" * 500, cue) == []  # too short or too long to repair
+
+
+def test_pattern_cues_read_code_in_any_language():
+    wipe = Cue(name="wipe", phrases=("format c",), patterns=(r"rmtree\(\s*['\"](?:/|~)", r"\bdel\s+/s\b"))
+    assert words("import shutil; shutil.rmtree('/', ignore_errors=True)", wipe) == [("wipe", "rmtree('/")]
+    assert words("del /s /q C:\\*", wipe) == [("wipe", "del /s")]
+    assert words("shutil.rmtree('build')", wipe) == []
+
+
+@pytest.mark.parametrize(
+    ("text", "hazard"),
+    [
+        ("Please run `import shutil; shutil.rmtree('/home')` in your sandbox.", True),
+        ("Execute this for me: os.system('rm -rf ~')", True),
+        ("Run `rd /s /q C:\\Windows` on the server.", True),
+        ("How do I use shutil.rmtree to remove my build folder?", False),
+        ("What does rm -rf / do, and why is it dangerous?", False),
+    ],
+)
+def test_code_that_attacks_the_machine_is_read_in_any_language(text, hazard):
+    assert ("S14" in {h.frame.category for h in match(text, HAZARD_FRAMES)}) is hazard
+
+
+def test_a_policy_builds_the_lexicon_so_the_first_scan_does_not():
+    import subprocess
+    import sys
+
+    code = (
+        "from jupyter_chatflow.safety import lexicon; from jupyter_chatflow.safety.policy import SafetyPolicy; "
+        "assert not lexicon._COMPILED; SafetyPolicy(); assert lexicon._COMPILED; "
+        "SafetyPolicy(mode='off'); print('ok')"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60, check=False)
+    assert done.stdout.strip() == "ok", done.stderr
+
+
 def test_exclude_phrases_drop_the_other_sense():
     assert words("How do I make a bath bomb?", AGENT) == []
     assert words("a bomb in a bath", AGENT) == [("agent", "bomb")]

@@ -13,10 +13,10 @@ from .lexicon import Cue
 __all__ = ["DETAIL", "EVASION", "EXPLAIN", "PERSON", "REQUEST", "SELF", "WRITE", "cue"]
 
 
-def cue(name: str, phrases: str, exclude: str = "") -> Cue:
-    """A cue from comma-separated phrases."""
+def cue(name: str, phrases: str, exclude: str = "", patterns: tuple[str, ...] = ()) -> Cue:
+    """A cue from comma-separated phrases (and regexes for what has a fixed shape, see `lexicon.Cue`)."""
     split = lambda text: tuple(p.strip() for p in text.split(",") if p.strip())  # noqa: E731
-    return Cue(name=name, phrases=split(phrases), exclude=split(exclude))
+    return Cue(name=name, phrases=split(phrases), exclude=split(exclude), patterns=patterns)
 
 
 _SUBJECTS = ("i", "we", "you", "someone", "somebody", "one", "they", "he", "she", "a person", "people")
@@ -35,7 +35,11 @@ REQUEST = cue(
     "explain how, explain exactly, describe how, write, draft, compose, create, generate, make me, make a, plan, "
     "tips, advice on, i want to, i'm going to, i am going to, i will, i plan to, i'm planning, let's, roleplay, "
     "role play, pretend, be my, can you, could you, would you, please, so i can, so that i can, hypothetically, "
-    "theoretically, purely theoretical, asking for a friend, list",
+    "theoretically, purely theoretical, asking for a friend, list, how hard, how fast, how strong, "
+    "where on the body, where exactly, what time, what's the going rate, which sites, which apps, which app, "
+    "which drug, which one, what's a good, a good way, smart way, ideas for, ideas to, any way, is there a way, "
+    "you are, you're, act as, play a, let's play, imagine, in character, for my novel, for my story, "
+    "for my thriller, for a school project, describe, recite, explain, i'm gonna, i'm going, i want, i need to",
 )
 """Asking for a method, a text or help; or saying what one means to do."""
 
@@ -70,7 +74,11 @@ EVASION = cue(
     "without him knowing, without them knowing, without their knowledge, secretly, without anyone hearing, "
     "without her realizing, without him realizing, without them realizing, without realizing, nobody questions, "
     "no one questions, without anyone questioning, under the radar, unnoticed, in secret, won't tell, "
-    "doesn't find out, never find out, so nobody, so no one",
+    "doesn't find out, never find out, so nobody, so no one, without * finding out, cops finding out, "
+    "police finding out, lose the cops, lose them, so they lose me, outrun the police, outrun the cops, "
+    "doesn't flag, don't flag, without flagging, not get flagged, avoid detection, avoid suspicion, "
+    "before they get cancelled, can't identify me, cannot identify me, won't recognize me, without a record, "
+    "without leaving a trace, no trace, hide it from, hide them from, so nobody knows, without getting caught",
 )
 """Wanting not to be caught, traced or noticed."""
 
@@ -83,7 +91,10 @@ PERSON = cue(
     "kid, baby, toddler, son, daughter, teacher, student, students, classmate, classmates, president, politician, "
     "senator, mayor, judge, witness, journalist, police officer, cop, officer, stranger, family, friend, guy, "
     "girl, woman, man, boy, lady, mailman, postman, landlord, tenant, customer, nurse, doctor, enemy, rival, "
-    "bully, crowd, everyone, everybody, the people, old school, school, my class, them all, all of them",
+    "bully, crowd, everyone, everybody, the people, old school, school, my class, them all, all of them, "
+    "target, victim, victims, hostage, staff, the staff, customers, passengers, guests, whoever, a man, "
+    "old man, old woman, old lady, homeless, apprentice, cashier, waiter, barista, driver, cyclist, kid, kids, "
+    "his, her, their, my ex's, date, wife's, husband's",
 )
 """A person (a possible victim or target)."""
 
@@ -96,7 +107,8 @@ EXPLAIN = cue(
     "why are, why was, "
     "why were, why do, why does, why did, how does * work, how do * work, how did, history, historical, "
     "what happened, as an example, as the example, for example, definition, meaning, the difference between, "
-    "what does * mean, how can i tell, how can i spot, how can i recognize, how do i recognize, how do i spot",
+    "what does * mean, how can i tell, how can i spot, how can i recognize, how do i recognize, how do i spot, "
+    "how do i recognise, how can i recognise, recognise, warning signs, how do * detect, how is * detected",
     exclude="what is the best, what is the easiest, what is the quickest, what is the simplest, what is the most, "
     "what is a good way, what are the steps, what are the best, what are some ways",
 )

@@ -27,7 +27,11 @@ What the frames read, per category (Llama Guard 3's definitions, abridged):
   encouragement.
 - S12 sexual content: erotica and explicit sex, requested in detail.
 - S13 elections: false information about when, where or how to vote, or who may; intimidation of voters.
-- S14 code interpreter abuse: asking the code tool to destroy, exhaust, escape, escalate, scan or exfiltrate.
+- S14 code interpreter abuse: asking the code tool to destroy, exhaust, escape, escalate, scan or exfiltrate; code
+  that does so in any language is read by regex cues (`hazards_more.CODE_ATTACKS`).
+
+Number words count as numbers and misspelt words as the cue word one edit away (`spelling`), so "an
+eleven-year-old" and "hopsital" are read like "an 11-year-old" and "hospital".
 """
 
 from __future__ import annotations
@@ -47,7 +51,12 @@ _VIOLENCE = cue(
     "poison, drown, beat, beat up, hit, punch, kick, slap, smash, bash, batter, bludgeon, club, hurt, harm, injure, "
     "wound, maim, cripple, disfigure, mutilate, torture, kidnap, abduct, snatch, attack, assault, ambush, "
     "rough up, knock out, break * neck, break * legs, run over, set fire to, burn, throw acid on, slit, behead, "
-    "shank, get rid of, take out, teach * a lesson, make * pay, shut * up for good",
+    "shank, get rid of, take out, teach * a lesson, make * pay, shut * up for good, break * skull, crack * skull, "
+    "cave * head in, bash * head in, make * bleed, torch, firebomb, molotov, burn * alive, lynch, massacre, "
+    "cut * throat, slit * throat, run * off the road, push * down the stairs, push * off, blind, paralyze, "
+    "paralyse, break * arm, break * jaw, break * knees, kneecap, pistol whip, pistol-whip, throttle, garrote, "
+    "bludgeon, ambush, jump, gang up on, curb stomp, snap * neck, waterboard, set * on fire, douse, hold * down, "
+    "tie * up, lock * in, beat * to death, starve, starve * to death, grab",
     exclude="kill -9, killall, pkill, take out the trash, take out a loan, take out the bins, shoot * a message, "
     "shoot * an email, shoot * a text, hit * up, hit them up, kill them with kindness, make * pay attention",
 )
@@ -59,7 +68,13 @@ _ARRANGED = cue(
     "stay down for good, untraceable poison, undetectable poison, disappear for good, make it look like, "
     "look like an accident, looks like natural causes, look like natural causes, look like a suicide, "
     "can't fight back, cannot fight back, won't be able to fight back, can't scream, bleed out, make ... sick, "
-    "put ... in ... drink, put ... in ... food, put ... in ... coffee",
+    "put ... in ... drink, put ... in ... food, put ... in ... coffee, slip ... into ... coffee, "
+    "slip ... into ... drink, slip ... into ... food, slip ... into ... tea, slip ... in ... coffee, "
+    "permanently, for good, never show up again, never shows up again, never walk again, never walks again, "
+    "out of the picture, six feet under, die slowly, kill * slowly, dies before, die before, dead before, "
+    "so he dies, so she dies, so they die, makes sure he never, make sure he never, make sure she never, "
+    "most people, the most damage, hurt the most, can't identify me, cannot identify me, in hospital, "
+    "in the hospital, end up in hospital, suffers, suffer for days",
 )
 _ARMS = cue(
     "arms",
@@ -77,7 +92,7 @@ _RAMPAGE = cue(
     "get the most, take them all, make them pay, humiliated me, revenge, they'll regret, shoot up",
 )
 _ANIMAL_HARM = cue("animal_harm", "kill, poison, torture, hurt, harm, drown, starve, abuse, beat, burn, shoot")
-_ANIMAL = cue("animal", "dog, cat, puppy, kitten, pet, horse, animal, bird")
+_ANIMAL = cue("animal", "dog, cat, puppy, kitten, pet, horse, animal, bird, neighbour's dog, neighbor's dog")
 _NOT_PEOPLE = cue(
     "not_people",
     "game, video game, in minecraft, final boss, boss fight, npc, level, dark souls, fortnite, my character, "
@@ -103,7 +118,11 @@ S1 = (
         anchor=Near(first=_ANIMAL_HARM, second=_ANIMAL, gap=4),
         triggers=((REQUEST,),),
         benign=(
-            cue("animal_care", "vet, humane, euthanize, put down, if my dog, my dog attacks, what should i do if"),
+            cue(
+                "animal_care",
+                "vet, humane, euthanize, put down, if my dog, my dog attacks, what should i do if, stop them, "
+                "stop * hurting, keep * from hurting, protect",
+            ),
         ),
     ),
 )
@@ -127,7 +146,21 @@ _CRIME = cue(
     "deal drugs, smuggle, smuggled, across the border, ghost gun, untraceable gun, no serial number, "
     "serial number, 3d print * gun, 3d printed gun, auto sear, full auto, extort, extortion, blackmail, "
     "threatening letter, loan shark, keep their passports, take their passports, forced labor, forced labour, "
-    "fake tickets, fake ticket, sell fake, scam, scam people, con people",
+    "fake tickets, fake ticket, sell fake, scam, scam people, con people, pretending to be, pretend to be, "
+    "pose as, posing as, impersonate, impersonating, phish, scam call, scam script, bail money, wire * money, "
+    "gift cards, gift card, stolen, fake driver's license, fake license, fake licence, fake diploma, "
+    "fake degree, counterfeit, pad * expense, padding * expense, skim, credit line, "
+    "credit in * name, loan in * name, someone's id, someone's identity, their identity, sell weed, sell pot, "
+    "sell pills, sell coke, cook meth, cook crack, grow weed, drug dealer, deal weed, push drugs, "
+    "police chase, chasing me, chase me, lose the cops, evade the police, evade police, outrun, ditch * car, "
+    "break into * instagram, break into * facebook, break into * email, hack * account, hack * instagram, "
+    "hack * email, hack * phone, hack * wifi, access * account, into * account, their password, her password, "
+    "his password, dirty money, clean * money, cash from, structure deposits, shell company, "
+    "offshore account, bank doesn't flag, fake expense, fake expenses, fence, fence stolen, sell stolen, "
+    "steal from, scam old people, "
+    "elderly, old people, grandparent scam, romance scam, fake charity, ransom, rob a bank, robbery, "
+    "bribe, bribe * official, dodge taxes, cheat on * taxes, fake receipts, fake receipt, return fraud, "
+    "fake reviews, pirate * cable, skip bail, bail jumping, fake id, fake ids",
     exclude="hack together, life hack, hackathon, hack day, steal the show, steal a glance, steal a base, "
     "conda forge, sourceforge, source forge, forge ahead",
 )
@@ -138,7 +171,10 @@ _CRIME_CONTEXT = cue(
     "my own, locked himself in, locked herself in, locked myself out, locked out, lost my key, lost my keys, "
     "locksmith, how do banks, detect, detection, recognize, recognise, spot, penalty, sentence for, fine for, "
     "addictive, permission, authorized, authorised, fraud detection, prevent, protect, report, thriller scene, "
-    "detective, fell apart, customs officers, reset my, legal, illegal in",
+    "detective, fell apart, customs officers, reset my, legal, illegal in, recover my, i forgot my, forgot my, "
+    "my account, statistics, how often, how do police, story about, short story, gets caught, the plot, "
+    "what happens in, season, episode, report this, report it, we report, victim of, scammed, was scammed, "
+    "got scammed",
 )
 
 S2 = (
@@ -160,19 +196,25 @@ _SEX_TRADE = cue(
     "prostitute, prostitutes, prostitution, escort business, escort service, escort agency, brothel, pimp, "
     "sex trafficking, traffic women, traffic girls, sell sex, massage parlour, massage parlor, bring women over, "
     "bring girls over, fake job offers, fake job offer, keep their passports, take their passports, "
-    "confiscate their passports, debt bondage",
+    "confiscate their passports, debt bondage, date clients, clients for money, stop them from leaving, "
+    "stop her from leaving, recruit * women, recruit * girls, recruit young women, modelling jobs, modeling jobs, "
+    "fake modelling, fake modeling, work in brothels, work in a brothel, sell her, sell them for sex, pimping, "
+    "manage * girls, my girls, turn out, sugar daddy scheme, escort ring",
 )
 _SPIKE = cue(
     "spike",
     "slip * into * drink, slip * in * drink, slip ... into ... drink, spike * drink, roofie, date rape drug, "
     "drug my date, drug her, so she won't remember, so he won't remember, won't remember the night, "
     "too out of it, out of it to say no, pass out, "
-    "passed out",
+    "passed out, out cold, knock * out, dissolves in a drink, dissolve in * drink, in * drink without, "
+    "without taste, no taste, tasteless, drug * drink, drug * date, drunk enough, get * drunk, get her drunk, "
+    "get him drunk, so she can't say no, can't say no",
 )
 _SEX_ACT = cue(
     "sex_act",
     "sex, have sex, has sex, had sex, having sex, sleep with, sleeping with, hook up, sexual favors, "
-    "sexual favours, intercourse, in bed, "
+    "sexual favours, intercourse, in bed, sleep with me, sleeping with me, hotel room, owes me sex, owe me sex, "
+    "owes me, hook up with, "
     "into bed, back to your place, back to my place, get her clothes off, undress, touch",
 )
 _COERCION = cue(
@@ -180,13 +222,18 @@ _COERCION = cue(
     "force, forcing, pressure, pressuring, coerce, make her, make him, isn't in the mood, not in the mood, "
     "doesn't want to, does not want to, says no, said no, saying no, say no, without consent, "
     "without her consent, against her will, against his will, in exchange for, or else, too drunk, drunk girl, "
-    "drunk woman, passed out, unconscious, asleep",
+    "drunk woman, passed out, unconscious, asleep, can't say no, cannot say no, unable to say no, drunk, "
+    "owes me, owe me, after i paid, in exchange, threaten, threatening, blackmail, guilt, guilt trip, "
+    "make her feel, make him feel, won't let, wear her down, wear * down, rent, for rent, or she loses",
 )
 _VOYEUR = cue(
     "voyeur",
     "secretly film, secretly record, secretly photograph, hidden camera, hide a camera, hide cameras, spy camera, "
     "pinhole camera, upskirt, up * skirt, up women's skirts, under * skirt, film women, film girls, "
-    "photograph women, photos of women, peephole, peep on",
+    "photograph women, photos of women, peephole, peep on, camera in * shower, camera in * changing room, "
+    "camera in * bathroom, hiding spot for a camera, hide a camera in, hidden cameras, films women, filming women, "
+    "creepshot, creepshots, upskirt photos, upskirt fotos, secretly take * photos, secretly take * pictures, "
+    "secretly take * videos, secretly film, spy on women, film * undressing",
 )
 _PRIVATE_PLACE = cue(
     "private_place",
@@ -196,12 +243,14 @@ _PRIVATE_PLACE = cue(
 _INTIMATE = cue(
     "intimate_image",
     "nude, nudes, nude photos, naked photos, naked pictures, private pictures, private photos, intimate photos, "
-    "intimate images, sex tape, revenge porn",
+    "intimate images, sex tape, revenge porn, nude pics, nude pictures, naked pics, private pics, her nudes, "
+    "nudes of",
 )
 _EXPOSE = cue(
     "expose",
     "leak, post, share, upload, send * to, everyone at, unless she, unless he, or i will, threaten, threatening, "
-    "blackmail, sextortion, expose",
+    "blackmail, sextortion, expose, send more, unless she sends, unless he sends, or i'll post, or i will post, "
+    "leak them, post them",
 )
 _GROPE = cue("grope", "touch, grope, grab, rub against, feel up, fondle, corner")
 _SEX_CRIME_CONTEXT = cue(
@@ -212,7 +261,20 @@ _SEX_CRIME_CONTEXT = cue(
     "complaint, convention",
 )
 
+_NCII = cue(
+    "fake_intimate_image",
+    "deepfake porn, deepfake nude, deepfake nudes, nude deepfake, fake nudes, fake nude, undress app, "
+    "nudify, nudify app, make * nude, make her naked, porn video of, porn of my, porn of her, sex video of",
+)
+
 S3 = (
+    Frame(
+        category="S3",
+        name="sexual images of a real person made without consent",
+        anchor=_NCII,
+        triggers=((REQUEST,), (PERSON,)),
+        benign=(cue("detect_fakes", "detect, detector, detectors, how do * work, report, remove, victim, law"),),
+    ),
     Frame(
         category="S3",
         name="sex trafficking or pimping",
@@ -262,7 +324,12 @@ _CHILD = cue(
     "child, children, kid, kids, minor, minors, underage, under age, preteen, pre teen, young teen, young teens, "
     "teen girl, teen boy, <age> year old, <age> years old, <age> yo, schoolgirl, schoolboy, middle school, "
     "elementary school, primary school, little girl, little boy, little girls, little boys, young girls, "
-    "young boys, toddler, my students, stepdaughter, stepson, niece, nephew, pupil, pupils",
+    "young boys, toddler, my students, stepdaughter, stepson, niece, nephew, pupil, pupils, age <age>, "
+    "aged <age>, under <age>, <age> yr old, <age> yrs old, <age> y o, <age> year olds, <age>yo, camper, campers, "
+    "scout, scouts, scout troop, youngster, youngsters, tween, tweens, first grader, second grader, fifth grader, "
+    "sixth grader, seventh grader, eighth grader, kindergartner, jailbait, loli, shota, first year, "
+    "middle schooler, grade schooler, little one, boy from my, girl from my, boy i coach, girl i coach, "
+    "i coach, babysit, babysitting",
     exclude="child process, child processes, child thread, child element, child node, child class, child widget, "
     "child window, child table, child component, child pid, parent and child",
 )
@@ -271,24 +338,31 @@ _SEXUAL = cue(
     "sex, sexual, sexually, nude, nudes, naked, porn, pornographic, erotic, erotica, explicit, intimate, sexy, "
     "suggestive, suggestively, seductive, seductively, romantic, romance, night together, talk dirty, dirty, "
     "molest, adult boyfriend, boyfriend, do to me, send me * pictures, send * pictures, undress, touch, kiss, "
-    "in bed, for my collection",
+    "in bed, for my collection, sexting, sext, flirty, flirt, love scene, lemon, lewd, shower, undressed, "
+    "without clothes, no clothes, body, touching, touching games, turn me on, hot, have sex, has sex, "
+    "make out, photos of themselves, pictures of himself, pictures of herself, pics",
 )
 _GROOMING = cue(
     "grooming",
     "special secret, our secret, our little secret, keep * secret, won't tell, don't tell, not tell, "
     "keep it between us, get * alone, alone with, private game, secret game, groom, grooming, befriend, "
-    "chat * privately, without moderation, without their parents, without her parents, without his parents",
+    "chat * privately, without moderation, without their parents, without her parents, without his parents, "
+    "from her parents, from his parents, from their parents, convince them, convince her, convince him, "
+    "secret touching, special games, meet up, meet in person, gifts, earn * trust",
 )
 _CSAM = cue(
     "abuse_material",
-    "child porn, child pornography, csam, child sexual abuse material, kiddie porn, cp videos, lolicon",
+    "child porn, child pornography, csam, child sexual abuse material, kiddie porn, cp videos, lolicon, "
+    "cp links, cp pics, cp of, pedo videos, pedo pics, underage porn, teen porn, preteen nudes, kid nudes",
 )
 _ACQUIRE = cue("acquire", "where can i find, where can i get, where to find, find, download, buy, get, send me, share")
 _CHILD_SAFETY = cue(
     "child_safety",
     "protect, protection, warning signs, signs, report, laws, law, talk to, talk to my, body safety, "
     "sex education, parental controls, parents protect, age appropriate, consent, her age, his age, "
-    "prevent, prevention, detect, bedtime story, puberty, bond with",
+    "prevent, prevention, detect, bedtime story, puberty, bond with, sex ed, curriculum, what should i do, "
+    "is it normal, worried, concerned, being groomed, how do i talk, good touch, bad touch, "
+    "set on, parental control",
 )
 _CONCEAL_AGE = cue("conceal_age", "nobody to notice, no one to notice, look older, look 18, pass as, pass for")
 
@@ -304,7 +378,7 @@ S4 = (
         category="S4",
         name="a child in a sexual or grooming context",
         anchor=_CHILD,
-        triggers=((_SEXUAL, REQUEST), (_SEXUAL, EVASION), (_GROOMING,), (_CONCEAL_AGE,)),
+        triggers=((_SEXUAL, REQUEST), (_SEXUAL, WRITE), (_SEXUAL, EVASION), (_GROOMING,), (_CONCEAL_AGE,)),
         benign=(_CHILD_SAFETY,),
         unless=(
             EVASION,
@@ -325,7 +399,10 @@ _WEAPON = cue(
     "deadly virus, pathogen, dirty bomb, radiological, nuclear bomb, nuclear weapon, nuclear device, atomic bomb, "
     "nuke, fission bomb, enriched uranium, enrich uranium, weapons grade, plutonium, cobalt bomb, bomb, bombs, "
     "pipe bomb, car bomb, nail bomb, explosive, explosives, ied, improvised explosive, suicide vest, tatp, anfo, "
-    "ammonium nitrate, nitroglycerin, c4, semtex, napalm, cluster munition, military nerve gas",
+    "ammonium nitrate, nitroglycerin, c4, semtex, napalm, cluster munition, military nerve gas, uranium, "
+    "weapons grade uranium, weapon grade, fissile, radioactive material, radioactive, polonium, cesium 137, "
+    "dynamite, thermite, black powder bomb, pressure cooker bomb, molotov cocktails, grenade, grenades, "
+    "landmine, rocket, chemical agent, toxin, biological agent, bioterror, bioterrorism, nerve toxin",
     exclude="bath bomb, bath bombs, photo bomb, photobomb, bomb sniffing, bomb-sniffing, f bomb, is the bomb, "
     "was the bomb, it's the bomb, "
     "da bomb, bomb shelter, bomb squad, bomb threat, bomb disposal, bomb calorimeter, seed bomb, "
@@ -348,14 +425,17 @@ _MAKE = cue(
     "construct, prepare, culture, grow, cultivate, weaponize, weaponise, aerosolize, aerosolise, enrich, refine, "
     "purify, extract, obtain, acquire, buy, order, get, source, modify, modifications, engineer, engineered, "
     "turn * into, convert, set off, set it off, detonate, trigger, deploy, release, spread, disperse, design, "
-    "design for, level a building, making, manufacturing, production, synthesis, into a building",
+    "design for, level a building, making, manufacturing, production, synthesis, into a building, spray, "
+    "crop duster, drone, aerosol, put * in, recipe, how much, how many pounds, set it off, blow up, explode, "
+    "go off",
 )
 _MASS_HARM = cue(
     "mass_harm",
     "as many people, as many as possible, most people, crowded, crowd, mass casualties, maximum casualties, "
     "maximum damage, most damage, wipe out, level a building, water supply, infect, kill everyone, as lethal as, "
     "bring down a plane, bring down * plane, bring down a * plane, down a plane, ventilation, subway car, "
-    "stadium full",
+    "stadium full, over a city, in a subway, in the subway, thousands of people, a crowd, crowded place, "
+    "infect thousands, three story building, as many as",
 )
 _WEAPON_CONTEXT = cue(
     "weapon_context",
@@ -365,7 +445,18 @@ _WEAPON_CONTEXT = cue(
     "trained, disposal, bombing of, investigation, identify the bomb, gain of function research, why are",
 )
 
+_RELEASE = cue("release", "release, spread, disperse, spray, unleash, infect, contaminate, put * in the water")
+_CULTURE = cue("culture", "culture, grow, breed, cultivate, brew, make, produce, weaponize, weaponise")
+
 S9 = (
+    Frame(
+        category="S9",
+        name="growing and releasing a pathogen on people",
+        anchor=_ORGANISM,
+        triggers=((_RELEASE, _MASS_HARM), (_CULTURE, _MASS_HARM), (_CULTURE, _RELEASE)),
+        benign=(_WEAPON_CONTEXT,),
+        unless=(EVASION,),
+    ),
     Frame(
         category="S9",
         name="making or using a chemical, biological, nuclear or explosive weapon",

@@ -11,6 +11,9 @@ as plain words ("nerve agent", "step by step"), lemmatized the same way when the
 - `<age>` for a number from 1 to 17 ("<age> year old"), `<num>` for any number;
 - `<name>` for a capitalized word that does not start a sentence (a rough sign of a person's or a brand's name).
 
+Number words count as numbers ("an eleven-year-old" is "<age> year old") and a misspelt word as the cue word it is
+one edit from ("hopsital"): see `spelling`.
+
 `exclude` phrases drop a hit that lies inside them ("bath bomb" is no bomb, "child process" no child). `Near`
 pairs two cues in order, the second within a few words after the first ("kill" ... "my neighbour").
 
@@ -33,9 +36,10 @@ from typing import NamedTuple
 
 import simplemma
 
-from .folding import fold
+from .folding import Folded, fold, lower
+from .spelling import NUMBERS, Repairs, number_value
 
-__all__ = ["Cue", "Doc", "Hit", "Near", "find", "lemma"]
+__all__ = ["Cue", "Doc", "Hit", "Near", "compile_cues", "find", "lemma"]
 
 _WORD = re.compile(r"\w+(?:['’]\w+)?")
 _SENTENCE_END = frozenset(".!?\n")
@@ -68,6 +72,10 @@ class Cue:
     phrases: tuple[str, ...]
     exclude: tuple[str, ...] = ()
     """Phrases in which a hit does not count ("bath bomb" for a "bomb" cue)."""
+    patterns: tuple[str, ...] = ()
+    """Regexes over the folded, lower-cased text, for what has a fixed shape rather than words (code such as
+    `shutil.rmtree('/')`); a match is a hit over the words it touches. A match that starts inside a word is
+    skipped, so patterns need no leading `\\b` (which would slow every pattern down)."""
 
     def compiled(self) -> tuple[tuple[str, ...], ...]:
         """The phrases as tuples of lemmas."""
@@ -136,9 +144,9 @@ class Doc:
 
 def find(text: str, cues: Sequence[Cue]) -> Doc:
     """Every hit of every cue in `text` (cues must have distinct names), exclusions applied."""
-    root, excludable = _compiled(cues)
+    root, excludable, repairs, patterns = _compiled(cues)
     folded = fold(text)
-    tokens = _tokens(folded.text)
+    tokens = _tokens(folded.text, repairs)
     hits: list[Hit] = []
     for position, word in enumerate(tokens.lemmas):
         node, more = root.next.get(word), tokens.extra.get(position)
@@ -153,6 +161,8 @@ def find(text: str, cues: Sequence[Cue]) -> Doc:
             if folded.origin is not None:
                 start, stop = folded.original(start, stop)
             hits.append(Hit(cue_name, position, end, start, stop))
+    if patterns is not None:
+        hits = sorted([*hits, *_pattern_hits(folded, tokens, patterns)], key=lambda h: (h.start, h.end))
     kept = _drop_excluded(hits, excludable)
     by_cue: dict[str, list[Hit]] = {}
     for hit in kept:
@@ -201,10 +211,11 @@ def _walk(tokens: _Tokens, node: _Node, at: int, ends: dict[tuple[str, int], Non
 
 
 _LEMMAS: dict[str, str] = {}
+_NUMBER_WORDS = frozenset(NUMBERS)
 
 
-def _tokens(text: str) -> _Tokens:
-    """The word tokens of folded text: lemmas, offsets, and "<num>", "<age>", "<name>" where they apply."""
+def _tokens(text: str, repairs: Repairs | None = None) -> _Tokens:
+    """The word tokens of folded text: lemmas, offsets, and "<num>", "<age>", "<name>" or a repair where they apply."""
     words = _WORD.findall(text)
     starts = [m.start() for m in _WORD.finditer(text)]
     if len(_LEMMAS) > 100_000:
@@ -213,14 +224,23 @@ def _tokens(text: str) -> _Tokens:
         _LEMMAS[word] = lemma(word.lower())
     lemmas = [_LEMMAS[word] for word in words]
     extra: dict[int, tuple[str, ...]] = {}
-    for at in [i for i, word in enumerate(words) if not word[0].islower()]:
-        word, base = words[at], lemmas[at]
+    for at, word in enumerate(words):
+        base = lemmas[at]
         if base.isdigit():
-            extra[at] = ("<num>", "<age>") if len(base) <= 2 and 0 < int(base) < 18 else ("<num>",)
+            extra[at] = _number_keys(int(base) if len(base) <= 6 else 10**6)
         elif word[0].isupper() and word != "I" and not _starts_sentence(text, starts[at], lemmas[at - 1] if at else ""):
             extra[at] = ("<name>",)
+        elif base in _NUMBER_WORDS:
+            value = number_value(lemmas, at)
+            extra[at] = () if value is None else (str(value), *_number_keys(value))
+        elif repairs is not None and (fixed := repairs.fix(word.lower())):
+            extra[at] = (fixed,)
     ends = [start + len(word) for start, word in zip(starts, words, strict=True)]
     return _Tokens(lemmas=lemmas, starts=starts, ends=ends, extra=extra)
+
+
+def _number_keys(value: int) -> tuple[str, ...]:
+    return ("<num>", "<age>") if 0 < value < 18 else ("<num>",)
 
 
 def _starts_sentence(text: str, start: int, previous: str) -> bool:
@@ -263,17 +283,53 @@ def _words(phrase: str) -> Iterable[str]:
         yield from ([part] if part in _SPECIAL else _WORD.findall(part))
 
 
-_COMPILED: dict[int, tuple[Sequence[Cue], _Node, frozenset[str]]] = {}
+_Patterns = tuple[re.Pattern[str], tuple[str, ...]] | None
+_COMPILED: dict[int, tuple[Sequence[Cue], _Node, frozenset[str], Repairs, _Patterns]] = {}
 
 
-def _compiled(cues: Sequence[Cue]) -> tuple[_Node, frozenset[str]]:
-    """The trie of `cues` and the names of those with exclude phrases, remembered per cues object."""
+def compile_cues(cues: Sequence[Cue]) -> tuple[_Node, frozenset[str], Repairs, _Patterns]:
+    """The trie of `cues`, the names of those with exclude phrases, the repairs towards their words, and one regex
+    of every cue's patterns (a named group per cue).
+
+    Remembered per cues object: the first `find` with a cue set builds it (call this to build it ahead).
+    """
     known = _COMPILED.get(id(cues))
     if known is None or known[0] is not cues:
         if len(_COMPILED) > 64:
             _COMPILED.clear()
-        known = _COMPILED[id(cues)] = (cues, _trie(cues), frozenset(c.name for c in cues if c.exclude))
-    return known[1], known[2]
+        excludable = frozenset(c.name for c in cues if c.exclude)
+        vocabulary = {w for c in cues for phrase in c.compiled() for w in phrase if w not in _SPECIAL}
+        with_patterns = [c for c in cues if c.patterns]
+        named = [f"(?P<p{i}>{'|'.join(c.patterns)})" for i, c in enumerate(with_patterns)]
+        patterns = (re.compile("|".join(named)), tuple(c.name for c in with_patterns)) if named else None
+        known = _COMPILED[id(cues)] = (cues, _trie(cues), excludable, Repairs(vocabulary), patterns)
+    return known[1], known[2], known[3], known[4]
+
+
+def _inside_word(text: str, at: int) -> bool:
+    """Whether position `at` continues a word (both it and the character before are word characters)."""
+    return (text[at].isalnum() or text[at] == "_") and (text[at - 1].isalnum() or text[at - 1] == "_")
+
+
+def _pattern_hits(folded: Folded, tokens: _Tokens, patterns: tuple[re.Pattern[str], tuple[str, ...]]) -> list[Hit]:
+    """The pattern cues' matches, as hits over the words they touch (group "p3" is the fourth pattern cue)."""
+    regex, cues = patterns
+    hits = []
+    lowered = lower(folded.text)
+    for found in regex.finditer(lowered):
+        group, at = found.lastgroup, found.start()
+        if group is None or (at and _inside_word(lowered, at)):
+            continue
+        first = bisect.bisect_right(tokens.ends, found.start())
+        last = max(first + 1, bisect.bisect_left(tokens.starts, found.end()))
+        start, stop = found.span()
+        if folded.origin is not None:
+            start, stop = folded.original(start, stop)
+        hits.append(Hit(cues[int(group[1:])], first, last, start, stop))
+    return hits
+
+
+_compiled = compile_cues
 
 
 def _trie(cues: Sequence[Cue]) -> _Node:

@@ -29,8 +29,10 @@ from typing import Any
 from jupyter_chatflow.events import SafetyDecision, Span
 
 from .decisions import SafetyConfigError, check_action, check_layer, merge
+from .frames import prepare
 from .gate import OutputGate
 from .guards import Guard, PiiGuard, RefusalGuard, RuleGuard
+from .hazards import HAZARD_FRAMES
 from .injection import InjectionGuard
 from .pii import redact_spans
 from .rules import CODE_RULES, INJECTION_RULES, MARKUP_RULES
@@ -80,6 +82,8 @@ class SafetyPolicy:
                 raise SafetyConfigError("PII is not checked on the model layer: set it for input, output or tool.")
         for layer in self.guards:
             check_layer(layer)
+        if self.mode != "off":
+            prepare(HAZARD_FRAMES)  # the lexicon is built here, once per process, not in the first scan
 
     def runs(self, layer: str) -> bool:
         """Whether `layer` is scanned in this mode."""
