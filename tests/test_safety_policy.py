@@ -163,7 +163,7 @@ def test_a_megabyte_prompt_is_scanned_in_well_under_a_second():
     policy.scan_input("warm up")  # the first scan loads the lemma dictionary (about 0.25 s, once per process)
     started = time.perf_counter()
     _decisions, text = policy.scan_input(prompt)
-    assert time.perf_counter() - started < 1.0  # about 0.5 s here (0.3 s before the hazard frames)
+    assert time.perf_counter() - started < 2.5  # about 0.5 s here (0.3 s before the hazard frames); quadratic: minutes
     assert text is not None and "ada@example.com" not in text and "[EMAIL]" in text
 
 
