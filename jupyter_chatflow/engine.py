@@ -270,6 +270,7 @@ class Model:
         cache, reused = self._take_cache(ids, ids.size + 1)
         try:
             cache = self._prefill(cache, prefill_chunks(ids, cache.length, reused), on_chunk=on_chunk)
+            jax.block_until_ready(cache)  # done when it returns: its time is its own, not the next request's
         finally:
             self._keep_cache(cache, ids)
         return reused

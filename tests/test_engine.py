@@ -152,3 +152,12 @@ def test_next_logits_equal_the_last_row_of_logits_also_from_the_prompt_cache(tin
 def test_a_stop_string_given_as_a_str_is_one_stop_string(tiny_model):
     generation = tiny_model.generate([1, 50, 60], max_tokens=2, stop="END")
     assert generation._stop == ("END",)  # not "E", "N", "D"
+
+
+def test_prefill_returns_once_the_cache_is_computed(tiny_model):
+    """A prewarm's measured time is its own: `prefill` returns when the keys/values exist, not when the work is
+    merely queued (its compute landed in the next request's time to first token)."""
+    tiny_model.prompt_cache.clear()
+    tiny_model.prefill([1, *(30 + k % 200 for k in range(450))])
+    cache = tiny_model.prompt_cache._entries[-1].cache
+    assert all(a.is_ready() for a in (*cache.keys, *cache.values))
