@@ -205,6 +205,13 @@ class ToolCall(Event):
     arguments: dict[str, Any]
     constrained: bool = False
     """True when the arguments were decoded under a JSON-schema token mask."""
+    decode_ms: float = 0.0
+    """Time to write the call under the mask (its prefill and decode steps), ending at this event."""
+    tokens: int = 0
+    """Tokens of the call's text, `<tool_call>` (or the line after it) to `</tool_call>`."""
+    forced_tokens: int = 0
+    """Of those, the ones the grammar fixed (keys, punctuation, a sole tool's name), as the tokenizer spells them;
+    the others are the model's choices under the mask."""
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
@@ -217,6 +224,7 @@ class ToolResult(Event):
     output: str = ""
     error: str = ""
     latency_ms: float = 0.0
+    """The tool's own run (checking the arguments, the call, formatting its output), ending at this event."""
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)

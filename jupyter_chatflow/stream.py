@@ -4,6 +4,8 @@ The engine yields `Step`s; each becomes a `TokenDelta` once the output safety ga
 holds back a short tail that could still become an e-mail address or a card number, and redacts what it finds).
 When the model starts a `<tool_call>`, the free-running generation is closed and the call is decoded again under
 a JSON-schema token mask (`ToolCallConstraint`), so its arguments are valid for the tool even from a 135M model.
+The call's fixed beginning (`<tool_call>\n{"name": "calculator", "arguments": {"expression":` for one tool) is
+prefilled with the prompt as the tokenizer spells it; the model decodes the values (and picks a tool's name).
 """
 
 from __future__ import annotations
@@ -11,6 +13,7 @@ from __future__ import annotations
 import dataclasses
 import re
 import threading
+import time
 from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
@@ -40,6 +43,12 @@ class Round:
     reused_tokens: int = 0
     prefill_ms: float = 0.0
     decode_ms: float = 0.0
+    call_ms: float = 0.0
+    """Time to write the call under the mask: building it, its prefill and its decode steps."""
+    call_tokens: int = 0
+    """Tokens of the call (from `<tool_call>` or the line after it to `</tool_call>`)."""
+    call_forced: int = 0
+    """Of those, the tokens the grammar fixed (keys, punctuation, a sole tool's name): not the model's choice."""
 
 
 class Streamer:
@@ -90,19 +99,27 @@ class Streamer:
         return self._call(Round(prompt_tokens=len(ids)), list(ids), params, tools, only=only, include_open=True)
 
     def _call(self, result: Round, ids, params, tools, only=None, include_open=False) -> Round:
+        started = time.perf_counter()
         constraint = ToolCallConstraint(
             self.model.tokenizer, tools, only=only, include_open=include_open, vocab_size=self.model.config.vocab_size
         )
-        # greedy and unpenalized: a call's JSON repeats its own tokens ({"…": …}), and the mask does the steering
-        call_params = SamplingParams(temperature=0.0, max_tokens=CALL_MAX_TOKENS, seed=params.seed)
-        generation = self.model.generate(ids, params=call_params, cancel=self.cancel, constraint=constraint)
-        for step in generation:
-            if step.index == 0:
-                self._prefilled(result, generation)
-        self._count(result, generation)
-        if generation.finish_reason == "cancelled":
-            result.finish_reason = "cancelled"
-            return result
+        fixed = constraint.take_forced()  # `<tool_call>\n{"name": …`: prefilled as the tokenizer spells it
+        result.completion_tokens += len(fixed)
+        if not constraint.is_done():  # (a call with nothing to choose is all fixed)
+            # greedy and unpenalized: a call's JSON repeats its own tokens ({"…": …}), and the mask does the steering
+            call_params = SamplingParams(temperature=0.0, max_tokens=CALL_MAX_TOKENS, seed=params.seed)
+            generation = self.model.generate(
+                [*ids, *fixed], params=call_params, cancel=self.cancel, constraint=constraint
+            )
+            for step in generation:
+                if step.index == 0:
+                    self._prefilled(result, generation)
+            self._count(result, generation)
+            if generation.finish_reason == "cancelled":
+                result.finish_reason = "cancelled"
+                return result
+        result.call_ms = (time.perf_counter() - started) * 1000
+        result.call_tokens, result.call_forced = len(constraint.ids), constraint.forced
         text = constraint.text.split(CALL_OPEN, 1)[-1].split("</tool_call>", 1)[0]
         try:
             result.call = parse_tool_call(text)

@@ -217,7 +217,8 @@ class Turn:
         name, arguments = result.call
         call_id = f"call_{uuid.uuid4().hex[:12]}"
         started = time.perf_counter()
-        self._emit(ToolCall(call_id=call_id, name=name, arguments=arguments, constrained=True))
+        self._emit(ToolCall(call_id=call_id, name=name, arguments=arguments, constrained=True, decode_ms=result.call_ms,
+                            tokens=result.call_tokens, forced_tokens=result.call_forced))  # fmt: skip
         verdict = self.policy.scan_tool_arguments(name, arguments) if self._scans_output else None
         if verdict is not None:
             self._emit(verdict)

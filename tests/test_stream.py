@@ -71,3 +71,18 @@ def test_without_tools_the_tag_is_just_text(tiny_model):
 def test_events_name_the_call_only_once_the_turn_emits_it(tiny_model):
     _, events, _ = run(tiny_model, ["<tool_call>"])
     assert not any(isinstance(e, ToolCall) for e in events)  # the streamer returns the call; the turn runs it
+
+
+def test_a_forced_call_prefills_its_fixed_text_and_says_what_it_cost(tiny_model):
+    events: list = []
+    streamer = Streamer(tiny_model, events.append, threading.Event(), gate=None)
+    prompt = tiny_model.tokenizer.encode("What is 6*7?")
+    result = streamer.forced(prompt, SamplingParams(temperature=0.0), [calculator], None)
+    fixed = tiny_model.tokenizer.encode('<tool_call>\n{"name": "calculator", "arguments": {"expression":')
+    prefill = next(e for e in events if e.type == "prefill")
+    # one prefill, not one decode step per fixed token (with bytes for tokens, ` "` has no token to heal into)
+    assert len(fixed) <= prefill.prompt_tokens - len(prompt) <= len(fixed) + 2
+    assert result.call is not None and result.call[0] == "calculator" and result.finish_reason == "tool_calls"
+    assert result.call_forced >= len(fixed) and result.call_tokens > result.call_forced  # the value is the model's
+    assert result.completion_tokens >= result.call_tokens - len("}}\n</tool_call>")  # the fixed end is not generated
+    assert 0.0 < result.prefill_ms + result.decode_ms <= result.call_ms

@@ -14,6 +14,7 @@ from jupyter_chatflow.tools import (
     ToolError,
     calculator,
     call_schema,
+    evaluate,
     parse_tool_call,
     tool,
     tools_system_prompt,
@@ -142,8 +143,8 @@ def test_engine_generates_under_the_constraint(tiny_model):
         constraint = ToolCallConstraint(tokenizer, [FINITE], include_open=True, vocab_size=tiny_model.config.vocab_size)
         generation = tiny_model.generate(prompt, constraint=constraint, temperature=1.0, seed=seed, max_tokens=200)
         text = "".join(step.text for step in generation)
-        assert constraint.is_done() and text == constraint.text
-        check_call(text, [FINITE])
+        assert constraint.is_done() and constraint.text.startswith(text)  # a fixed end is taken, not generated
+        check_call(constraint.text, [FINITE])
 
 
 def _smollm_prompt(tokenizer, question: str, tools) -> list[int]:
@@ -160,8 +161,8 @@ def _smollm_prompt(tokenizer, question: str, tools) -> list[int]:
     [
         ("What's the weather in Paris?", "weather", {"city": "Paris"}),
         ("Tell me the forecast for New York", "weather", {"city": "New York"}),
-        ("Calculate 2 to the power of 16", "calculator", {"expression": "2**16"}),
-        ("How much is 1234 + 5678?", "calculator", None),  # the 135M model's expression may be off; it parses
+        ("Calculate 2 to the power of 16", "calculator", 65536),
+        ("How much is 1234 + 5678?", "calculator", 6912),
     ],
 )
 def test_real_model_generate_with_constraint(real_model, question, name, arguments):
@@ -169,8 +170,76 @@ def test_real_model_generate_with_constraint(real_model, question, name, argumen
     tools = [calculator, weather]
     ids = _smollm_prompt(tokenizer, question, tools)
     constraint = ToolCallConstraint(tokenizer, tools, include_open=True, vocab_size=real_model.config.vocab_size)
-    steps = real_model.generate(ids, constraint=constraint, temperature=0.0, max_tokens=120)
-    text = "".join(step.text for step in steps)
+    fixed = constraint.take_forced()  # `<tool_call>\n{"name": "`, prefilled: the model picks the tool
+    steps = real_model.generate([*ids, *fixed], constraint=constraint, temperature=0.0, max_tokens=120)
+    generated = "".join(step.text for step in steps)
+    text = constraint.text
     assert text.startswith("<tool_call>\n{") and text.endswith("}\n</tool_call>")  # the model's own layout
+    assert text.startswith(tokenizer.decode(fixed) + generated)  # then the fixed end, taken without generating
     called, given = check_call(text, tools)
-    assert called == name and (arguments is None or arguments.items() <= given.items())
+    assert called == name
+    assert given["city"] == arguments["city"] if name == "weather" else evaluate(given["expression"]) == arguments
+
+
+@pytest.fixture(scope="module")
+def smollm_tokenizer(real_model_path):
+    from jupyter_chatflow.gguf_file import read_metadata
+    from jupyter_chatflow.tokenizer import Tokenizer
+
+    return Tokenizer.from_metadata(read_metadata(real_model_path))
+
+
+def _allowed_pieces(constraint: ToolCallConstraint) -> set[str]:
+    return {constraint.tokenizer.piece(int(i)) for i in np.flatnonzero(constraint.allowed())}
+
+
+def test_fixed_text_is_spelled_as_the_tokenizer_spells_it(smollm_tokenizer):
+    """SmolLM2 wrote `".17 * 23"` for 17*23: the mask let it spell `": "` as `":`, a bare " ", then `".`, a split
+    no text is encoded in. The fixed text now comes as the tokenizer encodes it, the last piece healed."""
+    tokenizer = smollm_tokenizer
+    constraint = ToolCallConstraint(tokenizer, [calculator], include_open=True)
+    fixed = constraint.take_forced()
+    assert fixed == tokenizer.encode('<tool_call>\n{"name": "calculator", "arguments": {"expression":')
+    allowed = _allowed_pieces(constraint)  # the next token must begin with the rest of the fixed text, ` "`
+    assert {' "', ' "(', ' ".'} <= allowed and " " not in allowed and all(p.startswith(' "') for p in allowed)
+    for token in tokenizer.encode(' "17 * 23"'):
+        constraint.advance(token)
+    assert constraint.is_done()  # `}}\n</tool_call>` is fixed: taken, not generated
+    call = '{"name": "calculator", "arguments": {"expression": "17 * 23"}}'
+    assert constraint.text == f"<tool_call>\n{call}\n</tool_call>"
+    assert constraint.forced == len(fixed) + len(tokenizer.encode("}}\n</tool_call>"))
+    with pytest.raises(ToolError, match="must begin with"):
+        healing = ToolCallConstraint(tokenizer, [calculator], include_open=True)
+        healing.take_forced()
+        healing.advance(tokenizer.encode(" ")[0])
+
+
+def test_the_model_chooses_the_tool_then_its_keys_are_fixed(smollm_tokenizer):
+    tokenizer = smollm_tokenizer
+    constraint = ToolCallConstraint(tokenizer, [calculator, weather], include_open=True)
+    assert tokenizer.decode(constraint.take_forced()) == '<tool_call>\n{"name": "'
+    names = _allowed_pieces(constraint)  # the name is the model's choice among the tools'
+    assert {"calcul", "calc", "weather", "we"} <= names and "plot" not in names
+    constraint.advance(tokenizer.encode("weather")[0])
+    rest = []  # without take_forced, the fixed tokens come one at a time, each the only one allowed
+    while constraint.allowed().sum() == 1:
+        token = int(np.flatnonzero(constraint.allowed())[0])
+        constraint.advance(token)
+        rest.append(token)
+    assert tokenizer.decode(rest) == '", "arguments": {"city":'
+    with pytest.raises(ToolError, match="the grammar fixes"):
+        other = ToolCallConstraint(tokenizer, [calculator, weather], include_open=True)
+        other.take_forced()
+        other.advance(tokenizer.encode("weather")[0])
+        other.advance(tokenizer.encode("}")[0])
+
+
+def test_a_call_with_nothing_to_choose_is_all_fixed(smollm_tokenizer):
+    @tool
+    def now() -> str:
+        """The time."""
+        return "noon"
+
+    constraint = ToolCallConstraint(smollm_tokenizer, [now], include_open=True)
+    assert constraint.is_done() and constraint.take_forced() == []
+    assert parse_tool_call(constraint.text) == ("now", {}) and constraint.forced == len(constraint.ids)
