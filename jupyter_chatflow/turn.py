@@ -165,7 +165,7 @@ class Turn:
         for round_index in range(self.request.features.max_tool_rounds + 1):
             choice, offered = self._round_tools(round_index)
             ids = self._context(text, snippets, offered, choice, pending)
-            result = self._generate(ids, offered, choice)
+            result = self._generate(ids, offered, choice, results=bool(pending))
             if result.call is None:
                 return result.finish_reason
             pending += self._run_tool(result, offered)
@@ -182,7 +182,7 @@ class Turn:
     def _context(self, text: str, snippets: list, tools: list[Tool], choice: str, pending: list) -> list[int]:
         started = time.perf_counter()
         model = self.setup.model
-        tools_text = tools_system_prompt(tools, tool_choice=choice) if tools else ""
+        tools_text = tools_system_prompt(tools, tool_choice=choice, results=bool(pending))
         inputs = Inputs(system=self.request.system or self.setup.system, user=text, memory=snippets,
                         tools=tools_text, history=self.setup.history, pending=pending)  # fmt: skip
         summarize = self._summarize if self.request.features.trim == "summarize" else None
@@ -193,8 +193,10 @@ class Turn:
         self._emit(assembled.tokenized)
         return assembled.ids
 
-    def _generate(self, ids: list[int], tools: list[Tool], choice: str) -> Round:
+    def _generate(self, ids: list[int], tools: list[Tool], choice: str, *, results: bool = False) -> Round:
         params = self.request.params
+        if results:  # the penalty counts the prompt's tokens, and an answer from a tool's result repeats them
+            params = dataclasses.replace(params, repetition_penalty=1.0)
         if choice in ("auto", "none"):
             prefix, self.prefix = self.prefix, ()  # only the first round's answer starts with it
             result = self.streamer.free(ids, params, tools, prefix)
@@ -310,10 +312,12 @@ def _summary_request(transcript: str) -> dict[str, str]:
 
 
 def _choice(tool_choice: str, round_index: int, max_rounds: int) -> str:
-    """The first round follows the request; later ones let the model answer (the last one must)."""
+    """The first round follows the request. After a forced call (required, a name) the model answers from the
+    result, the tools no longer listed (shown them again, SmolLM2-135M reviews its call as code); after a call
+    it chose itself it may call again, but the last round must answer."""
     if round_index == 0:
         return tool_choice
-    return "none" if round_index >= max_rounds or tool_choice == "none" else "auto"
+    return "auto" if tool_choice == "auto" and round_index < max_rounds else "none"  # after a forced call: answer
 
 
 def _run(tools: Sequence[Tool], name: str, arguments: dict[str, Any], *, blocked: bool) -> ToolOutcome:

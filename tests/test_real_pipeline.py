@@ -33,5 +33,5 @@ def test_forced_calculator_call_gives_the_model_the_result(chat):
     call = next(e for e in response if e.type == "tool_call")
     result = next(e for e in response if e.type == "tool_result")
     assert call.name == "calculator" and not result.error
-    assert float(result.output) == pytest.approx(float(evaluate(call.arguments["expression"])))
+    assert float(result.output.rsplit(" = ", 1)[1]) == pytest.approx(float(evaluate(call.arguments["expression"])))
     assert isinstance(response.terminal(), Completed) and response.text()

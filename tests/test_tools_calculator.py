@@ -9,6 +9,7 @@ import tracemalloc
 import pytest
 
 from jupyter_chatflow.tools import CalculatorError, calculator, evaluate
+from jupyter_chatflow.tools.calculator import display, normalize
 
 
 @pytest.mark.parametrize(
@@ -46,8 +47,65 @@ def test_arithmetic(expression, expected):
     assert evaluate(expression) == pytest.approx(expected)
 
 
+@pytest.mark.parametrize(
+    ("expression", "expected"),
+    [
+        ("15% of 80", 12),
+        ("15 % of 80", 12),
+        ("50 percent of 30", 15),
+        ("2 + 15% of 80", 14),
+        ("15%", 0.15),
+        ("(50%) * 4", 2),
+        ("10 % 3", 1),  # between two numbers, % stays the remainder
+        ("-7 % 3", 2),
+        ("10 % -3", -2),
+        ("3^4", 81),
+        ("2^3^2", 512),  # right-associative, as **
+        ("7 × 8", 56),
+        ("7·8", 56),
+        ("81 ÷ 9", 9),
+        ("6 x 7", 42),
+        ("2.5x4", 10),
+        ("(2 + 3) x (4)", 20),
+        ("0x1F", 31),  # a hex literal, not 0 times 1F
+        ("0 x 5", 0),
+        ("100 − 37", 63),  # U+2212 minus
+        ("2 to the power of 10", 1024),
+        ("3 raised to 4", 81),
+        ("9 squared", 81),
+        ("(3 + 4) squared", 49),
+        ("5 cubed", 125),
+        ("12 times 12", 144),
+        ("6 multiplied by 7", 42),
+        ("144 divided by 12", 12),
+        ("100 minus 37", 63),
+        ("1234 plus 5678", 6912),
+        ("max(1, 2) + exp(0)", 3),  # the x in max and exp is no multiplication
+    ],
+)
+def test_arithmetic_as_people_write_it(expression, expected):
+    assert evaluate(expression) == pytest.approx(expected)
+
+
+def test_notation_does_not_open_new_syntax():
+    for expression in ("x", "2 x", "x 3", "3 & 5", "percent", "of 5", "squared"):
+        with pytest.raises(CalculatorError):
+            evaluate(expression)
+    assert normalize("7 × 8 ÷ 2^3") == "7 * 8 / 2 ** 3"
+
+
+@pytest.mark.parametrize(
+    ("value", "shown"),
+    [(391, "391"), (12.0, "12"), (0.1 + 0.2, "0.3"), (6.25, "6.25"), (1 / 3, "0.333333333333333"), (2**70, str(2**70)),
+     (1e20, "1e+20"), (-0.0, "0"), (float("inf"), "inf")],
+)  # fmt: skip
+def test_results_display_as_a_calculator_shows_them(value, shown):
+    assert display(value) == shown
+
+
 def test_the_tool_returns_text_and_errors():
-    assert calculator.run({"expression": "6 * 7"}).output == "42"
+    assert calculator.run({"expression": "6 * 7"}).output == "6 * 7 = 42"  # the model reads what it computed
+    assert calculator.run({"expression": " 15% of 80 "}).output == "15% of 80 = 12"
     assert calculator.run({"expression": "1 / 0"}).error == "calculator failed: CalculatorError: division by zero."
     assert calculator.parameters["required"] == ["expression"]
 
@@ -171,4 +229,4 @@ def test_biggest_allowed_values_still_work():
     assert evaluate("10**999") == 10**999
     assert evaluate("factorial(400)") == math.factorial(400)
     assert evaluate("1 << 3000") == 1 << 3000
-    assert len(calculator.run({"expression": "10**999"}).output) == 1000
+    assert calculator.run({"expression": "10**999"}).output == f"10**999 = {10**999}"

@@ -20,7 +20,7 @@ from jupyter_chatflow.tools import (
     tool_role,
     tools_system_prompt,
 )
-from jupyter_chatflow.tools.calls import _partial_suffix
+from jupyter_chatflow.tools.calls import RESULTS_INSTRUCTION, _partial_suffix
 
 
 @tool
@@ -46,6 +46,10 @@ def test_tool_choice_in_the_prompt():
     assert tools_system_prompt(tools, tool_choice="weather").endswith("Call the weather tool before you answer.")
     with pytest.raises(ToolError, match="auto, none, required, calculator, weather"):
         tools_system_prompt(tools, tool_choice="shell")
+    # once the context carries results, the prompt asks for an answer from them (with or without the tools)
+    assert tools_system_prompt(tools, tool_choice="none", system="Hi.", results=True) == f"Hi.\n\n{RESULTS_INSTRUCTION}"
+    assert tools_system_prompt([], results=True) == RESULTS_INSTRUCTION
+    assert tools_system_prompt(tools, results=True).endswith(f"</tool_call>\n\n{RESULTS_INSTRUCTION}")
     assert check_tool_choice("auto", []) == "auto"
 
 
@@ -125,11 +129,13 @@ def test_messages():
         "role": "assistant",
         "content": '<tool_call>\n{"name": "weather", "arguments": {"city": "Oslo"}}\n</tool_call>',
     }
-    ok = result_message("weather", ToolOutcome(output="sunny"))
+    # a "tool" message is the output as it is (the template presents it); a "user" one is tagged and named
+    assert result_message("weather", ToolOutcome(output="sunny")) == {"role": "tool", "content": "sunny"}
+    assert result_message("weather", ToolOutcome(error="weather failed: boom"))["content"] == "weather failed: boom"
+    ok = result_message("weather", ToolOutcome(output="sunny"), role="user")
     body = '{"name": "weather", "content": "sunny"}'
-    assert ok == {"role": "tool", "content": f"<tool_response>\n{body}\n</tool_response>"}
+    assert ok == {"role": "user", "content": f"<tool_response>\n{body}\n</tool_response>"}
     failed = result_message("weather", ToolOutcome(error="weather failed: boom"), role="user")
-    assert failed["role"] == "user"
     assert json.loads(failed["content"].split("\n")[1]) == {"name": "weather", "error": "weather failed: boom"}
 
 
@@ -158,5 +164,5 @@ def test_a_full_round_renders_with_the_chat_template(tiny_model):
         result_message("calculator", calculator.run({"expression": "6 * 7"}), role=tool_role(tokenizer)),
     ]
     text = tokenizer.render_chat_template(messages)
-    assert '<|im_start|>tool\n<tool_response>\n{"name": "calculator", "content": "42"}' in text
+    assert "<|im_start|>tool\n6 * 7 = 42<|im_end|>" in text
     assert text.endswith("<|im_start|>assistant\n")

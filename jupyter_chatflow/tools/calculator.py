@@ -1,14 +1,19 @@
 """A calculator tool that cannot be turned against the kernel: an AST walk over arithmetic, never `eval`.
 
 Only number literals, + - * / // % ** << >>, unary +/-, parentheses, a few math functions and constants are
-allowed; names, attributes, subscripts, other calls, comprehensions and lambdas are refused. Sizes are checked
-before work is done, so `9**9**9`, `factorial(10**6)` or `1 << 10**9` are refused at once instead of eating
-the kernel's time and memory: results may have at most `MAX_DIGITS` digits, expressions at most
+allowed; names, attributes, subscripts, other calls, comprehensions and lambdas are refused. An expression is
+read as a person writes arithmetic first: `×` `x` `·` multiply, `÷` divides, `^` is a power (never XOR), `20% of
+50` and `20 percent of 50` are 10, `15%` alone is 0.15 (`%` between two numbers stays the remainder), and the
+words plus, minus, times, multiplied by, divided by, to the power of, squared and cubed are their operators.
+Sizes are checked before work is done, so `9**9**9`, `factorial(10**6)` or `1 << 10**9` are refused at once
+instead of eating the kernel's time and memory: results may have at most `MAX_DIGITS` digits, expressions at most
 `MAX_CHARS` characters, `MAX_NODES` syntax nodes and `MAX_DEPTH` levels of nesting.
 
 Example:
     >>> evaluate("sqrt(2) * 2**10")
     1448.1546878700492
+    >>> evaluate("15% of 80"), evaluate("3^4"), evaluate("7 × 8"), evaluate("2 to the power of 10")
+    (12.0, 81, 56, 1024)
 """
 
 from __future__ import annotations
@@ -17,13 +22,14 @@ import ast
 import dataclasses
 import math
 import operator
+import re
 from collections.abc import Callable
 from typing import Any
 
 from jupyter_chatflow.tools.schema import ToolError
 from jupyter_chatflow.tools.tool import Tool, tool
 
-__all__ = ["CalculatorError", "calculator", "evaluate"]
+__all__ = ["CalculatorError", "calculator", "evaluate", "normalize"]
 
 MAX_CHARS = 1000
 MAX_NODES = 500
@@ -88,6 +94,34 @@ _BINARY: dict[type[ast.operator], Callable[[Any, Any], Number]] = {
 _UNARY: dict[type[ast.unaryop], Callable[[Any], Number]] = {ast.UAdd: operator.pos, ast.USub: operator.neg}
 
 
+_NOTATION: list[tuple[re.Pattern[str], str]] = [
+    (re.compile(pattern, re.IGNORECASE), operator_text)
+    for pattern, operator_text in [
+        (r"[×✕✖·⋅∗]", " * "),
+        (r"(?<=[\d).])(?:(?<!\b0)\s*|\s+)[xX]\s*(?=[\d(.])", " * "),  # 6 x 7, not 0x1F; a lone x is a name
+        (r"[÷∕]", " / "),
+        (r"[−–]", "-"),
+        (r"\^", " ** "),
+        (r"\s*(?:%|\bpercent\b)\s*of\b", " / 100 * "),
+        (r"\s*(?:%(?=\s*(?:$|[),]))|\bpercent\b)", " / 100"),
+        (r"\b(?:to the power of|to the power|raised to the power of|raised to)\b", " ** "),
+        (r"\bsquared\b", " ** 2"),
+        (r"\bcubed\b", " ** 3"),
+        (r"\b(?:multiplied by|times)\b", " * "),
+        (r"\bdivided by\b", " / "),
+        (r"\bplus\b", " + "),
+        (r"\bminus\b", " - "),
+    ]
+]
+
+
+def normalize(expression: str) -> str:
+    """Python's spelling of arithmetic as people write it: `7 × 8` → `7 * 8`, `20% of 50` → `20 / 100 * 50`."""
+    for pattern, replacement in _NOTATION:
+        expression = pattern.sub(replacement, expression)
+    return " ".join(expression.split())
+
+
 class CalculatorError(ToolError):
     """An expression the calculator refuses or cannot compute; the message says what to change."""
 
@@ -106,7 +140,7 @@ def _parse(expression: str) -> ast.Expression:
     if len(expression) > MAX_CHARS:
         raise CalculatorError(f"the expression has {len(expression)} characters; the limit is {MAX_CHARS}.")
     try:
-        tree = ast.parse(expression.strip(), mode="eval")
+        tree = ast.parse(normalize(expression), mode="eval")
     except (SyntaxError, ValueError, RecursionError, MemoryError) as error:
         raise CalculatorError(f"not a valid arithmetic expression: {getattr(error, 'msg', error)}") from None
     count = 0
@@ -165,8 +199,8 @@ def _refusal(node: ast.AST) -> str:
     else:
         what = f"'{type(node).__name__}' syntax"
     return (
-        f"{what} is not allowed: use numbers, + - * / // % ** << >>, parentheses, the constants "
-        f"{', '.join(_CONSTANTS)} and the functions {', '.join(_FUNCTIONS)}."
+        f"{what} is not allowed: use numbers, + - * / // % ** << >> (or × ÷ ^, 20% of 50), parentheses, the "
+        f"constants {', '.join(_CONSTANTS)} and the functions {', '.join(_FUNCTIONS)}."
     )
 
 
@@ -179,18 +213,33 @@ def _calculator(expression: str) -> str:
     """Evaluate an arithmetic expression, such as "2 * (3 + 4) ** 2" or "sqrt(2) * pi".
 
     Args:
-        expression: Numbers, + - * / // % **, parentheses, and functions like sqrt, log, sin, round, max.
+        expression: The question's arithmetic, written with numbers, + - * / ^ (power: 2^3; 5 squared is 5^2)
+            and % (20% of 50; 20 percent of 50 is 20% of 50), parentheses, and functions like sqrt, log, sin,
+            round, max.
     """
-    return repr(evaluate(expression))
+    return f"{expression.strip()} = {display(evaluate(expression))}"
+
+
+def display(value: Number) -> str:
+    """A result as a calculator shows it: 12 for 12.0, 0.3 for 0.30000000000000004 (15 significant digits)."""
+    if isinstance(value, float) and value.is_integer() and abs(value) < 1e15:
+        return str(int(value))
+    return format(value, ".15g") if isinstance(value, float) else str(value)
 
 
 def _with_expression_pattern(base: Tool) -> Tool:
-    """The schema also says which characters an expression may have, so a masked model cannot write prose."""
-    expression = {**base.parameters["properties"]["expression"], "pattern": _PATTERN, "minLength": 1, "maxLength": 300}
+    """The schema also says which characters an expression may have, so a masked model cannot write prose, and
+    how long it may be: at most 200 characters, so that even one token per character fits a call's token budget
+    (`stream.CALL_MAX_TOKENS`, 256) and a model that loops inside the string still closes it."""
+    expression = {**base.parameters["properties"]["expression"], "pattern": _PATTERN, "minLength": 1, "maxLength": 200}
     properties = {**base.parameters["properties"], "expression": expression}
     return dataclasses.replace(base, parameters={**base.parameters, "properties": properties})
 
 
-_PATTERN = r"^[0-9a-z_(+\-. ][0-9a-z_+\-*/%()., <>]*$"
+_CHARS = r"0-9a-z_+\-*/%()., <>^×÷·−"
+_PATTERN = rf"^[0-9a-z_(+\-. −][{_CHARS}]*[a-z+\-*/%(<>^×÷·−][{_CHARS}]*$"
+"""Characters an expression may have, and an operation somewhere after its start (an operator, a function, a
+word such as "of" or "squared"): a bare number computes nothing, and a masked model unsure of the operation
+closed the string after the first number (`"144"` for 144 ÷ 16)."""
 calculator: Tool = _with_expression_pattern(tool(name="calculator", timeout_s=5.0)(_calculator))
 """The built-in calculator tool."""

@@ -10,6 +10,7 @@ from __future__ import annotations
 import inspect
 import json
 import re
+import threading
 import types
 import typing
 from collections.abc import Callable, Mapping, Sequence
@@ -17,7 +18,7 @@ from typing import Any, Literal, Union
 
 from jupyter_chatflow.errors import ChatflowError
 
-__all__ = ["ToolError", "function_schema", "type_schema", "validate_arguments"]
+__all__ = ["ToolError", "function_schema", "prepare_validation", "type_schema", "validate_arguments"]
 
 _SCALARS: dict[type, str] = {bool: "boolean", int: "integer", float: "number", str: "string"}
 _SECTION = re.compile(r"^\s*(Args|Arguments|Parameters|Returns|Raises|Yields|Examples?|Notes?)\s*:\s*$")
@@ -98,6 +99,27 @@ def parse_docstring(doc: str) -> tuple[str, dict[str, str]]:
             elif current:  # a continuation line, indented deeper than the entry
                 args[current] = f"{args[current]} {line.strip()}".strip()
     return " ".join(" ".join(summary).split()), args
+
+
+_PREPARING: list[threading.Thread] = []
+_PREPARING_LOCK = threading.Lock()
+
+
+def prepare_validation() -> threading.Thread:
+    """Import jsonschema on a background thread, once per process (a `Toolbox` does it as tools are added).
+
+    The import takes ~0.9 s (its format checkers build a Lark grammar as they load): on the first tool run of a
+    process it was most of the `tool_result` latency of a one-line calculation. Returns the thread (join to wait).
+    """
+    with _PREPARING_LOCK:
+        if not _PREPARING:
+            _PREPARING.append(threading.Thread(target=_import_jsonschema, name="chatflow-jsonschema", daemon=True))
+            _PREPARING[0].start()
+        return _PREPARING[0]
+
+
+def _import_jsonschema() -> None:
+    import jsonschema.validators  # noqa: F401  # (a later import waits for this one to finish)
 
 
 def validate_arguments(schema: Mapping[str, Any], arguments: Any) -> str:

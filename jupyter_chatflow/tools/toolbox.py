@@ -17,7 +17,7 @@ from typing import Any
 from jupyter_chatflow.tools.calculator import calculator
 from jupyter_chatflow.tools.memory_tools import MemoryLike, memory_tools
 from jupyter_chatflow.tools.python_tool import python_tool
-from jupyter_chatflow.tools.schema import ToolError
+from jupyter_chatflow.tools.schema import ToolError, prepare_validation
 from jupyter_chatflow.tools.tool import Tool, tool
 from jupyter_chatflow.tools.variables import variable_tool
 
@@ -51,6 +51,7 @@ class Toolbox:
     def add(self, item: Tool | Callable[..., Any], *, opt_in: bool = False) -> Tool:
         """Register a Tool (or a typed function, made one with @tool); a tool of the same name is replaced."""
         added = item if isinstance(item, Tool) else tool(item)
+        prepare_validation()  # its first run must not wait for the validator's import
         self._tools[added.name] = added
         (self._opt_in.add if opt_in else self._opt_in.discard)(added.name)
         return added
