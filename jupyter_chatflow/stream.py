@@ -161,7 +161,8 @@ class Streamer:
         self.emit(
             TokenDelta(
                 index=self.index, token_id=step.token_id, text=text, logprob=step.logprob, entropy=step.entropy,
-                alternatives=step.top_alternatives, elapsed_ms=step.elapsed_ms, redacted=redacted,
+                alternatives=step.top_alternatives, elapsed_ms=step.elapsed_ms, compile_ms=step.compile_ms,
+                redacted=redacted,
             )
         )  # fmt: skip
         self.index += 1
@@ -174,7 +175,8 @@ class Streamer:
         result.prefill_ms += usage.prefill_ms
         computed = usage.prompt_tokens - usage.reused_tokens
         self.emit(PrefillDone(prompt_tokens=usage.prompt_tokens, reused_tokens=usage.reused_tokens,
-                              computed_tokens=computed, latency_ms=usage.prefill_ms))  # fmt: skip
+                              computed_tokens=computed, latency_ms=usage.prefill_ms,
+                              compile_ms=usage.compile_ms))  # fmt: skip  # only the prefill ran so far
 
     def _count(self, result: Round, generation: Generation) -> None:
         usage = generation.usage

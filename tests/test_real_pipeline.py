@@ -20,7 +20,9 @@ def chat(real_model, tmp_path):
 def test_answer_then_follow_up_reuses_the_conversation(chat):
     first = chat.send("What is the capital of France?", temperature=0.0, max_tokens=24)
     assert "Paris" in first.text() and isinstance(first.terminal(), Completed)
-    assert chat.title  # the model wrote one after the first answer
+    title = first.title()  # written after the answer ended
+    assert 2 <= len(title.split()) <= 6 and chat.title == title
+    assert any(word in title for word in ("France", "Paris", "Capital")), title
     second = chat.send("And of Germany?", temperature=0.0, max_tokens=24)
     prefill = next(e for e in second if e.type == "prefill")
     assert "Berlin" in second.text()
