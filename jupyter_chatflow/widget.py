@@ -31,6 +31,9 @@ from .chat import Chat, Prewarm
 from .defaults import CHAT_DEFAULTS
 from .errors import ChatflowError
 from .events import event_from_dict
+from .loader import load_model
+from .model_files import resolve_model_path
+from .progress import LoadProgress, StatusLine
 from .relay import Relay, token_pieces
 from .render import TurnView
 from .request import RequestError
@@ -70,7 +73,10 @@ class ChatWidget(anywidget.AnyWidget):
     def __init__(self, chat: Chat | None = None, *, settings: dict[str, Any] | None = None, **chat_options: Any):
         """A panel over `chat` (or a new `Chat(**chat_options)`), showing the session's earlier turns."""
         _check_built()
-        chat = chat if chat is not None else Chat(**chat_options)
+        if chat is None:
+            if chat_options.get("model") is None:  # the default model, its load shown in the cell
+                chat_options["model"] = _load_shown()
+            chat = Chat(**chat_options)
         super().__init__(
             model_info=_model_info(chat), session=chat.session.name, title=chat.title,
             settings={**SETTINGS, **(settings or {})}, turns=[self._record(r, chat) for r in chat.history()],
@@ -340,3 +346,16 @@ def _model_info(chat: Chat) -> dict[str, Any]:
     return {"name": config.name, "layers": config.n_layers, "heads": config.n_heads, "kv_heads": config.n_kv_heads,
             "context_length": config.context_length, "vocab_size": config.vocab_size,
             "tools": chat.toolbox.names}  # fmt: skip
+
+
+def _load_shown(path: str | None = None) -> Any:
+    """The model for a panel made without a chat, its load drawn as a status line in the cell above the panel
+    (a bar in Jupyter, a line in a terminal; never stderr)."""
+    from IPython import get_ipython
+
+    shell = get_ipython()
+    progress = LoadProgress(StatusLine(rich=shell is not None and hasattr(shell, "kernel")),
+                            resolve_model_path(path).name)  # fmt: skip
+    model = load_model(path, progress=progress)
+    progress.done()
+    return model

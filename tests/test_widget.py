@@ -365,3 +365,13 @@ def _events(count: int) -> list[dict]:
         row.update(sequence_number=number, turn_id="turn_t", timestamp=float(number))
     assert isinstance(event_from_dict(rows[-1]), Completed)
     return rows
+
+
+def test_a_panel_made_without_a_chat_shows_the_model_loading(tiny_path, monkeypatch, capsys):
+    """`cf.ChatWidget(session=…)` loads the default model itself: its load shows as chatflow: lines (a bar in
+    Jupyter), not silently and not on stderr."""
+    monkeypatch.setenv("CHATFLOW_MODEL", str(tiny_path))
+    panel = ChatWidget(session="shown")
+    out, err = capsys.readouterr()
+    assert "chatflow: loading tiny.gguf" in out and "chatflow: loaded tiny.gguf in" in out, out
+    assert "Loading" not in err and panel.chat.model.path == tiny_path
