@@ -141,10 +141,19 @@ def _content_words(text: str) -> set[str]:
 
 def fallback_title(user: str) -> str:
     """The user's first phrase, lead-in words ("what is the", "can you") dropped: at most six whole words, cut at
-    the first punctuation, capitalised as a title ("What is the capital of France?" → "Capital of France")."""
-    phrase = re.sub(r"\[[A-Z_]+\]", " ", user)  # the input layer's placeholders ([EMAIL]) are not a topic
-    phrase = re.split(r"[.?!;:\n]", phrase.strip(), maxsplit=1)[0]
-    phrase = re.sub(r"[^\w\s'’&/+*×÷^%=-]", " ", phrase)
+    punctuation, capitalised as a title ("What is the capital of France?" → "Capital of France"); a clause that
+    is all lead-in ("Tell me,") gives way to the next."""
+    text = re.sub(r"\[[A-Z_]+\]", " ", user)  # the input layer's placeholders ([EMAIL]) are not a topic
+    for clause in re.split(r"[.?!;:,\n]", text):
+        words = _topic_words(clause)
+        if words:
+            return " ".join(w if i and w.lower() in _SMALL else _capitalized(w) for i, w in enumerate(words))
+    return ""
+
+
+def _topic_words(clause: str) -> list[str]:
+    """A clause's words after its lead-in, at most six, never starting or ending on a small word."""
+    phrase = re.sub(r"[^\w\s'’&/+*×÷^%=-]", " ", clause)
     previous = None
     while previous != phrase:
         previous, phrase = phrase, _LEAD_INS.sub("", phrase.strip())
@@ -154,9 +163,7 @@ def fallback_title(user: str) -> str:
     words = words[:MAX_WORDS]
     while words and words[-1].lower() in _NO_END:  # never end on "of", "the", "about", "who"
         words.pop()
-    if not words:
-        return ""
-    return " ".join(w if i and w.lower() in _SMALL else _capitalized(w) for i, w in enumerate(words))
+    return words
 
 
 def _capitalized(word: str) -> str:

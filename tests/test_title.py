@@ -49,6 +49,8 @@ def test_an_attempt_is_kept_whole_or_rejected(attempt, title):
         ("hi", ""),
         ("Write a long story about a dragon who learns to bake bread.", "Long Story About a Dragon"),
         ("Make a list of ten fruits", "List of Ten Fruits"),
+        ("Count from 1 to 200, one number per line.", "Count from 1 to 200"),
+        ("Tell me, what is the tallest mountain?", "Tallest Mountain"),
     ],
 )
 def test_the_fallback_is_the_users_first_phrase_in_whole_words(user, title):
