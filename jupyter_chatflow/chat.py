@@ -189,7 +189,7 @@ class Chat:
         setup.queued_ms = (time.perf_counter() - submitted) * 1000
         try:
             Turn(setup, request, emit, cancel).run()
-            if setup.needs_title and log and isinstance(log[-1], Completed):
+            if setup.needs_title:
                 self._title(log, emit, request, cancel)
         except Exception as error:  # the answer is out and stored; a failing title must not vanish silently
             warnings.warn(f"jupyter_chatflow could not write the session's title ({error!r}).", stacklevel=1)
@@ -199,8 +199,9 @@ class Chat:
     def _title(self, log: list[Event], emit: Callable[[Event], None], request: ChatRequest,
                cancel: threading.Event) -> None:  # fmt: skip
         """Title the session from what the model saw (the redacted message) and showed (the answer)."""
-        last = log[-1]
-        user = _prompted_user_text_of([e.to_dict() for e in log if isinstance(e, ContextAssembled)])
+        last = log[-1] if log else None
+        context = next((e for e in log if isinstance(e, ContextAssembled)), None)
+        user = next((s.text for s in context.segments if s.kind == "user"), None) if context else None
         if not isinstance(last, Completed) or last.finish_reason == "content_filter" or user is None:
             return
         policy = turn_policy(self.policy, request.features.safety)
@@ -291,11 +292,6 @@ class Chat:
 def _prompted_user_text(record: TurnRecord) -> str | None:
     """The user's message as it went into the prompt (its `user` segment), or None if no prompt was built."""
     contexts = [e for e in record.events if e.get("type") == "context_assembled"]
-    return _prompted_user_text_of(contexts, record.user)
-
-
-def _prompted_user_text_of(contexts: list[dict[str, Any]], default: str | None = None) -> str | None:
-    """The `user` segment of the first `context_assembled` event (as dicts); None if there is none."""
     if not contexts:
         return None
-    return next((s["text"] for s in contexts[0]["segments"] if s["kind"] == "user"), default)
+    return next((s["text"] for s in contexts[0]["segments"] if s["kind"] == "user"), record.user)
