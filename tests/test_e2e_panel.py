@@ -194,18 +194,13 @@ def test_the_panel_streams_shows_context_and_attention_stops_resumes_and_forks(p
             f"notes: {notes.all_inner_texts()}; status {panel.get_attribute('data-status')}"
         )
 
-    if not forked.count() and panel.get_attribute("data-status") == "idle" and not "".join(notice.all_inner_texts()):
-        # known defect (about 1 run in 3 here): the fork click reaches no handler and no request reaches the kernel
-        # In those runs no later message from the panel reaches the kernel either (a reloaded page included):
-        # the panel's requests are stuck. An open defect, reported as such; the steps above all held.
-        page.screenshot(path=str(ARTIFACTS / "panel-fork-lost.png"), full_page=True)
-        pytest.xfail("known defect: the panel's requests stopped reaching the kernel after the reloads; " + why())
-    else:
-        _wait_until(lambda: forked.count() > 0, 60, why)
-        _wait_until(lambda: panel.get_attribute("data-status") == "idle", 180, "the fork did not end")
-        assert panel.locator("[data-testid=token]").last.get_attribute("data-turn") != latest
-        page.screenshot(path=str(ARTIFACTS / "panel-fork.png"), full_page=True)
-        _shoot_tabs(page, panel, "fork")
+    # (after the reloads, JupyterLab's comms over kernel subshells could leave the panel's comm routed to a deleted
+    # subshell, and the kernel dropped the fork and every later request: about 1 run in 3, until comm_route.py)
+    _wait_until(lambda: forked.count() > 0, 60, why)
+    _wait_until(lambda: panel.get_attribute("data-status") == "idle", 180, "the fork did not end")
+    assert panel.locator("[data-testid=token]").last.get_attribute("data-turn") != latest
+    page.screenshot(path=str(ARTIFACTS / "panel-fork.png"), full_page=True)
+    _shoot_tabs(page, panel, "fork")
 
     # a forced tool call, sent from the panel; while it runs, the user looks at an earlier token in the Timeline
     # tab with the conversation scrolled up: the turn's end leaves all of that as it was, in the same view
@@ -262,7 +257,7 @@ def test_the_panel_streams_shows_context_and_attention_stops_resumes_and_forks(p
     with urllib.request.urlopen(f"{page.url.split('/lab')[0]}/api/contents/panel.ipynb?token={TOKEN}") as reply:
         outputs = json.load(reply)["content"]["cells"][1]["outputs"]
     copies = [o["data"]["text/html"] for o in outputs if "cf-static-copy" in o.get("data", {}).get("text/html", "")]
-    assert len(copies) == 1 and f"speed: {stopped_at} tokens · stopped" in copies[0], copies
+    assert len(copies) == 1 and f"speed: {stopped_at} tokens generated · stopped" in copies[0], copies
     assert not panel.page.locator(".cf-static-copy").first.is_visible()
     if degraded:  # everything else held; these are open defects, not passes
         pytest.xfail("; ".join(degraded))
