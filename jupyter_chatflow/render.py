@@ -25,6 +25,7 @@ from .events import (
     ToolResult,
 )  # fmt: skip
 from .safe_markdown import markdown_html
+from .static_view import context_bar, safety_badges, token_chips
 
 
 class TurnView:
@@ -34,6 +35,7 @@ class TurnView:
         self.session = session
         """The session the turn went to, named in the summary line ("" leaves it out)."""
         self.text = ""
+        self.tokens: list[TokenDelta] = []
         self.safety: list[SafetyDecision] = []
         self.context: ContextAssembled | None = None
         self.prefill: PrefillDone | None = None
@@ -47,6 +49,7 @@ class TurnView:
         """Take one event into account."""
         if isinstance(event, TokenDelta):
             self.text += event.text
+            self.tokens.append(event)
         elif isinstance(event, SafetyDecision):
             self.safety.append(event)
         elif isinstance(event, ContextAssembled):
@@ -106,11 +109,18 @@ class TurnView:
         return f'<div class="cf-answer-md">{self.answer_html()}{details}</div>'
 
     def html(self, user: str = "") -> str:
-        """A static HTML summary (nbconvert, nbviewer, GitHub): the message, the answer, the details."""
+        """A static HTML copy (nbconvert, nbviewer, GitHub): the message, the answer, the context window as a
+        bar, the tokens with their probabilities, the safety badges, then the details."""
         asked = f'<p style="opacity:.7;margin:0 0 4px">{html.escape(user)}</p>' if user else ""
-        details = "".join(f"<li>{html.escape(line)}</li>" for line in self.details())
+        figures = [
+            context_bar(self.context, len(self.tokens)) if self.context else "",
+            token_chips(self.tokens) if self.tokens else "",
+            safety_badges(self.safety),
+        ]
+        details = "".join(f"<li>{html.escape(line)}</li>" for line in self.details() if not line.startswith("safety:"))
         listing = f'<ul style="font-size:smaller;opacity:.8;margin:6px 0 0">{details}</ul>' if details else ""
-        return f'<div class="cf-static-turn" style="margin:0 0 12px">{asked}{self.answer_html()}{listing}</div>'
+        body = "".join(figures) + listing
+        return f'<div class="cf-static-turn" style="margin:0 0 12px">{asked}{self.answer_html()}{body}</div>'
 
     def plain(self) -> str:
         """The answer and the details as plain text."""
@@ -158,11 +168,13 @@ class TurnView:
         timings, usage = self.end.timings, self.end.usage
         parts = []
         if "ttft_ms" in timings:
-            parts.append(f"first token {timings['ttft_ms']:.0f} ms")
+            compiled = self.prefill.compile_ms if self.prefill else 0.0
+            of_it = f" ({compiled:.0f} ms of it XLA compiling)" if compiled >= 1 else ""
+            parts.append(f"first token {timings['ttft_ms']:.0f} ms{of_it}")
         if isinstance(self.end, Completed) and self.end.tokens_per_s:
             parts.append(f"{self.end.tokens_per_s:.1f} tok/s")
         if usage.get("completion_tokens"):
-            parts.append(f"{usage['completion_tokens']} tokens")
+            parts.append(f"{usage['completion_tokens']} tokens generated")
         ending = self.end.finish_reason if isinstance(self.end, Completed) else "stopped"
         return "speed: " + ", ".join(parts) + f" · {ending}" if parts else f"finish: {ending}"
 

@@ -28,6 +28,7 @@ from IPython.display import display
 
 from .attention_map import AttentionRequestError, attention_map, turn_sequence
 from .chat import Chat, Prewarm
+from .comm_route import route_to_live_subshells
 from .defaults import CHAT_DEFAULTS
 from .errors import ChatflowError
 from .events import event_from_dict
@@ -92,6 +93,7 @@ class ChatWidget(anywidget.AnyWidget):
         self._attention: tuple[tuple[str, int], Any] | None = None  # the last layer computed, per turn
         self._displays: list[Any] = []
         self.on_msg(self._on_message)
+        route_to_live_subshells(self.comm)
         chat.watch(self._turn_stored)  # turns sent from another panel, %%chat or code show here too
 
     # ---- the Python API ----------------------------------------------------------------------------------------
@@ -290,6 +292,10 @@ class ChatWidget(anywidget.AnyWidget):
         return {"turn_id": record.id, "events": events, "pieces": token_pieces(chat.model.tokenizer, events),
                 "prewarm": None, "fork_of": fork_of}  # fmt: skip
 
+    def __repr__(self) -> str:
+        """Also the panel output's text/plain (where no widget runs): the static copy beside it has the turns."""
+        return f"ChatWidget(session={self.session!r}): the inspector panel; its turns are in the copy below"
+
     # ---- display: the live panel, and a static copy for nbconvert, nbviewer and GitHub -------------------------
 
     def static_bundle(self) -> tuple[dict[str, str], dict]:
@@ -299,8 +305,10 @@ class ChatWidget(anywidget.AnyWidget):
         views = [(t, _view(t["events"])) for t in self.turns]
         turns = "".join(view.html(_user(t)) for t, view in views) or "<p>(no turns yet)</p>"
         heading = f"<p><b>jupyter_chatflow</b> · session {html.escape(self.session)} · {html.escape(self.title)}</p>"
-        copy = f'<div class="cf-static-copy">{heading}{turns}</div>'
-        plain = f"jupyter_chatflow panel: {len(views)} turns"
+        marks = f'data-model-id="{self.model_id}" data-turns="{len(views)}"'  # (which panel, for tests of exports)
+        copy = f'<div class="cf-static-copy" {marks}>{heading}{turns}</div>'
+        plain = "\n\n".join([f"jupyter_chatflow · session {self.session} · {self.title}".rstrip(" ·"),
+                               *(f"> {_user(t)}\n{view.plain()}" for t, view in views)])  # fmt: skip
         return {"text/html": copy, "text/markdown": copy, "text/plain": plain}, {}
 
     def _ipython_display_(self) -> None:

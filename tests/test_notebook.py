@@ -191,7 +191,7 @@ def test_chat_cell_streams_into_one_display_updated_in_place(first_kernel):
     details = details_of(shown)
     assert details[0] == "session: default (no --session: shared by every %%chat without one)", details
     assert any(re.match(r"context: \d+/\d+ tokens \(system \d+", line) for line in details), details
-    assert any(re.match(r"speed: .*\d+ tokens · \w+", line) for line in details), details
+    assert any(re.match(r"speed: .*\d+ tokens generated · \w+", line) for line in details), details
     display_id = next(
         m.display_id
         for m in first_kernel.messages

@@ -286,12 +286,40 @@ def test_the_static_copy_renders_answers_as_sanitized_markdown(panel):
     panel.turns = [{"turn_id": "turn_t", "events": rows, "pieces": {}, "prewarm": None, "fork_of": ""}]
     data, _ = panel.static_bundle()
     shown = data["text/html"]
-    assert data["text/markdown"] == shown and shown.startswith('<div class="cf-static-copy">')
+    assert data["text/markdown"] == shown and shown.startswith(
+        f'<div class="cf-static-copy" data-model-id="{panel.model_id}"'
+    )
     assert "<code>a &lt; b</code>" in shown and "&lt;b&gt;hi&lt;/b&gt;" in shown
     for tag in ("<img", "<script", "<a ", 'src="'):
         assert tag not in shown
     assert "&lt;img src=x onerror=alert(1)&gt;" in shown  # shown as text
     assert "[image: x — https://evil.example/?q=SECRET]" in shown
+
+
+def test_the_static_copy_draws_the_context_bar_the_tokens_with_their_probabilities_and_the_safety_badges(panel):
+    """What a page without widgets shows of a turn (nbconvert's HTML, nbviewer): the figures the panel draws."""
+    rows = _events(4)  # two tokens "x", logprob -1.0: p = e^-1 = 37 %
+    rows[1:1] = [
+        {"type": "safety_decision", "layer": "input", "action": "redact", "guard": "pii", "categories": ["email"],
+         "reason": "an e-mail address"},
+        {"type": "context_assembled", "window": 100, "reserved_output": 10, "budget": 90, "prompt_tokens": 30,
+         "segments": [{"kind": "system", "label": "system", "tokens": 20}, {"kind": "user", "label": "user",
+                                                                             "tokens": 10}]},
+    ]  # fmt: skip
+    for number, row in enumerate(rows):
+        row.update(sequence_number=number, turn_id="turn_t", timestamp=float(number))
+    panel.turns = [{"turn_id": "turn_t", "events": rows, "pieces": {}, "prewarm": None, "fork_of": ""}]
+    data, _ = panel.static_bundle()
+    shown = data["text/html"]
+    assert 'data-turns="1"' in shown
+    assert "context window 100 tokens:" in shown and "system 20" in shown and "user 10" in shown
+    assert "generated 2" in shown and "free 68" in shown  # 100 - 30 prompt - 2 generated
+    assert "width:20.00%" in shown and "width:10.00%" in shown  # the bar's segments, to scale
+    assert shown.count('title="id ') == 2 and shown.count(">37%</small>") == 2  # chips: p = e^-1
+    assert "2 tokens shown" in shown
+    assert "input: redact (email)" in shown and 'title="an e-mail address"' in shown
+    plain = data["text/plain"]
+    assert "> u" in plain and "xx" in plain and "object at 0x" not in plain
 
 
 def test_a_turn_end_updates_the_static_copy_never_the_panels_own_output(panel, monkeypatch):
