@@ -258,16 +258,17 @@ class ChatWidget(anywidget.AnyWidget):
         """Append turns not shown yet (with the lock held); a turn of a newer session starts the log afresh; a
         shown turn that gained events (the title, written after the answer) takes them in.
         `own`: this panel's turn as its relay sent it (its record is among `records`, unless storing failed)."""
-        turns = list(self.turns)
+        turns, title = list(self.turns), self.title
         for record in records:
             if record.session_id != self._session_id:
-                self._session_id, turns = record.session_id, []
+                self._session_id, turns, title = record.session_id, [], ""
             row = own if own is not None and record.id == own["turn_id"] else self._record(record, self.chat)
             _put(turns, {**row, "events": _merged(row["events"], record.events)})
         if own is not None:
             _put(turns, own)
         self.turns = turns
-        self.session, self.title = self.chat.session.name, self.chat.title
+        # (the title is written after the answer: until the chat has stored it, keep the one the relay brought)
+        self.session, self.title = self.chat.session.name, self.chat.title or title
 
     def _refresh_fallback(self) -> None:
         """The static copy (nbconvert, GitHub) follows the conversation. Only the copy's display is updated: an

@@ -403,3 +403,20 @@ def test_a_panel_made_without_a_chat_shows_the_model_loading(tiny_path, monkeypa
     out, err = capsys.readouterr()
     assert "chatflow: loading tiny.gguf" in out and "chatflow: loaded tiny.gguf in" in out, out
     assert "Loading" not in err and panel.chat.model.path == tiny_path
+
+
+def test_a_turn_stored_before_the_chat_has_the_title_keeps_the_title_the_relay_brought(panel):
+    """The title arrives as a late event (the relay) a moment before the chat stores it: a turn that lands in
+    between must not blank it; a turn of a new session does."""
+    from jupyter_chatflow.sessions import TurnRecord
+
+    panel.title = "Capital of France"
+    same = TurnRecord(id="turn_t", session_id=panel.chat.session.id, user="u", answer="xx", status="completed",
+                      events=tuple({"alternatives": [], **row} for row in _events(4)))  # fmt: skip
+    with panel._lock:
+        panel._add([same])
+    assert panel.title == "Capital of France" and len(panel.turns) == 1
+    other = TurnRecord(id="turn_u", session_id="another", user="u", answer="xx", status="completed")
+    with panel._lock:
+        panel._add([other])
+    assert panel.title == "" and [t["turn_id"] for t in panel.turns] == ["turn_u"]
