@@ -85,7 +85,7 @@ class Chat:
         self.toolbox = toolbox or Toolbox.builtin(namespace=namespace, memory=self.memory)
         self.system = system or DEFAULT_SYSTEM
         self.persist = persist
-        self.policy = policy
+        self.policy = policy or SafetyPolicy()  # (its lexicon is built now, not in the first turn's time)
         """Guards and PII actions of the safety layers (e.g. with `ModelGuard`); the request picks the mode."""
         self.session = self.sessions.open(session, new=new)
         self._worker = ThreadPoolExecutor(max_workers=1, thread_name_prefix="chatflow-engine")

@@ -285,3 +285,25 @@ def test_a_turn_for_another_session_is_refused_before_it_runs(chat):
     with pytest.raises(RequestError, match=r"on session 'test', not 'other'.*cf.Chat\(session='other'\)"):
         chat.send("hello", session="other")
     assert chat.history() == []
+
+
+def test_a_turns_time_starts_with_its_turn_started_event(wide_model, tmp_path, monkeypatch):
+    """The first turn of a process built the safety lexicon (~0.3 s of lemmatizing) before its turn_started event:
+    time to first token counted it, the timeline could not show it. It is built when the chat is made."""
+    import jupyter_chatflow.safety.policy as policy
+
+    prepare, built = policy.prepare, []
+
+    def first_build_is_slow(frames):  # as the real one: built once per process, ~0.3 s
+        if not built:
+            built.append(time.sleep(0.3))
+        return prepare(frames)
+
+    monkeypatch.setattr(policy, "prepare", first_build_is_slow)
+    chat = Chat(model=wide_model, session="clock", db=Database(tmp_path / "clock.db"))
+    response = chat.send("hi", max_tokens=3, temperature=0.0)
+    events = response.events()
+    end = response.terminal()
+    assert isinstance(end, Completed)
+    seen_ms = (end.timestamp - events[0].timestamp) * 1000
+    assert end.timings["total_ms"] - seen_ms < 100, (end.timings["total_ms"], seen_ms)
