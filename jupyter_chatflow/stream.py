@@ -43,6 +43,8 @@ class Round:
     reused_tokens: int = 0
     prefill_ms: float = 0.0
     decode_ms: float = 0.0
+    decode_compile_ms: float = 0.0
+    """Of decode_ms, XLA compiling (a decode program's first call in the process): not decoding speed."""
     call_ms: float = 0.0
     """Time to write the call under the mask: building it, its prefill and its decode steps."""
     call_tokens: int = 0
@@ -57,6 +59,7 @@ class Streamer:
     def __init__(self, model: Model, emit: Callable[[Event], None], cancel: threading.Event, gate: Any | None):
         self.model, self.emit, self.cancel, self.gate = model, emit, cancel, gate
         self.index = 0  # TokenDelta.index across the turn's rounds
+        self._prefill_compile_ms = 0.0  # the running generation's compile time up to its first token
         self.shown = ""  # the answer as released to the views
         self.blocked: SafetyDecision | None = None
         self._steps: list[Step] = []  # every step of the turn's rounds; the gate names them by position
@@ -173,6 +176,7 @@ class Streamer:
         if result.prefill_ms == 0.0:  # the round's first generation: its prompt is the round's prompt
             result.reused_tokens = min(usage.reused_tokens, result.prompt_tokens)
         result.prefill_ms += usage.prefill_ms
+        self._prefill_compile_ms = usage.compile_ms
         computed = usage.prompt_tokens - usage.reused_tokens
         self.emit(PrefillDone(prompt_tokens=usage.prompt_tokens, reused_tokens=usage.reused_tokens,
                               computed_tokens=computed, latency_ms=usage.prefill_ms,
@@ -183,6 +187,8 @@ class Streamer:
         result.completion_tokens += usage.completion_tokens
         result.decode_steps += max(usage.completion_tokens - 1, 0)
         result.decode_ms += usage.decode_ms
+        result.decode_compile_ms += max(usage.compile_ms - self._prefill_compile_ms, 0.0)
+        self._prefill_compile_ms = 0.0
 
 
 def _close(generation: Generation) -> None:

@@ -78,6 +78,7 @@ class Turn:
         self.kept = len(self.prefix)  # a fork's answer starts with these tokens: its first new one comes after
         self.first_token_ms: float | None = None
         self.decode_ms = 0.0
+        self.decode_compile_ms = 0.0
         self.decode_steps = 0
 
     @property
@@ -211,6 +212,7 @@ class Turn:
         self.usage["reused_tokens"] += result.reused_tokens
         self.timings["prefill"] = self.timings.get("prefill", 0.0) + result.prefill_ms
         self.decode_ms += result.decode_ms
+        self.decode_compile_ms += result.decode_compile_ms
         self.decode_steps += result.decode_steps
 
     def _run_tool(self, result: Round, tools: list[Tool]) -> list[dict[str, str]]:
@@ -266,8 +268,9 @@ class Turn:
         timings = {**self.timings, "decode": self.decode_ms, "total_ms": total}
         if self.first_token_ms is not None:
             timings["ttft_ms"] = self.first_token_ms
-        steps = self.decode_steps  # as Usage.decode_tokens_per_s, over every generation of the turn
-        rate = steps / (self.decode_ms / 1000) if steps > 0 and self.decode_ms > 0 else 0.0
+        steps = self.decode_steps  # over every generation of the turn; XLA compiling is not decoding speed
+        decoding_ms = self.decode_ms - self.decode_compile_ms
+        rate = steps / (decoding_ms / 1000) if steps > 0 and decoding_ms > 0 else 0.0
         self._emit(Completed(finish_reason=finish, text=self.streamer.shown, usage=dict(self.usage),
                              timings=timings, tokens_per_s=rate))  # fmt: skip
 

@@ -86,3 +86,21 @@ def test_a_forced_call_prefills_its_fixed_text_and_says_what_it_cost(tiny_model)
     assert result.call_forced >= len(fixed) and result.call_tokens > result.call_forced  # the value is the model's
     assert result.completion_tokens >= result.call_tokens - len("}}\n</tool_call>")  # the fixed end is not generated
     assert 0.0 < result.prefill_ms + result.decode_ms <= result.call_ms
+
+
+def test_xla_compiling_during_decode_is_kept_apart_from_decoding_time(tiny_model):
+    """A decode program's first call compiles (seconds) inside decode_ms: tokens/s must not count it as decoding
+    (a tour chapter showed 12.7 tokens/s for a turn that decoded at 46)."""
+    from types import SimpleNamespace
+
+    from jupyter_chatflow.stream import Round
+
+    streamer = Streamer(tiny_model, lambda event: None, threading.Event(), None)
+    usage = Usage(prompt_tokens=10, completion_tokens=7, prefill_ms=50.0, compile_ms=30.0)
+    generation = SimpleNamespace(usage=usage)
+    result = Round(prompt_tokens=10)
+    streamer._prefilled(result, generation)  # 30 ms of compiling so far: the prefill's
+    usage.decode_ms, usage.compile_ms = 1_200.0, 1_030.0  # then the decode program compiled for 1 s
+    streamer._count(result, generation)
+    assert result.decode_ms == 1_200.0 and result.decode_compile_ms == 1_000.0
+    assert result.decode_steps == 6  # 6 steps in 200 ms of decoding: 30 tokens/s, not 5
