@@ -209,13 +209,15 @@ class Chat:
         if event is None:
             return
         emit(event)
+        session_id = log[0].session_id  # the turn's session (a new one may have begun while the title was written)
         try:
             if self.sessions.add_event(log[0].turn_id, log[-1].to_dict()):  # else: reset while the title was written
-                self.sessions.set_title(self.session.id, event.title)
-                self.session = self.sessions.get(self.session.id)
+                self.sessions.set_title(session_id, event.title)
+                if self.session.id == session_id:
+                    self.session = self.sessions.get(session_id)
         except Exception as error:
             warnings.warn(f"jupyter_chatflow could not store the session's title ({error}).", stacklevel=1)
-        self._tell(TurnRecord.from_events(log, session_id=self.session.id))
+        self._tell(TurnRecord.from_events(log, session_id=session_id))
 
     def _tools(self, request: ChatRequest) -> list:
         """The tools the request names, from this chat's toolbox."""

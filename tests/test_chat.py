@@ -307,3 +307,32 @@ def test_a_turns_time_starts_with_its_turn_started_event(wide_model, tmp_path, m
     assert isinstance(end, Completed)
     seen_ms = (end.timestamp - events[0].timestamp) * 1000
     assert end.timings["total_ms"] - seen_ms < 100, (end.timings["total_ms"], seen_ms)
+
+
+def test_a_title_written_while_a_new_session_began_goes_to_the_turns_own_session(wide_model, tmp_path, monkeypatch):
+    """The title is written after the answer; a new session started meanwhile got it, and its own first turn then
+    got none (the session looked titled)."""
+    import jupyter_chatflow.chat as chat_module
+
+    started, go = threading.Event(), threading.Event()
+    write = chat_module.write_title
+
+    def slow_title(*args, **kwargs):
+        started.set()
+        go.wait(10)
+        return write(*args, **kwargs)
+
+    monkeypatch.setattr(chat_module, "write_title", slow_title)
+    chat = Chat(model=wide_model, session="one", db=Database(tmp_path / "titles.db"))
+    first = chat.send("What is the capital of France?", max_tokens=3, temperature=0.0)
+    first.text()
+    assert started.wait(10)
+    chat.new_session("two")  # while the first session's title is being written
+    go.set()
+    title = first.title()
+    assert title
+    sessions = {s.name: s for s in chat.sessions.list()}
+    assert sessions["one"].title == title and sessions["two"].title == ""
+    assert chat.title == ""  # the session in use is "two": untitled until its first answer
+    chat.send("Name a colour.", max_tokens=3, temperature=0.0).title()
+    assert chat.title != "" and chat.sessions.get(chat.session.id).title == chat.title
