@@ -27,7 +27,7 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from .engine import Model
-from .events import TERMINAL, Completed, ContextAssembled, Emitter, Event
+from .events import TERMINAL, Completed, ContextAssembled, Emitter, Event, TurnStarted
 from .fork import fork_request
 from .generation import Step
 from .loader import load_model
@@ -209,7 +209,8 @@ class Chat:
         if event is None:
             return
         emit(event)
-        session_id = log[0].session_id  # the turn's session (a new one may have begun while the title was written)
+        started = log[0]  # the turn's session (a new one may have begun while the title was written)
+        session_id = started.session_id if isinstance(started, TurnStarted) else self.session.id
         try:
             if self.sessions.add_event(log[0].turn_id, log[-1].to_dict()):  # else: reset while the title was written
                 self.sessions.set_title(session_id, event.title)

@@ -10,7 +10,6 @@ from __future__ import annotations
 import inspect
 import json
 import re
-import threading
 import types
 import typing
 from collections.abc import Callable, Mapping, Sequence
@@ -101,25 +100,16 @@ def parse_docstring(doc: str) -> tuple[str, dict[str, str]]:
     return " ".join(" ".join(summary).split()), args
 
 
-_PREPARING: list[threading.Thread] = []
-_PREPARING_LOCK = threading.Lock()
+def prepare_validation() -> None:
+    """Import jsonschema now, in the caller's thread (a `Toolbox` does it as tools are added).
 
-
-def prepare_validation() -> threading.Thread:
-    """Import jsonschema on a background thread, once per process (a `Toolbox` does it as tools are added).
-
-    The import takes ~0.9 s (its format checkers build a Lark grammar as they load): on the first tool run of a
-    process it was most of the `tool_result` latency of a one-line calculation. Returns the thread (join to wait).
+    The import takes ~0.9 s once per process (its format checkers build a Lark grammar as they load): on the first
+    tool run of a process it was most of the `tool_result` latency of a one-line calculation. It ran on a
+    background thread until that thread's compiling (attrs writes classes' methods as source) raced a cell being
+    compiled on Python 3.11.7 ("AST constructor recursion depth mismatch", a CPython bug) and printed a
+    traceback into a cell, about once in twelve runs.
     """
-    with _PREPARING_LOCK:
-        if not _PREPARING:
-            _PREPARING.append(threading.Thread(target=_import_jsonschema, name="chatflow-jsonschema", daemon=True))
-            _PREPARING[0].start()
-        return _PREPARING[0]
-
-
-def _import_jsonschema() -> None:
-    import jsonschema.validators  # noqa: F401  # (a later import waits for this one to finish)
+    import jsonschema.validators  # noqa: F401
 
 
 def validate_arguments(schema: Mapping[str, Any], arguments: Any) -> str:
