@@ -260,8 +260,10 @@ class Completed(Event):
     text: str
     usage: dict[str, int]
     timings: dict[str, float]
-    """Milliseconds per stage, plus ttft_ms and total_ms."""
+    """Milliseconds per stage, plus ttft_ms and total_ms, both counted from the request's submission (the wait for
+    the engine thread, `TurnStarted.queued_ms`, included: what the user waited)."""
     tokens_per_s: float = 0.0
+    """Decode tokens per second after the first token, XLA compile time left out."""
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)

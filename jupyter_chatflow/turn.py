@@ -264,10 +264,11 @@ class Turn:
     # ---- endings -----------------------------------------------------------------------------------------------
 
     def _complete(self, finish: str) -> None:
-        total = (time.perf_counter() - self.started) * 1000
+        queued = self.setup.queued_ms  # what the user waited for counts from Send: the queue included
+        total = (time.perf_counter() - self.started) * 1000 + queued
         timings = {**self.timings, "decode": self.decode_ms, "total_ms": total}
         if self.first_token_ms is not None:
-            timings["ttft_ms"] = self.first_token_ms
+            timings["ttft_ms"] = queued + self.first_token_ms
         steps = self.decode_steps  # over every generation of the turn; XLA compiling is not decoding speed
         decoding_ms = self.decode_ms - self.decode_compile_ms
         rate = steps / (decoding_ms / 1000) if steps > 0 and decoding_ms > 0 else 0.0

@@ -336,3 +336,19 @@ def test_a_title_written_while_a_new_session_began_goes_to_the_turns_own_session
     assert chat.title == ""  # the session in use is "two": untitled until its first answer
     chat.send("Name a colour.", max_tokens=3, temperature=0.0).title()
     assert chat.title != "" and chat.sessions.get(chat.session.id).title == chat.title
+
+
+def test_time_to_first_token_counts_the_wait_behind_the_title(wide_model, tmp_path, monkeypatch):
+    """A follow-up sent while the title is written waits for the engine thread: the user waited that too."""
+    import jupyter_chatflow.chat as chat_module
+
+    write = chat_module.write_title
+    monkeypatch.setattr(chat_module, "write_title", lambda *a, **k: (time.sleep(0.4), write(*a, **k))[1])
+    chat = Chat(model=wide_model, session="queue", db=Database(tmp_path / "queue.db"))
+    chat.send("What is the capital of France?", max_tokens=3, temperature=0.0).text()
+    follow_up = chat.send("And Spain?", max_tokens=3, temperature=0.0)
+    started, done = follow_up.events()[0], follow_up.terminal()
+    assert started.queued_ms > 200  # behind the title
+    first = next(e for e in follow_up.events() if e.type == "token")
+    seen_ms = (first.timestamp - started.timestamp) * 1000 + started.queued_ms
+    assert done.timings["ttft_ms"] == pytest.approx(seen_ms, abs=5)
