@@ -77,8 +77,11 @@ class Chat:
         namespace: dict[str, Any] | None = None,
         persist: bool = True,
         policy: SafetyPolicy | None = None,
+        context_window: int | None = None,
     ):
         self.model = model if model is not None else load_model()
+        self.context_window = _window(context_window, self.model.config.context_length)
+        """The tokens a turn's prompt and answer may take: the model's window, or less (to see trimming early)."""
         self.db = db if isinstance(db, Database) else Database(db)
         self.sessions, self.memory = Sessions(self.db), Memory(self.db)
         self.telemetry = Telemetry(self.db)
@@ -229,7 +232,7 @@ class Chat:
             model=self.model, session_id=self.session.id, system=self.system, history=history,
             memory=self.memory if request.features.memory else None, tools=tools,
             needs_title=self.persist and not self.session.title and not request.fork_of,  # unstored: no title
-            policy=self.policy, prefix=prefix,
+            policy=self.policy, prefix=prefix, window=self.context_window,
         )  # fmt: skip
 
     def _prewarm(self, request: ChatRequest) -> Prewarm:
@@ -298,3 +301,12 @@ def _prompted_user_text(record: TurnRecord) -> str | None:
     if not contexts:
         return None
     return next((s["text"] for s in contexts[0]["segments"] if s["kind"] == "user"), record.user)
+
+
+def _window(asked: int | None, model_window: int) -> int:
+    if asked is None:
+        return model_window
+    if isinstance(asked, bool) or not isinstance(asked, int) or not 16 <= asked <= model_window:
+        raise RequestError(f"context_window must be a whole number from 16 to the model's window ({model_window}), "
+                           f"got {asked!r}")  # fmt: skip
+    return asked

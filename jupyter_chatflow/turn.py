@@ -58,6 +58,8 @@ class TurnSetup:
     policy: SafetyPolicy | None = None
     prefix: Sequence[Step] = ()
     """Tokens the answer starts with (a fork: the forked answer up to a token, then the chosen alternative)."""
+    window: int | None = None
+    """The context window the prompt and the answer must fit in; None: the model's."""
     queued_ms: float = 0.0
     """How long the request waited for the engine thread."""
 
@@ -187,7 +189,7 @@ class Turn:
         inputs = Inputs(system=self.request.system or self.setup.system, user=text, memory=snippets,
                         tools=tools_text, history=self.setup.history, pending=pending)  # fmt: skip
         summarize = self._summarize if self.request.features.trim == "summarize" else None
-        assembled = assemble(model.tokenizer, inputs, window=model.config.context_length,
+        assembled = assemble(model.tokenizer, inputs, window=self.setup.window or model.config.context_length,
                              reserved_output=self.request.params.max_tokens, summarize=summarize)  # fmt: skip
         self._time("context", started)
         self._emit(assembled.context)

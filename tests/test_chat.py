@@ -352,3 +352,20 @@ def test_time_to_first_token_counts_the_wait_behind_the_title(wide_model, tmp_pa
     first = next(e for e in follow_up.events() if e.type == "token")
     seen_ms = (first.timestamp - started.timestamp) * 1000 + started.queued_ms
     assert done.timings["ttft_ms"] == pytest.approx(seen_ms, abs=5)
+
+
+def test_a_smaller_context_window_trims_real_turns_early(wide_model, tmp_path):
+    """`Chat(context_window=N)`: the prompt and the answer must fit N tokens, so trimming shows on a short
+    conversation (the model's own window is thousands of tokens)."""
+    chat = Chat(model=wide_model, session="small", db=Database(tmp_path / "small.db"), context_window=400)
+    assert chat.context_window == 400
+    long = "the quick brown fox jumps over the lazy dog"  # byte-level vocabulary: ~45 tokens
+    contexts = []
+    for _ in range(6):
+        response = chat.send(long, max_tokens=8, temperature=0.0, memory=False)
+        assert isinstance(response.terminal(), Completed), response.terminal()
+        contexts.append(next(e for e in response if e.type == "context_assembled"))
+    assert all(c.window == 400 and c.prompt_tokens <= 400 - 8 for c in contexts)
+    assert contexts[-1].trimmed, [c.prompt_tokens for c in contexts]
+    with pytest.raises(RequestError, match="context_window must be a whole number from 16"):
+        Chat(model=wide_model, db=Database(tmp_path / "bad.db"), context_window=10**6)
