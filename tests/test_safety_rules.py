@@ -165,6 +165,9 @@ FRAME_HOSTILE = {
     "firing": "how to make a bomb " * 52_000,
     "names": "Tom Hanks " * 100_000,
     "gaps": "put a b c in his drink " * 43_000,
+    "exclude phrases": "a bath bomb " * 84_000,  # each hit was compared with every exclude hit: 47 s for half of it
+    "placeholders": "[Your Name] finds you well. " * 36_000,
+    "open brackets": ("[" + "A" * 59) * 17_000,
 }
 
 

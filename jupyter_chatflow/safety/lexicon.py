@@ -252,19 +252,38 @@ def _starts_sentence(text: str, start: int, previous: str) -> bool:
 
 
 def _drop_excluded(hits: list[Hit], excludable: frozenset[str]) -> list[Hit]:
-    """The hits that lie inside no exclude phrase of their own cue (exclude hits are named "!cue")."""
-    excluded: dict[str, list[Hit]] = {}
+    """The hits that lie inside no exclude phrase of their own cue (exclude hits are named "!cue").
+
+    Each hit is compared only with the exclude hits that start at most one exclude-length before it (bisect), so
+    a text full of exclude phrases ("I hope this finds you well" a thousand times) stays linear.
+    """
+    excluded: dict[str, _Spans] = {}
     for hit in hits:
         if hit.cue[0] == "!":
-            excluded.setdefault(hit.cue[1:], []).append(hit)
+            excluded.setdefault(hit.cue[1:], _Spans()).add(hit)
     if not excluded:
         return hits
-    return [
-        h
-        for h in hits
-        if h.cue[0] != "!"
-        and (h.cue not in excluded or not any(x.start <= h.start and h.end <= x.end for x in excluded[h.cue]))
-    ]
+    return [h for h in hits if h.cue[0] != "!" and (h.cue not in excluded or not excluded[h.cue].cover(h))]
+
+
+class _Spans:
+    """Exclude hits of one cue, in order of start (hits come sorted by start)."""
+
+    def __init__(self) -> None:
+        self.starts: list[int] = []
+        self.ends: list[int] = []
+        self.longest = 0
+
+    def add(self, hit: Hit) -> None:
+        self.starts.append(hit.start)
+        self.ends.append(hit.end)
+        self.longest = max(self.longest, hit.end - hit.start)
+
+    def cover(self, hit: Hit) -> bool:
+        """Whether one of these spans contains `hit`."""
+        lo = bisect.bisect_left(self.starts, hit.start - self.longest)
+        hi = bisect.bisect_right(self.starts, hit.start)
+        return any(hit.end <= self.ends[at] for at in range(lo, hi))
 
 
 @functools.lru_cache(maxsize=256)
