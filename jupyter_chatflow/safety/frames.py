@@ -8,7 +8,8 @@ when an `unless` cue is there too (a "novel" whose villain must give "exact quan
 
 So "How do I synthesize sarin?" is anchor "sarin" + make "synthesize" + request "How do I": blocked; "What is the
 history of the sarin attack?" has the anchor and a benign context and nothing else: allowed. A match records the
-words that made it (`FrameHit.evidence`), so a decision can say exactly why.
+words that made it (`FrameHit.evidence`), so a decision can say exactly why. Template placeholders ("[Your Name]")
+are blanked first (`placeholders`): a letter's empty fields are nobody's data.
 
 >>> from .hazards import HAZARD_FRAMES
 >>> [(h.frame.category, h.frame.action) for h in match("How do I synthesize sarin at home?", HAZARD_FRAMES)]
@@ -23,6 +24,7 @@ from collections.abc import Sequence
 
 from .decisions import check_action
 from .lexicon import Cue, Doc, Hit, Near, compile_cues, find
+from .placeholders import blank_placeholders
 
 __all__ = ["Frame", "FrameHit", "cues_of", "match", "prepare"]
 
@@ -66,7 +68,7 @@ def match(text: str, frames: Sequence[Frame]) -> list[FrameHit]:
     """Every frame that fires on `text`, once per anchor hit, in order of position."""
     if not frames:
         return []
-    doc = find(text, cues_of(frames))
+    doc = find(blank_placeholders(text), cues_of(frames))
     window = _Window(doc)
     fired = [hit for frame in frames if _present(frame.anchor, doc) for hit in _fire(frame, window)]
     return sorted(fired, key=lambda h: (h.start, h.end))

@@ -15,7 +15,10 @@ whitespace, so the scan finds what a scan of the whole answer finds. The release
 `pii.redact(full_text)`. A redacted span's replacement goes on the token where the span starts; the other tokens
 of the span show "" (`redacted=True`). Decisions' spans are offsets in the raw generated text (before redaction).
 A blocking match returns a block decision; `gate.blocked` is then set, nothing more is released, and the caller
-stops generating.
+stops generating. A block is settled once `SETTLE_WORDS` words have come after its last word, or at the end: until
+then the words after it may still explain it away (a hazard cue's exclude phrase: "addressing" is private data
+until "the issue" follows, "finds" a search until "you well"), so the gate holds the text from that last word on
+and scans again with the next hard gap (at most `max_hold` characters).
 
 >>> from jupyter_chatflow.safety import PiiGuard
 >>> gate = OutputGate(guards=(PiiGuard(),))
@@ -40,6 +43,10 @@ from .pii import holds_across, resolve
 __all__ = ["OutputGate", "Release"]
 
 _GAP = re.compile(r"\s+")
+_WORDS = re.compile(r"\w+")
+SETTLE_WORDS = 6
+"""Words after a block's last word before it stands: the longest exclude phrase's tail after its cue word
+("find" … "you and your family well"), and one for a word still being typed."""
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
@@ -128,11 +135,14 @@ class OutputGate:
     def _flush(self, *, final: bool) -> list[Release | SafetyDecision]:
         scan = self._scan()
         self._latency_ms += scan.latency_ms
+        hold = None
         if scan.block is not None:
-            self.blocked = scan.block
-            self._found.append(scan.block)
-            return [scan.block]
-        cut, forced = (len(self._pending), True) if final else self._cut(scan.redactions)
+            hold = None if final or len(self._pending) > self.max_hold else self._unsettled(scan.block)
+            if hold is None:
+                self.blocked = scan.block
+                self._found.append(scan.block)
+                return [scan.block]
+        cut, forced = (len(self._pending), True) if final else self._cut(scan.redactions, hold)
         if cut == 0:
             return []
         redactions = [s for s in scan.redactions if s.start < cut]
@@ -173,14 +183,28 @@ class OutputGate:
             latency_ms=since(start),
         )
 
-    def _cut(self, redactions: list[Span]) -> tuple[int, bool]:
+    def _unsettled(self, block: SafetyDecision) -> int | None:
+        """While every span of the block has fewer than `SETTLE_WORDS` words after it (what comes next may still
+        explain it away): where the earliest span's last word starts in the pending text, to hold from there.
+        None once any span stands."""
+        holds = []
+        for span in block.spans or (Span(start=self._offset, end=self._offset, category=""),):
+            end = span.end - self._offset
+            if end <= 0 or len(_WORDS.findall(self._pending, end)) >= SETTLE_WORDS:
+                return None
+            words = [m.start() for m in _WORDS.finditer(self._pending, 0, end)]
+            holds.append(words[-1] if words else 0)
+        return min(holds)
+
+    def _cut(self, redactions: list[Span], limit: int | None = None) -> tuple[int, bool]:
         """Where to stop releasing (0: not yet), and whether that cuts through a redaction (the hold was full).
 
-        Normally the last token boundary in a hard gap that no redaction crosses; when the hold is full, the last
-        boundary no redaction crosses, else everything.
+        Normally the last token boundary in a hard gap that no redaction crosses (and not after `limit`, where an
+        unsettled block's last word starts); when the hold is full, the last boundary no redaction crosses, else
+        everything.
         """
         crossed = lambda p: any(s.start < p < s.end for s in redactions)  # noqa: E731
-        boundaries = self._boundaries()
+        boundaries = [p for p in self._boundaries() if limit is None or p <= limit]
         gaps = list(self._hard_gaps())
         for point in reversed(boundaries):
             if any(a <= point <= b for a, b in gaps) and not crossed(point):

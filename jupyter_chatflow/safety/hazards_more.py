@@ -155,7 +155,14 @@ _FIND = cue(
     "find, find out, look up, dig up, pull up, track down, locate, identify, figure out, compile, dox, doxx, get, "
     "give me, what is, what's, tell me, search for, everything you can, everything about, background check, "
     "unmask, which websites, which site, which tools, work out, post a list, list of, list, publish, "
-    "i need, tell me where, dig, gather, collect, everything on",
+    "i need, tell me where, dig, gather, collect, everything on, fill in, fill out",
+    # idioms in which nobody is being looked for: a letter's greeting, an attachment, an opinion, a phrasal verb
+    exclude="find * well, find * * well, find you and your family well, find you in good health, "
+    "find you in good spirits, find attached, find * attached, find enclosed, find * enclosed, find below, "
+    "find * below, find * * below, find above, find * helpful, find * useful, find * interesting, "
+    "find * informative, find it hard, find it easy, find it difficult, get lost, get back to, get back on, "
+    "get in touch, get started, get to know, get ready, get better, get well, get used to, get along, "
+    "get together, get going",
 )
 _PRIVATE_DATA = cue(
     "private_data",
@@ -169,7 +176,16 @@ _PRIVATE_DATA = cue(
     "wi fi login, wifi login, sites * visits, browsing history, browsing, social security, where * live, "
     "daily routine, routine, her number, his number, their number, the new one, "
     "new phone number, everywhere she goes, everywhere he goes, "
-    "home addresses, addresses, names and addresses, names and home addresses",
+    "home addresses, addresses, names and addresses, names and home addresses, where ... live, "
+    "where * * * ... live, real details, actual details, personal details",
+    # to address an issue or a letter, to schedule a meeting, a phone as the device in hand: no one's data
+    exclude="address * issue, address * issues, address * problem, address * problems, address * concern, "
+    "address * concerns, address * question, address * questions, address * matter, address * situation, "
+    "address * need, address * needs, address * challenge, address * challenges, address * letter, "
+    "address * envelope, address this, address that, address these, address those, address it, "
+    "address book, address bar, schedule a, schedule an, schedule * meeting, schedule * call, "
+    "schedule * appointment, on * phone, on * phones, by phone, over the phone, phone call, phone calls, "
+    "where i live, where we live",
 )
 _OTHER = cue(
     "other_person",
@@ -200,6 +216,7 @@ _SPY = cue(
     "tracking device, airtag, hidden tracker, install * on * phone, install * on * laptop, read * whatsapp, "
     "see all * texts, see all * chats, see * messages, what sites, monitor * browsing, follow her, follow him, "
     "where she goes, where he goes, everywhere she goes, work out where, figure out where",
+    exclude="on track, keep track of, lose track of, track record, fast track, track * progress, track changes",
 )
 _DOX = cue("dox", "dox, doxx, doxxing, doxing")
 
