@@ -1,9 +1,10 @@
 """The inference engine: a loaded model, its compiled XLA programs, and the prefill/decode loop.
 
-Shapes stay static so XLA compiles few programs and reuses them: the KV cache is preallocated to a
-power-of-two length, prompts are prefilled in chunks padded to power-of-two buckets, and one jitted decode
-step (forward + sampler) reads the cache while a separate tiny program writes each step's keys/values into it
-in place (see `programs.py`).
+Shapes stay static so XLA compiles few programs and reuses them: each compiled model-sized program holds tens of
+MiB on XLA:CPU, so there are few shapes. The KV cache has a power-of-two length of at least `MIN_CACHE` and
+grows (doubles) when decoding reaches its end, prompts are prefilled in chunks of two widths, and one jitted
+decode step (forward + sampler) reads the cache while a separate tiny program writes each step's keys/values
+into it in place (see `programs.py`).
 """
 
 from __future__ import annotations
@@ -27,9 +28,9 @@ from .sampling import Sampled, SamplingParams
 from .tokenizer import Tokenizer
 from .transformer import KVCache, Transformer
 
-PREFILL_CHUNK = 512  # longest prefill chunk: bounds a chunk's activations and attention block scores
-MIN_BUCKET = 16
-MIN_CACHE = 256
+PREFILL_CHUNK = 128  # the wide prefill chunk: XLA:CPU's prefill tokens/s level off from here (within ~5% of 512)
+MIN_BUCKET = 16  # the narrow chunk, for a prompt's short tail (what a follow-up turn adds)
+MIN_CACHE = 1024  # one cache length (one decode and two prefill programs) for most chats
 
 
 def bucket(n: int, minimum: int = MIN_BUCKET) -> int:
@@ -121,7 +122,7 @@ class Model:
         seen = np.zeros((1, self.config.vocab_size), bool)
         seen[0, prompt] = True
         run = _Run(prompt, jax.random.key(seed), params.as_array(), seen)
-        run.cache, usage.reused_tokens = self._take_cache(prompt, prompt.size + budget)
+        run.cache, usage.reused_tokens = self._take_cache(prompt, room(prompt.size))
         try:  # no lock is held across a yield: a caller may stop iterating at any step, or never come back
             self._prefill_and_sample(run, usage.reused_tokens, constraint)
             decode = self._decode_ahead if constraint is None else self._decode_constrained
@@ -158,7 +159,10 @@ class Model:
         run.fed += 1
 
     def _feed_one(self, run: _Run, token: Any, pos: int, step: int, allowed: jax.Array) -> None:
-        """One token at `pos` through the decode program (its keys/values written), the next one sampled."""
+        """One token at `pos` through the decode program (its keys/values written), the next one sampled; a full
+        cache first grows to the next length (a cache is sized for its prompt, not for max_tokens)."""
+        if pos >= run.cache.length:
+            run.cache = self._grow(run.cache, self._length(pos + 1))
         at = np.int32(pos)
         run.out, chunk, run.seen = self._programs.decode_step(
             self._weights, run.cache, token, at, run.seen, run.knobs, run.key, step, allowed
@@ -175,11 +179,11 @@ class Model:
             return
         cache = self._prefill(run.cache, head)
         run.cache = cache  # (a failure below must not leave the consumed cache behind)
-        run.out, chunk, run.seen = self._programs.prefill_and_sample(
-            self._weights, cache, tokens, np.int32(start), np.int32(size - 1), run.knobs, run.seen, run.key,
-            self._mask(constraint),
-        )  # fmt: skip
+        hidden, chunk, _ = self._programs.forward(self._weights, cache, tokens, np.int32(start), 0)
         run.cache = self._programs.write(cache, chunk, np.int32(start))
+        run.out, run.seen = self._programs.sample_after(
+            self._weights, hidden, np.int32(size - 1), run.knobs, run.seen, run.key, self._mask(constraint)
+        )
 
     def _mask(self, constraint: Constraint | None) -> jax.Array:
         allowed = None if constraint is None else constraint.allowed()
@@ -193,9 +197,12 @@ class Model:
     def _take_cache(self, prompt: np.ndarray, needed: int) -> tuple[KVCache, int]:
         """A KV cache of its own for one pass (the prompt cache's longest matching entry, or a new one). The lock
         guards only the prompt cache: passes run side by side, each on its own cache (JAX programs are pure)."""
-        length = min(bucket(needed, MIN_CACHE), bucket(self.config.context_length))
         with self._lock:
-            return self.prompt_cache.take(prompt, length, self._grow)
+            return self.prompt_cache.take(prompt, self._length(needed), self._grow)
+
+    def _length(self, needed: int) -> int:
+        """The cache length for `needed` positions: a power of two, at least MIN_CACHE, at most the window's."""
+        return min(bucket(needed, MIN_CACHE), bucket(self.config.context_length))
 
     def _grow(self, cache: KVCache | None, length: int) -> KVCache:
         """A new cache of `length` positions, holding a copy of `cache` at its start."""
@@ -210,13 +217,12 @@ class Model:
         ids = self._check_prompt(token_ids)
         return ids.size - self._prefill_reusing(ids)
 
-    def _prefill(self, cache: KVCache, chunks, probe_layer: int | None = None, on_chunk=None) -> KVCache:
-        """Run `prefill_chunks` through; `on_chunk(start, size, hidden [1, w, d], queries)` sees each."""
-        layer = np.int32(probe_layer or 0)
-        probe = probe_layer is not None
+    def _prefill(self, cache: KVCache, chunks, probe_layer: int = 0, on_chunk=None) -> KVCache:
+        """Run `prefill_chunks` through, sampling nothing; `on_chunk(start, size, hidden [1, w, d], queries of
+        probe_layer)` sees each."""
         for start, tokens, size in chunks:
             at = np.int32(start)
-            hidden, chunk, queries = self._programs.forward(self._weights, cache, tokens, at, layer, probe)
+            hidden, chunk, queries = self._programs.forward(self._weights, cache, tokens, at, probe_layer)
             cache = self._programs.write(cache, chunk, at)
             if on_chunk is not None:
                 on_chunk(start, size, hidden, queries)
@@ -267,7 +273,7 @@ class Model:
 
     def _prefill_reusing(self, ids: np.ndarray, on_chunk=None) -> int:
         """Prefill `ids` after the longest cached prefix (at least one token is computed); returns its length."""
-        cache, reused = self._take_cache(ids, ids.size + 1)
+        cache, reused = self._take_cache(ids, room(ids.size))
         try:
             cache = self._prefill(cache, prefill_chunks(ids, cache.length, reused), on_chunk=on_chunk)
             jax.block_until_ready(cache)  # done when it returns: its time is its own, not the next request's
@@ -277,20 +283,34 @@ class Model:
 
     def _scratch_cache(self, ids: np.ndarray) -> KVCache:
         """A cache for a pass that needs every position computed (reusing a prefix would skip some)."""
-        cache, _ = self._take_cache(ids[:1], ids.size)  # a one-token "prompt" shares no prefix worth using
+        cache, _ = self._take_cache(ids[:1], room(ids.size))  # a one-token "prompt" shares no prefix worth using
         return cache
 
     def _logits_of(self, hidden: jax.Array) -> np.ndarray:
         return np.asarray(self._programs.logits(self._weights, hidden))[0]
 
 
+def room(prompt_size: int) -> int:
+    """Cache positions a prompt needs: its own, plus room for the zero padding of its last prefill chunk."""
+    return prompt_size + max(PREFILL_CHUNK // 2, MIN_BUCKET)
+
+
 def prefill_chunks(prompt: np.ndarray, cache_length: int, first: int = 0) -> Iterator[tuple[int, np.ndarray, int]]:
-    """Split prompt[first:] into chunks padded to a bucket: (start, tokens [1, width], real size)."""
-    for start in range(first, prompt.size, PREFILL_CHUNK):
-        chunk = prompt[start : start + PREFILL_CHUNK]
-        tokens = np.zeros((1, min(bucket(chunk.size), cache_length - start)), np.int32)
+    """Split prompt[first:] into zero-padded chunks: (start, tokens [1, width], real size).
+
+    Two widths, so two prefill programs per cache length: a wide chunk while more than half of one is left,
+    else narrow ones (four narrow chunks cost less than one wide on XLA:CPU). A chunk never passes the cache's
+    end: a cache of `room(prompt.size)` positions or more leaves space for the padding.
+    """
+    wide, narrow = PREFILL_CHUNK, min(MIN_BUCKET, PREFILL_CHUNK)
+    start = first
+    while start < prompt.size:
+        width = wide if prompt.size - start > wide // 2 and start + wide <= cache_length else narrow
+        chunk = prompt[start : start + min(width, cache_length - start)]
+        tokens = np.zeros((1, min(width, cache_length - start)), np.int32)
         tokens[0, : chunk.size] = chunk
         yield start, tokens, chunk.size
+        start += chunk.size
 
 
 class _Run:

@@ -4,7 +4,8 @@ A new request takes the entry sharing the longest prefix with its prompt and pre
 follow-up turn computes just its new tokens (the system prompt and earlier turns are already there). Entries are
 whole static-length caches; what lies past the shared prefix is stale but harmless (attention never reads
 positions after the query's own, and prefill overwrites them). Memory is bounded: least recently used entries go
-first once the total passes `max_bytes`.
+first once the total passes `max_bytes` (128 MiB by default: a notebook's few conversations, on a machine where
+the whole kernel should stay near 1 GiB), and an entry whose ids another entry holds all of is not kept twice.
 """
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ import numpy as np
 
 from .transformer import KVCache
 
-DEFAULT_MAX_BYTES = 1 << 30  # 1 GiB; CHATFLOW_PROMPT_CACHE_MB overrides (0 disables reuse)
+DEFAULT_MAX_BYTES = 128 << 20  # CHATFLOW_PROMPT_CACHE_MB overrides (0 disables reuse)
 
 
 @dataclasses.dataclass(eq=False)
@@ -39,8 +40,12 @@ def shared_prefix(a: np.ndarray, b: np.ndarray) -> int:
     return int(differ[0]) if differ.size else n
 
 
+def _starts_with(ids: np.ndarray, prefix: np.ndarray) -> bool:
+    return ids.size >= prefix.size and shared_prefix(ids, prefix) == prefix.size
+
+
 def max_bytes_from_env() -> int:
-    """CHATFLOW_PROMPT_CACHE_MB in MiB, else 1 GiB."""
+    """CHATFLOW_PROMPT_CACHE_MB in MiB, else 128 MiB."""
     value = os.environ.get("CHATFLOW_PROMPT_CACHE_MB")
     return DEFAULT_MAX_BYTES if value is None else max(0, int(float(value) * (1 << 20)))
 
@@ -87,8 +92,20 @@ class PromptCache:
         return long_enough[0]
 
     def put(self, ids: np.ndarray, cache: KVCache) -> None:
-        """Keep `cache`, which holds `ids`, as the most recent entry; evict the oldest past the bound."""
-        self._entries.append(Entry(ids=np.array(ids, np.int32), cache=cache))
+        """Keep `cache`, which holds `ids`, as the most recent entry; evict the oldest past the bound.
+
+        Never two copies of one prefix: entries whose ids are a prefix of `ids` are dropped, and when an entry
+        already holds `ids` and more (an attention map recomputed over a prompt that was answered), that entry
+        becomes the most recent instead and `cache` is let go.
+        """
+        ids = np.array(ids, np.int32)
+        holder = next((e for e in self._entries if e.ids.size > ids.size and _starts_with(e.ids, ids)), None)
+        if holder is not None:
+            self._entries.remove(holder)
+            self._entries.append(holder)
+            return
+        self._entries = [e for e in self._entries if not _starts_with(ids, e.ids)]
+        self._entries.append(Entry(ids=ids, cache=cache))
         while len(self._entries) > 1 and self.nbytes > self.max_bytes:
             self._entries.pop(0)
 
