@@ -158,6 +158,9 @@ def test_the_panel_streams_shows_context_and_attention_stops_resumes_and_forks(p
     resumed_status = panel.get_attribute("data-status")
     _wait_until(lambda: panel.get_attribute("data-status") == "idle", 180, "the resumed turn did not end")
     page.screenshot(path=str(ARTIFACTS / "panel-resumed.png"), full_page=True)
+    # the session's first completed answer: its title follows the turn's end as one more event (the next sequence
+    # number), so the resumed view is compared once it has that too
+    _wait_until(lambda: "Untitled" not in panel.locator("[data-testid=title]").inner_text(), 120, "no title arrived")
     after_resume = panel.locator("[data-testid=token]").count()
     last_seq = panel.get_attribute("data-last-seq")
 
