@@ -66,7 +66,10 @@ class PromptCache:
         so the model has a position to predict from): taken when the prompt extends all of it (a follow-up
         turn), copied when the prompt branches off inside it and the copy fits the memory bound (so both
         branches stay cached). With no shared prefix a new cache is made, unless that would pass the bound:
-        then the least recently used entry that is long enough is overwritten. `grow(cache, length)` copies
+        then the least recently used entry that is long enough is overwritten. A branch evicts older entries
+        before it would take the entry it branches from: a prompt that shares a few template tokens with the
+        latest conversation (the session's title) took that conversation's cache, and its follow-up recomputed
+        everything. `grow(cache, length)` copies
         a cache into a new one of `length` positions (or makes an empty one from None).
         """
         best, reused = None, 0
@@ -79,8 +82,12 @@ class PromptCache:
         if best is None:
             return grow(None, length), 0
         length = max(length, best.cache.length)
-        if reused < best.ids.size and self.nbytes + best.nbytes * length // best.cache.length <= self.max_bytes:
-            return grow(best.cache, length), reused  # a branch: keep the entry, work on a copy
+        if reused < best.ids.size:  # a branch: keep the entry, work on a copy (older entries make room for it)
+            copy = best.nbytes * length // best.cache.length
+            while self.nbytes + copy > self.max_bytes and self._entries[0] is not best:
+                self._entries.pop(0)
+            if self.nbytes + copy <= self.max_bytes:
+                return grow(best.cache, length), reused
         self._entries.remove(best)
         return (best.cache if best.cache.length >= length else grow(best.cache, length)), reused
 
