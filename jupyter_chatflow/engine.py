@@ -22,7 +22,7 @@ from .config import ModelConfig
 from .constraint import Constraint
 from .errors import GenerationError
 from .generation import Generation, RawStep, Usage
-from .programs import Programs
+from .programs import Programs, release_freed_memory
 from .prompt_cache import PromptCache
 from .sampling import Sampled, SamplingParams
 from .tokenizer import Tokenizer
@@ -190,9 +190,12 @@ class Model:
         return self._anything if allowed is None else jax.device_put(np.asarray(allowed, bool)[None])
 
     def _keep_cache(self, cache: KVCache, ids: np.ndarray) -> None:
+        """Give a pass's cache to the prompt cache, and the memory freed since (caches cut or let go, a cache
+        grown by copying) back to the OS: glibc keeps freed heap pages otherwise (<1 ms)."""
         if not cache.keys[0].is_deleted():  # a program that failed mid-call may have consumed it
             with self._lock:
                 self.prompt_cache.put(ids, cache)
+        release_freed_memory()
 
     def _take_cache(self, prompt: np.ndarray, needed: int) -> tuple[KVCache, int]:
         """A KV cache of its own for one pass (the prompt cache's longest matching entry, or a new one). The lock
@@ -205,7 +208,9 @@ class Model:
         return min(bucket(needed, MIN_CACHE), bucket(self.config.context_length))
 
     def _grow(self, cache: KVCache | None, length: int) -> KVCache:
-        """A new cache of `length` positions, holding a copy of `cache` at its start."""
+        """A new cache of `length` positions, holding a copy of `cache` at its start. What the prompt cache just
+        freed (entries cut) goes back to the OS first: freed on other threads' heaps, glibc would not reuse it."""
+        release_freed_memory()
         empty = KVCache.zeros(self.config, 1, length, self.dtype)
         return empty if cache is None else self._programs.write(empty, cache, np.int32(0))
 

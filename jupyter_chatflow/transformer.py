@@ -12,6 +12,7 @@ Weights arrive in [in, out] order so every projection is `x @ w`.
 from __future__ import annotations
 
 import dataclasses
+import functools
 
 import jax
 import jax.numpy as jnp
@@ -45,6 +46,10 @@ class KVCache:
         """Positions the cache can hold."""
         return self.keys[0].shape[2]
 
+    def truncated(self, length: int) -> KVCache:
+        """A new cache holding the first `length` positions of this one."""
+        return _truncate(self, length)
+
     def write(self, chunk: KVCache, start: jax.Array) -> KVCache:
         """Store a chunk's keys/values ([b, k, s, e] per layer) at positions start..start+s-1."""
         at = (0, 0, start, 0)
@@ -54,6 +59,13 @@ class KVCache:
                 jax.lax.dynamic_update_slice(c, n, at) for c, n in zip(self.values, chunk.values, strict=True)
             ),
         )
+
+
+@functools.partial(jax.jit, static_argnums=(1,))
+def _truncate(cache: KVCache, length: int) -> KVCache:
+    return KVCache(
+        keys=tuple(k[:, :, :length] for k in cache.keys), values=tuple(v[:, :, :length] for v in cache.values)
+    )
 
 
 class RMSNorm(nnx.Module):

@@ -8,7 +8,7 @@ import time
 import numpy as np
 import pytest
 
-from jupyter_chatflow import GenerationError, SamplingParams
+from jupyter_chatflow import GenerationError, SamplingParams, engine
 
 
 def tokens(model, **kwargs) -> list[int]:
@@ -161,3 +161,31 @@ def test_prefill_returns_once_the_cache_is_computed(tiny_model):
     tiny_model.prefill([1, *(30 + k % 200 for k in range(450))])
     cache = tiny_model.prompt_cache._entries[-1].cache
     assert all(a.is_ready() for a in (*cache.keys, *cache.values))
+
+
+def test_a_cache_sized_for_its_prompt_grows_while_decoding_with_the_same_answer(tiny_model, monkeypatch):
+    """The cache starts at the prompt's size (not prompt + max_tokens) and doubles as the answer reaches its end:
+    the tokens and their logprobs are those of a run whose cache was long enough from the start."""
+    prompt = [1, *(30 + k % 200 for k in range(40))]
+    tiny_model.prompt_cache.clear()
+    full = list(tiny_model.generate(prompt, max_tokens=300, temperature=0.0, ignore_eos=True))
+    monkeypatch.setattr(engine, "MIN_CACHE", 64)
+    tiny_model.prompt_cache.clear()
+    grown = list(tiny_model.generate(prompt, max_tokens=300, temperature=0.0, ignore_eos=True))
+    [entry] = tiny_model.prompt_cache._entries
+    assert tiny_model._length(engine.room(len(prompt))) == 128 and entry.cache.length == 512  # 128 -> 256 -> 512
+    assert [s.token_id for s in grown] == [s.token_id for s in full]
+    np.testing.assert_allclose([s.logprob for s in grown], [s.logprob for s in full], atol=1e-4)
+
+
+@pytest.mark.parametrize("size, first", [(1, 0), (15, 0), (16, 0), (17, 0), (64, 0), (65, 0), (300, 0), (300, 250)])
+def test_prompts_are_prefilled_in_two_widths_and_never_past_the_cache(size, first):
+    prompt = np.arange(size, dtype=np.int32)
+    length = engine.bucket(engine.room(size), 64)
+    chunks = list(engine.prefill_chunks(prompt, length, first))
+    assert {tokens.shape[1] for _, tokens, _ in chunks} <= {engine.MIN_BUCKET, engine.PREFILL_CHUNK}
+    assert all(start + tokens.shape[1] <= length for start, tokens, _ in chunks)
+    assert np.concatenate([tokens[0, :n] for _, tokens, n in chunks]).tolist() == prompt[first:].tolist()
+    assert [start for start, _, _ in chunks] == np.cumsum([first] + [n for _, _, n in chunks])[:-1].tolist()
+    narrow = sum(tokens.shape[1] == engine.MIN_BUCKET for _, tokens, _ in chunks)
+    assert narrow <= engine.PREFILL_CHUNK // 2 // engine.MIN_BUCKET  # a long tail takes one wide chunk instead

@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from jupyter_chatflow.prompt_cache import PromptCache, shared_prefix
+from jupyter_chatflow.prompt_cache import MIN_KEPT_LENGTH, PromptCache, shared_prefix
 
 PROMPT = [1, 50, 60, 70, 80, 90, 100, 110]
 
@@ -83,15 +83,49 @@ def test_cache_grows_when_a_longer_answer_needs_more_room(model):
 
 
 def test_branches_are_kept_while_memory_allows_then_the_bound_holds(model):
-    one = None
     for i in range(3):
         greedy(model, [1, 200 + 10 * i, 5, 6])  # each shares only its first token with the others: a copy each
-        one = one or model.prompt_cache.nbytes
     assert len(model.prompt_cache) == 3
-    model.prompt_cache.max_bytes = 2 * one
+    full, cut = (e.nbytes for e in model.prompt_cache._entries[::-1][:2])
+    model.prompt_cache.max_bytes = full + cut  # room for the newest entry and one cut one, not for a copy
     _, usage = greedy(model, [1, 250, 5, 6])  # no room for a copy: the best entry is taken and overwritten
     assert usage.reused_tokens == 1
-    assert model.prompt_cache.nbytes <= 2 * one and len(model.prompt_cache) == 2
+    assert model.prompt_cache.nbytes <= full + cut and len(model.prompt_cache) == 2
+
+
+def test_only_the_newest_entry_keeps_its_full_length_and_a_cut_one_still_serves_its_follow_up(model):
+    first, _ = greedy(model, PROMPT)
+    greedy(model, [1, 2, 3])  # another conversation: the first one's entry is cut to the power of two holding it
+    older, newest = model.prompt_cache._entries
+    assert newest.cache.length == model._length(1)
+    assert older.cache.length == MIN_KEPT_LENGTH == older.kept_length and older.ids.size <= MIN_KEPT_LENGTH
+    follow_up = [*PROMPT, *first, 120, 130]
+    warm, usage = greedy(model, follow_up, n=60)  # grown back to full length to go on past the cut
+    assert usage.reused_tokens == len(PROMPT) + len(first) - 1
+    model.prompt_cache = PromptCache(max_bytes=0)
+    assert greedy(model, follow_up, n=60)[0] == warm
+
+
+def test_the_byte_budget_holds_after_every_generation(model):
+    greedy(model, [1, 100, 7, 8, 9], n=3)
+    [entry] = model.prompt_cache._entries
+    budget = entry.nbytes + 2 * entry.kept_nbytes  # the newest entry at full length and two cut ones
+    model.prompt_cache.max_bytes = budget
+    for i in range(1, 8):
+        greedy(model, [1, 100 + i, 7, 8, 9], n=3)
+        assert model.prompt_cache.nbytes <= budget
+    assert len(model.prompt_cache) == 3
+    assert [list(e.ids[:2]) for e in model.prompt_cache._entries] == [[1, 105], [1, 106], [1, 107]]
+
+
+def test_an_entry_another_holds_is_not_kept_twice(model):
+    answer, _ = greedy(model, PROMPT)
+    model.attention(PROMPT, 0)  # recomputes the prompt from scratch: its ids are a prefix of the kept entry's
+    [entry] = model.prompt_cache._entries
+    assert list(entry.ids) == [*PROMPT, *answer[:-1]]
+    model.prefill([*PROMPT, *answer])  # a longer prefix: it replaces the entry it holds all of
+    [entry] = model.prompt_cache._entries
+    assert list(entry.ids) == [*PROMPT, *answer]
 
 
 def test_cancelled_generation_leaves_a_consistent_entry(model):
