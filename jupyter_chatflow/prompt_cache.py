@@ -58,6 +58,15 @@ def _starts_with(ids: np.ndarray, prefix: np.ndarray) -> bool:
     return ids.size >= prefix.size and shared_prefix(ids, prefix) == prefix.size
 
 
+def _sized(cache: KVCache, length: int, grow: Callable[[KVCache | None, int], KVCache], copy: bool = False) -> KVCache:
+    """`cache` with exactly `length` positions (a copy when `copy`): cut when longer, so a short prompt that takes
+    a long conversation's cache does not carry its length on (every later copy of it would be that large), grown
+    when shorter."""
+    if cache.length > length:
+        return jax.block_until_ready(cache.truncated(length))
+    return grow(cache, length) if copy or cache.length < length else cache
+
+
 def max_bytes_from_env() -> int:
     """CHATFLOW_PROMPT_CACHE_MB in MiB, else 64 MiB."""
     value = os.environ.get("CHATFLOW_PROMPT_CACHE_MB")
@@ -74,7 +83,7 @@ class PromptCache:
     def take(
         self, prompt: np.ndarray, length: int, grow: Callable[[KVCache | None, int], KVCache]
     ) -> tuple[KVCache, int]:
-        """A cache of at least `length` positions and how many leading prompt tokens it already holds.
+        """A cache of `length` positions and how many leading prompt tokens it already holds.
 
         The entry with the longest shared prefix is used (at least one prompt token is always left to compute,
         so the model has a position to predict from): taken when the prompt extends all of it (a follow-up
@@ -95,15 +104,14 @@ class PromptCache:
             if scratch is None:
                 return grow(None, length), 0
             self._entries.remove(scratch)
-            return scratch.cache, 0
-        length = max(length, best.cache.length)
+            return _sized(scratch.cache, length, grow), 0
         new = best.nbytes // best.cache.length * length
         branch = reused < best.ids.size and self._kept_nbytes() + new <= self.max_bytes
         self._cut(keep=None if branch else best)  # before the copy: never a full-length entry beside it
         if branch:
-            return grow(best.cache, length), reused  # keep the entry, work on a copy
+            return _sized(best.cache, length, grow, copy=True), reused  # keep the entry, work on a copy
         self._entries.remove(best)
-        return (best.cache if best.cache.length >= length else grow(best.cache, length)), reused
+        return _sized(best.cache, length, grow), reused
 
     def _scratch(self, length: int) -> Entry | None:
         """The oldest entry long enough to overwrite, when keeping it and a new cache would pass the bound."""
