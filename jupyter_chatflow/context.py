@@ -79,7 +79,7 @@ def assemble(
     block = budget // 4 if trim_block is None else trim_block
     alone = len(tokenizer.encode(inputs.system)) + len(tokenizer.encode(inputs.user))
     if alone > budget:  # checked first: a huge message fails fast, without rendering the template again and again
-        raise ContextError(_too_long(alone, window, reserved_output))
+        raise ContextError(_too_long(alone, window, reserved_output, inputs, exact=False))
     history, memory, trims = list(inputs.history), list(inputs.memory), []
     cuts = _Cuts(tokenizer, history, block)
     while True:
@@ -90,7 +90,7 @@ def assemble(
             break
         trims.append(_trim_one(tokenizer, history, memory, summarize, len(ids) - budget, cuts))
         if trims[-1] is None:
-            raise ContextError(_too_long(len(ids), window, reserved_output))
+            raise ContextError(_too_long(len(ids), window, reserved_output, inputs, exact=True))
     segments, runs = _provenance(tokenizer, ids, parts)
     elapsed = (time.perf_counter() - started) * 1000
     context = ContextAssembled(
@@ -198,11 +198,22 @@ def _is_summary(turn: Sequence[Message]) -> bool:
     return len(turn) == 1 and turn[0]["content"].startswith("(Summary of the conversation so far:")
 
 
-def _too_long(tokens: int, window: int, reserved: int) -> str:
+def _too_long(tokens: int, window: int, reserved: int, inputs: Inputs, *, exact: bool) -> str:
+    """The error for a prompt that cannot fit: its size (`exact`: as the template renders it, else the system
+    prompt and the message alone, a lower bound) and the fix that applies."""
+    needs = f"needs {tokens}" if exact else f"needs at least {tokens}"
+    if tokens < window and reserved > window - tokens:  # it would fit without the answer's reserve
+        return (
+            f"The prompt {needs} tokens even with all history and memory left out, and max_tokens={reserved} "
+            f"leaves {max(window - reserved, 0)} of the {window}-token window for it: lower max_tokens to at most "
+            f"{window - tokens}{'' if exact else ' (less, for the chat template)'}, or use a larger context window."
+        )
+    shorten = (
+        "the message, the system prompt or the tools offered" if inputs.tools else "the message or the system prompt"
+    )
     return (
-        f"The prompt needs {tokens} tokens even with all history and memory left out, but only "
-        f"{window - reserved} fit ({window}-token window, {reserved} reserved for the answer): shorten the "
-        "message or the system prompt, or lower max_tokens."
+        f"The prompt {needs} tokens even with all history and memory left out, but only {window - reserved} fit "
+        f"({window}-token window, {reserved} reserved for the answer): shorten {shorten}, or lower max_tokens."
     )
 
 
