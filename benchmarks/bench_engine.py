@@ -158,7 +158,7 @@ def worker(engine: str, workload_file: Path, startup: bool) -> None:
 def build_workload(model: str | None, decode_tokens: int, repeats: int) -> Workload:
     """Prompts as our tokenizer's ids: real English and code (argparse.py ships with every Python)."""
     import jupyter_chatflow as cf
-    from jupyter_chatflow.model_files import resolve_model_path
+    from jupyter_chatflow.model.files import resolve_model_path
 
     path = resolve_model_path(model)
     with caches_off():  # the parent only needs the tokenizer: leave the user's caches alone

@@ -53,8 +53,8 @@ NAIVE = """([n]) => {
 
 
 def kernel_side(runs: int, tokens: int) -> dict:
-    from jupyter_chatflow.chat import Chat
-    from jupyter_chatflow.widget import ChatWidget
+    from jupyter_chatflow.frontends.widget import ChatWidget
+    from jupyter_chatflow.pipeline.chat import Chat
 
     chat = Chat(session="bench-panel", new=True, persist=False)
     panel = ChatWidget(chat)

@@ -17,9 +17,9 @@ import tempfile
 from pathlib import Path
 
 from jupyter_chatflow import load_model
-from jupyter_chatflow.chat import Chat
-from jupyter_chatflow.prompt_cache import PromptCache
-from jupyter_chatflow.store import Database
+from jupyter_chatflow.engine.prompt_cache import PromptCache
+from jupyter_chatflow.pipeline.chat import Chat
+from jupyter_chatflow.store.database import Database
 
 MESSAGES = [
     "I'm planning a week-long trip to Portugal in May. Where should I start?",

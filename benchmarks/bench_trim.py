@@ -25,8 +25,8 @@ import statistics
 import time
 
 from jupyter_chatflow import load_model
-from jupyter_chatflow.context import Inputs, assemble
-from jupyter_chatflow.turn import DEFAULT_SYSTEM
+from jupyter_chatflow.pipeline.context import Inputs, assemble
+from jupyter_chatflow.pipeline.turn import DEFAULT_SYSTEM
 
 RESERVED = 256
 

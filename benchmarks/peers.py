@@ -40,7 +40,7 @@ class Ours:
 
     def __init__(self, work: Workload):
         import jupyter_chatflow as cf
-        from jupyter_chatflow.prompt_cache import PromptCache
+        from jupyter_chatflow.engine.prompt_cache import PromptCache
 
         self.model = cf.load_model(work.model)
         # Repeats send the same prompt: with the prompt cache on, prefill would be measured as a cache hit.

@@ -13,7 +13,7 @@ import types
 import typing
 from typing import Any, ClassVar, TypeVar, Union
 
-from .generation import Alternative
+from .engine.generation import Alternative
 
 E = TypeVar("E", bound="Event")
 

@@ -13,8 +13,8 @@ from pathlib import Path
 import gguf
 import numpy as np
 
-from .bpe import gpt2_byte_chars
-from .tokenizer import CHATML_TEMPLATE
+from .tokenizer.bpe import gpt2_byte_chars
+from .tokenizer.tokenizer import CHATML_TEMPLATE
 
 SPECIALS = ("<|endoftext|>", "<|im_start|>", "<|im_end|>")
 MERGES = ("Ġ t", "h e", "Ġt he", "i n", "Ġ a", "e r", "o n", "Ġ s")

@@ -36,7 +36,7 @@ def tiny_model(tiny_path):
 @pytest.fixture(scope="session")
 def real_model_path() -> Path:
     """The default model's GGUF file (installed by the README's test command)."""
-    from jupyter_chatflow.model_files import default_model_path
+    from jupyter_chatflow.model.files import default_model_path
 
     try:
         return default_model_path()

@@ -3,6 +3,7 @@ import json
 
 import pytest
 
+from jupyter_chatflow.engine.generation import Alternative
 from jupyter_chatflow.events import (
     EVENT_TYPES,
     Completed,
@@ -16,11 +17,10 @@ from jupyter_chatflow.events import (
     Trim,
     event_from_dict,
 )
-from jupyter_chatflow.generation import Alternative
-from jupyter_chatflow.response import Response
+from jupyter_chatflow.pipeline.response import Response
 
 
-def _samples() -> list[Event]:
+def samples() -> list[Event]:
     emit = Emitter("turn-1", clock=iter(range(100)).__next__)
     return [
         emit(
@@ -51,14 +51,14 @@ def _samples() -> list[Event]:
 
 
 def test_emitter_numbers_events_in_order():
-    events = _samples()
+    events = samples()
     assert [e.sequence_number for e in events] == [0, 1, 2, 3]
     assert {e.turn_id for e in events} == {"turn-1"}
     assert [e.timestamp for e in events] == [0, 1, 2, 3]
 
 
 def test_events_round_trip_exactly_through_json():
-    for event in _samples():
+    for event in samples():
         row = json.loads(json.dumps(event.to_dict()))
         assert row["type"] == event.type
         assert event_from_dict(row) == event
@@ -77,7 +77,7 @@ def test_unknown_event_type_and_field_are_errors():
 
 
 def test_events_are_frozen():
-    event = _samples()[0]
+    event = samples()[0]
     with pytest.raises(dataclasses.FrozenInstanceError):
         event.action = "allow"  # type: ignore[misc]
 
@@ -86,7 +86,7 @@ def test_response_is_lazy_and_replays():
     pulled = []
 
     def source():
-        for event in _samples():
+        for event in samples():
             pulled.append(event.sequence_number)
             yield event
 
@@ -101,19 +101,13 @@ def test_response_is_lazy_and_replays():
 
 
 def test_response_rebuilds_from_dicts():
-    response = Response(_samples())
+    response = Response(samples())
     again = Response.from_dicts(response.to_dicts())
     assert again.events() == response.events()
 
 
-def test_response_renders_as_markdown_in_a_notebook():
-    markdown = Response(_samples())._repr_markdown_()
-    assert markdown.startswith('<div class="cf-answer-md"><p>Paris</p><details><summary>pipeline</summary>')
-    assert "safety: input redact" in markdown and "context: 12/8192 tokens" in markdown
-
-
 def test_follow_hands_each_event_once_even_after_an_interrupt_in_the_handler():
-    response, seen, interrupted = Response(_samples()), [], []
+    response, seen, interrupted = Response(samples()), [], []
 
     def handle(event):
         seen.append(event.sequence_number)

@@ -1,0 +1,210 @@
+"""What `Model.generate` yields: one `Step` per generated token, text made whole and stop strings applied."""
+
+from __future__ import annotations
+
+import dataclasses
+import threading
+import time
+import weakref
+from collections.abc import Callable, Iterator
+
+import numpy as np
+
+from jupyter_chatflow.model.compile_clock import compile_seconds
+from jupyter_chatflow.tokenizer.tokenizer import StreamDecoder, Tokenizer
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class Alternative:
+    """A token the sampler could have picked at a step."""
+
+    token_id: int
+    text: str
+    logprob: float
+    """log p under the model (temperature 1, before any filter)."""
+    sampling_prob: float
+    """The probability the sampler gave it after penalty, temperature, top-k, top-p and min-p (0 = cut away)."""
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class RawStep:
+    """The engine's output for one position, as host values."""
+
+    token_id: int
+    logprob: float
+    entropy: float
+    top_ids: np.ndarray
+    top_logprobs: np.ndarray
+    top_sampling_probs: np.ndarray
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class Step:
+    """One generated token and the text it made visible."""
+
+    index: int
+    token_id: int
+    text: str
+    """Text this step made visible: whole UTF-8 characters only, stop strings held back until resolved."""
+    logprob: float
+    entropy: float
+    top_alternatives: tuple[Alternative, ...]
+    elapsed_ms: float
+    """Milliseconds since `generate` was called (the first step's value is the time to first token)."""
+    compile_ms: float = 0.0
+    """Of the time since the previous step (for the first one: the prefill), the milliseconds XLA spent tracing
+    and compiling programs new to this process (or loading them from the persistent cache)."""
+
+
+@dataclasses.dataclass
+class Usage:
+    """Token counts and timings of one generation, filled in as it runs."""
+
+    prompt_tokens: int
+    completion_tokens: int = 0
+    reused_tokens: int = 0
+    """Leading prompt tokens whose keys/values came from the prompt cache (not computed again)."""
+    prefill_ms: float = 0.0
+    decode_ms: float = 0.0
+    compile_ms: float = 0.0
+    """XLA compile time inside prefill_ms + decode_ms (a program's first call in the process)."""
+
+    @property
+    def decode_tokens_per_s(self) -> float:
+        """Tokens per second after the first one."""
+        steps = self.completion_tokens - 1
+        return steps / (self.decode_ms / 1000) if steps > 0 and self.decode_ms > 0 else 0.0
+
+
+class Generation:
+    """A running generation: iterate it once for `Step`s; `finish_reason` and `usage` are set when it ends.
+
+    finish_reason is "stop" (a stop token or stop string), "length" (max_tokens or the window) or
+    "cancelled" (`cancel()` or the event passed to `generate` was set, or the caller stopped iterating: a `break`
+    or a dropped iterator ends the generation and gives its KV cache back to the prompt cache at once).
+    """
+
+    def __init__(
+        self,
+        raw_steps: Callable[[threading.Event, Usage], Iterator[RawStep]],
+        tokenizer: Tokenizer,
+        *,
+        prompt_tokens: int,
+        stop: tuple[str, ...],
+        stop_ids: frozenset[int] | None = None,
+        cancel: threading.Event | None = None,
+        done: Callable[[], bool] | None = None,
+    ):
+        self.usage = Usage(prompt_tokens=prompt_tokens)
+        self.finish_reason: str | None = None
+        self.text = ""
+        self._cancel = _Stop(cancel)
+        self._raw_steps = raw_steps
+        self._tokenizer = tokenizer
+        self._stop = tuple(s for s in stop if s)
+        self._stop_ids = tokenizer.stop_ids if stop_ids is None else stop_ids
+        self._iterator: weakref.ref[Iterator[Step]] | None = None  # weak: dropping it must end the generation
+        self._done = done
+
+    def cancel(self) -> None:
+        """Stop before the next step; safe to call from any thread."""
+        self._cancel.set()
+
+    def __iter__(self) -> Iterator[Step]:
+        """The steps; while the first iterator lives, the same one (the caller may stop at any step: when its
+        iterator is dropped or closed, the generation ends and a later `iter()` yields nothing more)."""
+        iterator = self._iterator() if self._iterator is not None else None
+        if iterator is None:
+            if self._iterator is not None:
+                return iter(())
+            iterator = self._run()
+            self._iterator = weakref.ref(iterator)
+        return iterator
+
+    def _run(self) -> Iterator[Step]:
+        try:
+            yield from self._steps()
+        finally:  # an exception (KeyboardInterrupt, an engine error) or close() ended it early
+            if self.finish_reason is None:
+                self._cancel.set()  # this generation only: the caller's event is theirs to set
+                self.finish_reason = "cancelled"
+
+    def _steps(self) -> Iterator[Step]:
+        started = time.perf_counter()
+        decoder, pending = StreamDecoder(self._tokenizer), ""
+        compiled = compile_seconds()
+        for index, raw in enumerate(self._raw_steps(self._cancel, self.usage)):
+            elapsed = (time.perf_counter() - started) * 1000
+            now = compile_seconds()
+            compile_ms, compiled = (now - compiled) * 1000, now
+            self.usage.compile_ms += compile_ms
+            self._count(index, elapsed)
+            if raw.token_id in self._stop_ids:
+                self.finish_reason = "stop"
+                break
+            pending += decoder.push(raw.token_id)
+            shown, pending, stopped = self._release(pending)
+            self.text += shown
+            yield self._step(index, raw, shown, elapsed, compile_ms)
+            if stopped:
+                self.finish_reason = "stop"
+                return
+            if self._done is not None and self._done():  # the constraint is complete
+                self.finish_reason = "stop"
+                break
+        if self.finish_reason is None:
+            self.finish_reason = "cancelled" if self._cancel.is_set() else "length"
+        tail, _, _ = self._release(pending + decoder.flush(), final=True)
+        self.text += tail
+
+    def _count(self, index: int, elapsed_ms: float) -> None:
+        self.usage.completion_tokens = index + 1
+        if index == 0:
+            self.usage.prefill_ms = elapsed_ms
+        else:
+            self.usage.decode_ms = elapsed_ms - self.usage.prefill_ms
+
+    def _release(self, pending: str, final: bool = False) -> tuple[str, str, bool]:
+        """Split pending text into (shown now, held back, hit a stop string)."""
+        reach = max((len(s) for s in self._stop), default=0)  # shown text a stop string could still touch
+        window = (self.text[-reach:] if reach else "") + pending
+        hits = [window.find(s) for s in self._stop if s in window]
+        if hits:
+            cut = min(hits) - (len(window) - len(pending))
+            return pending[: max(cut, 0)], "", True
+        if final:
+            return pending, "", False
+        hold = max((n for s in self._stop for n in range(len(s) - 1, 0, -1) if pending.endswith(s[:n])), default=0)
+        return pending[: len(pending) - hold], pending[len(pending) - hold :], False
+
+    def _step(self, index: int, raw: RawStep, text: str, elapsed_ms: float, compile_ms: float) -> Step:
+        alternatives = tuple(
+            Alternative(
+                token_id=int(token),
+                text=self._tokenizer.piece(int(token)),
+                logprob=float(logprob),
+                sampling_prob=float(prob),
+            )
+            for token, logprob, prob in zip(raw.top_ids, raw.top_logprobs, raw.top_sampling_probs, strict=True)
+        )
+        return Step(
+            index=index,
+            token_id=raw.token_id,
+            text=text,
+            logprob=raw.logprob,
+            entropy=raw.entropy,
+            top_alternatives=alternatives,
+            elapsed_ms=elapsed_ms,
+            compile_ms=compile_ms,
+        )
+
+
+class _Stop(threading.Event):
+    """This generation's stop flag; also raised while the caller's event is (which stopping here leaves alone)."""
+
+    def __init__(self, caller: threading.Event | None):
+        super().__init__()
+        self._caller = caller
+
+    def is_set(self) -> bool:
+        return super().is_set() or (self._caller is not None and self._caller.is_set())

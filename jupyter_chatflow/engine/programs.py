@@ -1,0 +1,159 @@
+"""The compiled XLA programs of one model: prefill (layer by layer), decode, cache write, logits, attention rows.
+
+Each is a pure function of the model's state and plain arrays; `Programs` jits them with the model's graph
+structure closed over and takes the state as a flat list of arrays. (Passing the NNX GraphDef as a static
+argument made JAX hash it on every call, ~5 ms of a ~20 ms decode step; an NNX State is flattened by Python
+callbacks on every call, a plain list in C++.)
+"""
+
+from __future__ import annotations
+
+import ctypes
+import ctypes.util
+import functools
+import threading
+from collections.abc import Callable
+from typing import Any
+
+import jax
+import jax.numpy as jnp
+from flax import nnx
+
+from jupyter_chatflow.model.compile_clock import compile_seconds
+from jupyter_chatflow.model.transformer import KVCache, Transformer, attention_rows
+
+from .sampling import sample
+
+N_ALTERNATIVES = 5
+
+
+def logits(graphdef, state, hidden):
+    """Vocabulary logits [b, s, V] for hidden states [b, s, d]."""
+    model = nnx.merge(graphdef, state)
+    b, s, d = hidden.shape
+    return model.logits(hidden.reshape(b * s, d)).reshape(b, s, -1)
+
+
+def _sample_next(model: Transformer, hidden, knobs, seen, key, step, allowed):
+    """Sample from the logits of hidden [b, d] among `allowed` [b, V]; mark the chosen token seen."""
+    out = sample(model.logits(hidden), knobs, seen, jax.random.fold_in(key, step), N_ALTERNATIVES, allowed)
+    return out, seen.at[jnp.arange(hidden.shape[0]), out.token].set(True)
+
+
+def embed_chunk(graphdef, state, tokens, start):
+    """The first layer's input for a chunk [b, s] at `start`: (x [b, s, d], RoPE cos, sin)."""
+    return nnx.merge(graphdef, state).embed_chunk(tokens, start)
+
+
+def final_norm(graphdef, state, x):
+    """The last layer's output [b, s, d] normed: the hidden states the logits are computed from."""
+    return nnx.merge(graphdef, state).norm(x)
+
+
+def layer(graphdef, state, x, cos, sin, keys, values, start):
+    """One transformer layer on a prompt chunk: `Block.__call__` (x, the chunk's keys, values and queries)."""
+    return nnx.merge(graphdef, state)(x, cos, sin, keys, values, start)
+
+
+def sample_after(graphdef, state, hidden, last, knobs, seen, key, allowed):
+    """The first token, sampled after position `last` of a prompt's last chunk (hidden [b, s, d]): a small
+    program of its own, the same for every cache length."""
+    model = nnx.merge(graphdef, state)
+    return _sample_next(model, jax.lax.dynamic_index_in_dim(hidden, last, 1, False), knobs, seen, key, 0, allowed)
+
+
+def decode_step(graphdef, state, cache, token, pos, seen, knobs, key, step, allowed):
+    """One decode step: forward one token per row at `pos`, sample the next; returns its keys/values too."""
+    model = nnx.merge(graphdef, state)
+    hidden, chunk, _ = model(token[:, None], pos, cache)
+    out, seen = _sample_next(model, hidden[:, 0], knobs, seen, key, step, allowed)
+    return out, chunk, seen
+
+
+@functools.partial(jax.jit, donate_argnums=(0,))
+def write(cache: KVCache, chunk: KVCache, start) -> KVCache:
+    """Store a chunk's keys/values in the cache, in place (its own program: see `transformer.Attention`)."""
+    return cache.write(chunk, start)
+
+
+@jax.jit
+def rows(queries, keys, start):
+    """float16 attention probabilities [b, h, s, T] of one chunk of queries (see `attention_rows`)."""
+    return attention_rows(queries, keys, start).astype(jnp.float16)
+
+
+class Programs:
+    """The jitted programs of one model: argument lists as above, with `(graphdef, state)` replaced by
+    `self.weights`, the state's leaves (for `layer`, one layer's leaves: `self.layers[i]`).
+
+    A prompt chunk goes through the layers one program call each (`forward`), a decode step through one fused
+    program. XLA:CPU keeps ~5 KB per HLO instruction of every compiled program (the module, its buffer
+    assignment): a whole-model program unrolls 30 layers and holds 60-80 MiB, one per chunk width and cache
+    length, where one layer's program holds a thirtieth of that. Thirty dispatches cost nothing measurable
+    next to a prefill chunk's compute, but ~3-10% of a ~12 ms decode step on 2 cores, so decoding stays fused.
+    """
+
+    def __init__(self, transformer: Transformer):
+        graphdef, state = nnx.split(transformer)
+        self.weights, structure = jax.tree.flatten(state)
+        layer_graph, layer_state = nnx.split(transformer.blocks[0])
+        self.layers = [jax.tree.leaves(nnx.state(block)) for block in transformer.blocks]  # the same arrays
+
+        def bind(program, graphdef=graphdef, structure=structure):
+            return lambda weights, *args: program(graphdef, jax.tree.unflatten(structure, weights), *args)
+
+        self._lock = threading.Lock()
+        self.embed_chunk = self._serial(jax.jit(bind(embed_chunk)))
+        self.layer = self._serial(jax.jit(bind(layer, layer_graph, jax.tree.structure(layer_state))))
+        self.final_norm = self._serial(jax.jit(bind(final_norm)))
+        self.sample_after = self._serial(jax.jit(bind(sample_after), donate_argnums=(4,)))
+        self.logits = self._serial(jax.jit(bind(logits)))
+        self.decode_step = self._serial(jax.jit(bind(decode_step), donate_argnums=(4,)))
+        self.write = self._serial(write)
+        self.rows = self._serial(rows)
+
+    def forward(self, weights: list[jax.Array], cache: KVCache, tokens, start, probe_layer: int):
+        """A prompt chunk [b, s] at `start` through every layer: (hidden [b, s, d], its keys/values, the queries
+        [b, h, s, e] of layer `probe_layer`)."""
+        x, cos, sin = self.embed_chunk(weights, tokens, start)
+        keys, values, probed = [], [], None
+        for i, leaves in enumerate(self.layers):
+            x, k, v, queries = self.layer(leaves, x, cos, sin, cache.keys[i], cache.values[i], start)
+            keys.append(k)
+            values.append(v)
+            probed = queries if i == probe_layer else probed
+        return self.final_norm(weights, x), KVCache(keys=tuple(keys), values=tuple(values)), probed
+
+    def _serial(self, program: Callable[..., Any]) -> Callable[..., Any]:
+        """`program`, called one thread at a time, and glibc told to return freed memory after it compiled.
+
+        XLA compiles a program (or loads it from the persistent cache) on the calling thread, holding ~100 MiB
+        of temporaries for a model-sized one: sessions starting side by side would compile side by side and add
+        those up. The lock covers only the call (a dispatch once compiled), never a wait for the result.
+        """
+
+        def call(*args: Any) -> Any:
+            with self._lock:
+                before = compile_seconds()
+                out = program(*args)
+                if compile_seconds() != before:
+                    release_freed_memory()
+            return out
+
+        return call
+
+
+def release_freed_memory() -> None:
+    """Give the pages of freed heap memory back to the OS (glibc keeps what a compile freed: ~100 MiB)."""
+    if _trim is not None:
+        _trim(0)
+
+
+def _malloc_trim() -> Callable[[int], int] | None:
+    try:
+        return ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6").malloc_trim
+    except (OSError, AttributeError):  # not glibc (macOS, musl): nothing to trim
+        return None
+
+
+_trim = _malloc_trim()

@@ -1,0 +1,203 @@
+"""The `chatflow` command: chat with the model in a terminal, look at tokens, describe the model.
+
+chatflow chat "What is the capital of France?"          # streams the answer
+chatflow chat --json --temperature 0 "Hi"               # one JSON object per line
+echo "Why is the sky blue?" | chatflow chat -            # the prompt from stdin (also when PROMPT is left out)
+chatflow tokens "Hello world"                           # ids and pieces
+chatflow model info                                      # what the model file holds
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from collections.abc import Sequence
+from typing import Any, TextIO
+
+from jupyter_chatflow.defaults import CHAT_DEFAULTS
+from jupyter_chatflow.errors import ChatflowError
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The argument parser for every subcommand."""
+    parser = argparse.ArgumentParser(prog="chatflow", description="A real chat model pipeline, made visible.")
+    commands = parser.add_subparsers(dest="command", required=True)
+    chat = commands.add_parser("chat", help="stream the model's answer to PROMPT")
+    chat.add_argument(
+        "prompt", nargs="?", help="the user message; - (or nothing, with stdin not a terminal) reads stdin"
+    )
+    chat.add_argument("--system", default=None, help="system prompt (default: the chat template's own)")
+    # Unset sampling options take the chat defaults (`request.CHAT_DEFAULTS`).
+    chat.add_argument(
+        "--temperature", type=float, default=None, help=f"0 is greedy (default {CHAT_DEFAULTS['temperature']})"
+    )
+    chat.add_argument(
+        "--top-p", type=float, default=None, help=f"nucleus sampling mass (default {CHAT_DEFAULTS['top_p']})"
+    )
+    chat.add_argument("--top-k", type=int, default=0, help="keep the k likeliest tokens; 0 keeps all (default)")
+    chat.add_argument("--min-p", type=float, default=0.0, help="drop tokens below min_p x the top one")
+    chat.add_argument(
+        "--repetition-penalty",
+        type=float,
+        default=None,
+        help=f"1 is off (default {CHAT_DEFAULTS['repetition_penalty']})",
+    )
+    chat.add_argument("--max-tokens", type=int, default=256, help="most tokens to generate (default 256)")
+    chat.add_argument("--seed", type=int, default=None, help="same seed, same answer")
+    chat.add_argument("--stop", action="append", default=[], help="stop string (repeatable)")
+    chat.add_argument("--ignore-eos", action="store_true", help="keep going past stop tokens (for benchmarks)")
+    chat.add_argument("--session", default=None, help="keep the conversation in this stored session")
+    chat.add_argument("--tools", default="", help="tools the model may call: NAME[,NAME...] (e.g. calculator)")
+    chat.add_argument("--tool-choice", default="auto", help="auto | none | required | NAME")
+    chat.add_argument("--safety", default="all", choices=["off", "input", "all"], help="safety layers (default all)")
+    chat.add_argument("--no-memory", action="store_true", help="neither recall nor write memories")
+    chat.add_argument("--json", action="store_true", help="print one JSON object per line")
+    tokens = commands.add_parser("tokens", help="show the token ids and pieces of TEXT")
+    tokens.add_argument("text")
+    tokens.add_argument("--json", action="store_true", help='print {"ids": [...], "pieces": [...]}')
+    model = commands.add_parser("model", help="about the model")
+    model.add_argument("action", choices=["info"])
+    model.add_argument("--json", action="store_true")
+    for sub in (chat, tokens, model):
+        sub.add_argument("--model", default=None, metavar="PATH", help="a GGUF file (default: SmolLM2-135M)")
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Entry point of the `chatflow` console script; returns the exit status."""
+    args = build_parser().parse_args(argv)
+    try:
+        return {"chat": run_chat, "tokens": run_tokens, "model": run_model_info}[args.command](args)
+    except KeyboardInterrupt:  # Ctrl-C before streaming started (while loading, say): no traceback
+        print("\nchatflow: interrupted", file=sys.stderr)
+        return 130
+    except ChatflowError as error:
+        if getattr(args, "json", False):
+            _emit({"type": "error", "error": type(error).__name__, "message": str(error)}, sys.stdout)
+        print(f"chatflow: {error}", file=sys.stderr)
+        return 1
+
+
+def _load(path: str | None, quiet: bool = False):
+    from jupyter_chatflow.engine.loader import load_model  # JAX is imported only once a command needs the model
+    from jupyter_chatflow.model.files import resolve_model_path
+
+    started = time.perf_counter()
+    resolved = resolve_model_path(path)
+    if not quiet:
+        print(f"Loading {resolved.name}…", file=sys.stderr, flush=True)
+    model = load_model(resolved)
+    return model, (time.perf_counter() - started) * 1000
+
+
+def run_chat(args: argparse.Namespace) -> int:
+    """`chatflow chat`: one turn through the whole pipeline; text, or every event as a JSON line with --json."""
+    from jupyter_chatflow.pipeline.chat import Chat
+
+    prompt = _prompt(args.prompt, sys.stdin)
+    model, _ = _load(args.model, quiet=args.json)
+    chat = Chat(model=model, session=args.session or "cli", system=args.system, persist=args.session is not None)
+    options = {name: getattr(args, name) for name in CHAT_OPTIONS}
+    response = chat.send(prompt, memory=not args.no_memory, **options)
+    out = sys.stdout
+    response.follow(lambda event: _print_event(event, args.json, out))  # Ctrl-C: ends with a Cancelled event
+    last = response.terminal()
+    if not args.json:
+        _print_ending(last, out)
+    elif args.session is not None:  # a stored session's first turn: its title follows the answer
+        _print_late(response, out)
+    return {"completed": 0, "cancelled": 130}.get(last.type if last else "", 1)
+
+
+def _prompt(given: str | None, stdin: TextIO) -> str:
+    """The message: PROMPT, or all of stdin for `-` (or no PROMPT with stdin piped), without surrounding blank lines."""
+    if given is not None and given != "-":
+        return given
+    if given is None and stdin.isatty():
+        raise ChatflowError("Give a PROMPT, or pipe one in: echo 'Hi' | chatflow chat -")
+    return stdin.read().strip()
+
+
+CHAT_OPTIONS = (
+    "temperature", "top_k", "top_p", "min_p", "repetition_penalty", "max_tokens", "seed", "stop", "ignore_eos",
+    "tools", "tool_choice", "safety",
+)  # fmt: skip
+
+
+def _print_event(event, as_json: bool, out: TextIO) -> None:
+    if as_json:
+        _emit(event.to_dict(), out)
+    elif event.type == "token":
+        out.write(event.text)
+        out.flush()
+
+
+def _print_late(response, out: TextIO) -> None:
+    """The events written after the terminal one (the session's title), one JSON line each; Ctrl-C skips them."""
+    try:
+        for event in response.after_end():
+            _emit(event.to_dict(), out)
+    except KeyboardInterrupt:
+        pass
+
+
+def _print_ending(last, out: TextIO) -> None:
+    if last is None:
+        return
+    if last.type == "cancelled":
+        out.write("\n[stopped]\n")
+    elif last.type == "error":
+        print(f"chatflow: {last.message}", file=sys.stderr)
+    else:
+        if last.finish_reason == "content_filter":
+            out.write(last.text)
+        out.write("\n")
+
+
+def run_tokens(args: argparse.Namespace) -> int:
+    """`chatflow tokens`: the ids and pieces of TEXT as user text (special-token text stays plain)."""
+    tokenizer = _load_tokenizer(args.model)
+    ids = tokenizer.encode(args.text)
+    pieces = [tokenizer.piece(i) for i in ids]
+    if args.json:
+        _emit({"ids": ids, "pieces": pieces}, sys.stdout)
+    else:
+        for token_id, piece in zip(ids, pieces, strict=True):
+            print(f"{token_id:>7}  {piece!r}")
+        print(f"{len(ids)} tokens")
+    return 0
+
+
+def _load_tokenizer(path: str | None):
+    """The tokenizer alone: reads the file's metadata, skips the weights and JAX."""
+    from jupyter_chatflow.model.files import resolve_model_path
+    from jupyter_chatflow.model.gguf_file import read_metadata
+    from jupyter_chatflow.tokenizer.tokenizer import Tokenizer
+
+    return Tokenizer.from_metadata(read_metadata(resolve_model_path(path)))
+
+
+def run_model_info(args: argparse.Namespace) -> int:
+    """`chatflow model info`: architecture, sizes, quantization, tokenizer and where the file is."""
+    from jupyter_chatflow.model.files import resolve_model_path
+    from jupyter_chatflow.model.gguf_file import describe
+
+    info = describe(resolve_model_path(args.model))
+    if args.json:
+        _emit(info, sys.stdout)
+    else:
+        width = max(len(k) for k in info)
+        for key, value in info.items():
+            print(f"{key:<{width}}  {value}")
+    return 0
+
+
+def _emit(obj: dict[str, Any], out: TextIO) -> None:
+    out.write(json.dumps(obj, ensure_ascii=False) + "\n")
+    out.flush()
+
+
+if __name__ == "__main__":
+    sys.exit(main())

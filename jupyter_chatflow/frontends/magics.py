@@ -1,0 +1,344 @@
+"""The IPython magics: `%%chat` / `%chat` send a turn and stream it into the cell; the others manage the session.
+
+    %load_ext jupyter_chatflow
+
+    %%chat --session demo --temperature 0.7
+    What is the capital of France? Also, remember that I prefer short answers.
+
+Defaults are traitlets: `%config ChatMagics.temperature = 0.5`. This module only parses arguments and hands
+them on; the turn itself is `Chat.send`, the cell's output `render.TurnView`.
+"""
+
+from __future__ import annotations
+
+import re
+import sys
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+from IPython.core.error import UsageError
+from IPython.core.magic import Magics, line_cell_magic, line_magic, magics_class
+from IPython.core.magic_arguments import argument, magic_arguments, parse_argstring
+from IPython.display import Markdown, Pretty, display
+from traitlets import Bool, CFloat, CInt, Enum, Unicode
+
+from jupyter_chatflow.defaults import CHAT_DEFAULTS
+from jupyter_chatflow.engine.loader import enable_compilation_cache, load_model
+from jupyter_chatflow.engine.model import Model
+from jupyter_chatflow.errors import ChatflowError
+from jupyter_chatflow.events import Cancelled, Event
+from jupyter_chatflow.model.files import resolve_model_path
+from jupyter_chatflow.pipeline.chat import Chat
+from jupyter_chatflow.pipeline.request import ChatRequest
+from jupyter_chatflow.pipeline.response import Response
+from jupyter_chatflow.pipeline.safety import ModelGuard, SafetyPolicy
+
+from .progress import CompileWatch, LoadProgress, StatusLine
+from .render import TurnView
+
+UPDATE_EVERY_S = 0.05  # redraw the streaming answer at most this often
+_PLACEHOLDER = re.compile(r"\{\{|\}\}|\{([A-Za-z_]\w*)\}")
+
+
+@magics_class
+class ChatMagics(Magics):
+    """`%%chat`, `%chat`, `%chat_memory`, `%chat_history`, `%chat_reset`, `%chat_tokens`, `%chat_model`."""
+
+    session = Unicode("default", help="Session name used when --session is not given.").tag(config=True)
+    system = Unicode("", help="System prompt ('' keeps the model's default).").tag(config=True)
+    temperature = CFloat(CHAT_DEFAULTS["temperature"], help="Sampling temperature (0 is greedy).").tag(config=True)
+    top_p = CFloat(CHAT_DEFAULTS["top_p"], help="Nucleus sampling: keep tokens up to this probability mass.").tag(
+        config=True
+    )
+    top_k = CInt(0, help="Keep only the k most likely tokens (0 keeps all).").tag(config=True)
+    max_tokens = CInt(512, help="Longest answer, in tokens.").tag(config=True)
+    repetition_penalty = CFloat(
+        CHAT_DEFAULTS["repetition_penalty"], help="Penalty on tokens already in the prompt or answer (1 is off)."
+    ).tag(config=True)
+    tools = Unicode("", help="Tools the model may call, comma-separated (e.g. 'calculator').").tag(config=True)
+    memory = Bool(True, help="Recall and write memories.").tag(config=True)
+    safety = Enum(["off", "input", "all"], "all", help="Safety layers: off | input | all.").tag(config=True)
+    trim = Enum(["drop", "summarize"], "drop", help="When old turns leave a full window: drop or summarize them.").tag(
+        config=True
+    )
+    format = Enum(["markdown", "text", "code"], "markdown", help="How the answer is shown.").tag(config=True)
+    model_guard = Bool(False, help="Also score input and answers with the loaded model (Llama-Guard-style).").tag(
+        config=True
+    )
+    model_path = Unicode("", help="GGUF file to load ('' = the default model).").tag(config=True)
+
+    def __init__(self, shell: Any = None, **kwargs: Any):
+        super().__init__(shell=shell, **kwargs)
+        self._model: Model | None = None
+        self._chats: dict[str, Chat] = {}
+        self._warm = False  # has a turn run on this model in this kernel (its XLA programs compiled)?
+        self._status: StatusLine | None = None  # the current cell's status line (loading, compiling)
+        self._loaded = ""  # "loaded … in 0.2 s", said once, in the cell that loaded the model
+
+    # ---- %%chat / %chat ----------------------------------------------------------------------------------------
+
+    @magic_arguments()
+    @argument("--session", help="Session name: the conversation continues across cells and kernel restarts.")
+    @argument("--new", action="store_true", help="Start the session afresh (the old one is archived).")
+    @argument("--system", help="System prompt for this session.")
+    @argument("--temperature", type=float)
+    @argument("--top-p", type=float)
+    @argument("--top-k", type=int)
+    @argument("--max-tokens", type=int)
+    @argument("--seed", type=int)
+    @argument(
+        "--tools", help="Tools the model may call: NAME[,NAME…] (calculator, variable, remember, recall, python)."
+    )
+    @argument("--tool-choice", help="auto | none | required | NAME")
+    @argument("--no-memory", action="store_true", help="Neither recall nor write memories in this turn.")
+    @argument("--safety", choices=["off", "input", "all"])
+    @argument("--format", choices=["markdown", "text", "code"])
+    @argument("-o", dest="output", metavar="VAR", help="Store the turn's Response in this variable.")
+    @argument("--inspect", action="store_true", help="Open the inspector panel (needs the widget).")
+    @argument("text", nargs="*", help="The message (%%chat line); in a %%%%chat cell the cell is the message.")
+    @line_cell_magic
+    def chat(self, line: str, cell: str | None = None) -> None:
+        """Send a message to the model and stream the answer here."""
+        self._status, self._loaded = StatusLine(_has_display(self.shell)), ""
+        try:
+            args = parse_argstring(self.chat, line)
+            if cell is not None and args.text:
+                raise ChatflowError(
+                    f"Unexpected words on the %%chat line: {' '.join(args.text)!r}; put them in the cell."
+                )
+            # IPython has already expanded {name} on the line; the cell body is ours to expand. The message is
+            # what the cell says, without the blank lines around it (they would change the prompt's tokens).
+            message = self._interpolate(cell) if cell is not None else " ".join(args.text)
+            self._send(args, message.strip())
+        except UsageError as error:
+            print(f"chatflow: {error} (see %chat? for the options)", file=sys.stderr)
+        except ChatflowError as error:
+            print(f"chatflow: {error}", file=sys.stderr)
+        finally:
+            self._status = None  # a later magic must not draw into this cell's output
+
+    def _send(self, args: Any, message: str) -> None:
+        chat = self._chat(args.session or self.session, new=args.new, system=args.system)
+        if args.inspect:  # the panel streams the turn; the cell returns at once, so the panel's Stop is heard
+            return self._inspect(chat, message, args)
+        response = chat.send(message, **self._options(args))
+        if args.output:
+            self._namespace()[args.output] = response
+        fmt = args.format or self.format
+        session = chat.session.name + ("" if args.session else " (no --session: shared by every %%chat without one)")
+        view = self._stream(response, fmt, TurnView(session=session))
+        if fmt == "code" and view.end is not None and self.shell is not None:
+            self.shell.set_next_input(_code_of(view.text), replace=False)
+
+    def _inspect(self, chat: Chat, message: str, args: Any) -> None:
+        from .widget import ChatWidget
+
+        options = self._options(args)
+        request = ChatRequest.build(message, window=chat.model.config.context_length, **options)  # mistakes first
+        settings = {k: v for k, v in options.items() if k != "trim"}
+        settings["tools"] = list(request.features.tools)
+        panel = ChatWidget(chat, settings=settings)
+        display(panel)
+        response = panel.ask(message, trim=options["trim"])
+        if args.output:
+            self._namespace()[args.output] = response
+
+    def _options(self, args: Any) -> dict[str, Any]:
+        pick = lambda value, default: default if value is None else value  # noqa: E731
+        return {
+            "temperature": pick(args.temperature, self.temperature),
+            "top_p": pick(args.top_p, self.top_p),
+            "top_k": pick(args.top_k, self.top_k),
+            "max_tokens": pick(args.max_tokens, self.max_tokens),
+            "repetition_penalty": self.repetition_penalty,
+            "seed": args.seed,
+            "tools": pick(args.tools, self.tools),
+            "tool_choice": pick(args.tool_choice, "auto"),
+            "memory": self.memory and not args.no_memory,
+            "safety": pick(args.safety, self.safety),
+            "trim": self.trim,
+        }
+
+    def _stream(self, response: Response, fmt: str, view: TurnView) -> TurnView:
+        """Show events as they arrive; Kernel → Interrupt stops the turn and keeps what was written. Above the
+        answer, the status line says what XLA compiling cost (a clock while a kernel's first turn compiles)."""
+        status = self._status or StatusLine(_has_display(self.shell))
+        loaded = self._loaded if status.rich else ""  # a terminal has printed it already
+        watch = CompileWatch(status, first_turn=not self._warm, cache=_cache_dir(), before=loaded)
+        self._loaded = ""
+        with watch:
+            handle = display(Markdown("…"), display_id=True) if status.rich else None
+            drawn = 0.0
+
+            def show(event: Event) -> None:
+                nonlocal drawn
+                watch.see(event)
+                view.add(event)
+                if handle is None:
+                    _print_token(event)
+                elif time.monotonic() - drawn > UPDATE_EVERY_S or view.end is not None:
+                    handle.update(_bundle(view, fmt))
+                    drawn = time.monotonic()
+
+            response.follow(show)
+            self._warm = True
+            if handle is None:
+                ending = "\n[stopped]" if isinstance(view.end, Cancelled) else ""
+                print(ending + "\n\n" + "\n".join(view.details()))
+            else:  # the session's title comes after the answer: the cell is done, its display shows the title later
+                threading.Thread(target=_show_late, args=(response, view, handle, fmt), daemon=True).start()
+        return view
+
+    # ---- the other magics --------------------------------------------------------------------------------------
+
+    @line_magic
+    def chat_memory(self, line: str) -> None:
+        """%chat_memory [list] | remember TEXT | forget TEXT_OR_ID | clear"""
+        verb, _, rest = line.strip().partition(" ")
+        memory = self._chat(self.session).memory
+        try:
+            if verb in ("", "list"):
+                records = memory.list()
+                print("\n".join(f"#{r.id}  {r.text}" for r in records) or "(no memories)")
+            elif verb == "remember":
+                print(f"remembered #{memory.remember(rest)}")
+            elif verb == "forget":
+                ids = memory.forget(int(rest) if rest.strip().isdigit() else rest)
+                print(f"forgot {', '.join(f'#{i}' for i in ids) or 'nothing'}")
+            elif verb == "clear":
+                print(f"forgot all {memory.clear()} memories")
+            else:
+                print("usage: %chat_memory [list] | remember TEXT | forget TEXT_OR_ID | clear", file=sys.stderr)
+        except (ChatflowError, ValueError) as error:
+            print(f"chatflow: {error}", file=sys.stderr)
+
+    @line_magic
+    def chat_history(self, line: str) -> None:
+        """%chat_history [SESSION]: the session's turns."""
+        chat = self._chat(line.strip() or self.session)
+        for turn in chat.history():
+            mark = "" if turn.status == "completed" else f" [{turn.status}]"
+            print(f"[{turn.seq}] user: {turn.user}\n    assistant: {turn.answer}{mark}")
+        if chat.title:
+            print(f"title: {chat.title}")
+
+    @line_magic
+    def chat_reset(self, line: str) -> None:
+        """%chat_reset [SESSION]: forget the session's turns (memories stay)."""
+        chat = self._chat(line.strip() or self.session)
+        chat.reset()
+        print(f"session {chat.session.name!r} reset")
+
+    @line_magic
+    def chat_tokens(self, line: str) -> None:
+        """%chat_tokens TEXT: how the model's tokenizer splits TEXT."""
+        tokenizer = self._load().tokenizer
+        ids = tokenizer.encode(self._interpolate(line))
+        print(f"{len(ids)} tokens")
+        print(" ".join(f"{tokenizer.piece(i)!r}:{i}" for i in ids))
+
+    @line_magic
+    def chat_model(self, line: str) -> None:
+        """%chat_model [PATH]: show the loaded model, or load another GGUF file (if it does not load, the model
+        in use stays)."""
+        path = line.strip()
+        try:
+            if path:
+                model = self._load_file(path, StatusLine(_has_display(self.shell)))
+                self.model_path, self._model, self._chats, self._warm = path, model, {}, False
+            model = self._load()
+        except (ChatflowError, OSError) as error:
+            print(f"chatflow: {error}" + (self._still_in_use() if path else ""), file=sys.stderr)
+            return
+        c = model.config
+        print(f"{c.name}: {c.n_layers} layers, d={c.dim}, window {c.context_length}, {model.dtype}, {model.path}")
+
+    # ---- helpers -----------------------------------------------------------------------------------------------
+
+    def _load(self) -> Model:
+        if self._model is None:
+            self._model = self._load_file(self.model_path or None, self._status or StatusLine(_has_display(self.shell)))
+            self._warm = False
+        return self._model
+
+    def _load_file(self, path: str | None, status: StatusLine) -> Model:
+        """Load a model, its progress drawn on `status` (a bar in Jupyter, lines in a terminal; not stderr)."""
+        progress = LoadProgress(status, resolve_model_path(path).name)
+        model = load_model(path, progress=progress)
+        self._loaded = progress.done()
+        return model
+
+    def _still_in_use(self) -> str:
+        return f" The model in use is still {self._model.config.name}." if self._model is not None else ""
+
+    def _chat(self, session: str, *, new: bool = False, system: str | None = None) -> Chat:
+        chat = self._chats.get(session)
+        if chat is None or new:
+            model = self._load()
+            policy = SafetyPolicy(model_guard=ModelGuard(model=model)) if self.model_guard else None
+            chat = Chat(model=model, session=session, new=new, system=system or self.system or None,
+                        namespace=self._namespace(), policy=policy)  # fmt: skip
+            self._chats[session] = chat
+        elif system:
+            chat.system = system
+        return chat
+
+    def _namespace(self) -> dict[str, Any]:
+        return self.shell.user_ns if self.shell is not None else {}
+
+    def _interpolate(self, text: str) -> str:
+        """Replace {name} with the value of `name` in the user's namespace ({{ and }} are literal braces)."""
+        namespace = self._namespace()
+
+        def swap(match: re.Match[str]) -> str:
+            if match[1] is None:
+                return match[0][0]
+            if match[1] not in namespace:
+                raise ChatflowError(f"{{{match[1]}}} is not a variable in this notebook; define it or write {{{{…}}}}.")
+            return str(namespace[match[1]])
+
+        return _PLACEHOLDER.sub(swap, text)
+
+
+def _show_late(response: Response, view: TurnView, handle: Any, fmt: str) -> None:
+    """Add the turn's late events (the session's title) to its display when they arrive."""
+    late = response.after_end()
+    for event in late:
+        view.add(event)
+    if late:
+        handle.update(_bundle(view, fmt))
+
+
+def _bundle(view: TurnView, fmt: str) -> Any:
+    if fmt == "markdown":
+        return Markdown(view.markdown())
+    return Pretty(view.plain())
+
+
+def _cache_dir() -> str | None:
+    """XLA's compilation cache folder, with ~ for the home folder (None when it is off)."""
+    folder = enable_compilation_cache()
+    return None if folder is None else str(folder).replace(str(Path.home()), "~", 1)
+
+
+def _has_display(shell: Any) -> bool:
+    """True in a Jupyter kernel (a display can be updated in place); False in terminal IPython."""
+    return shell is not None and hasattr(shell, "kernel")
+
+
+def _print_token(event: Any) -> None:
+    if event.type == "token":
+        print(event.text, end="", flush=True)
+
+
+def _code_of(text: str) -> str:
+    """The code blocks of an answer (or all of it when it has none)."""
+    blocks = re.findall(r"```[\w+-]*\n(.*?)```", text, re.S)
+    return "\n\n".join(b.rstrip() for b in blocks) if blocks else text
+
+
+def load_ipython_extension(ipython: Any) -> None:
+    """`%load_ext jupyter_chatflow`."""
+    ipython.register_magics(ChatMagics)

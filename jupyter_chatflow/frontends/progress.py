@@ -1,0 +1,156 @@
+"""What a cell shows while the model loads and its XLA programs compile: one status line, never stderr.
+
+In Jupyter the line is one display updated in place (a text bar while the weights load, a ticking clock while
+the first turn compiles); in terminal IPython it prints a line when the stage changes. A kernel's first turn
+traces and compiles the model's prefill and decode programs with XLA, which takes seconds; XLA's cache on disk
+makes that shorter in later kernels. The line says so while it happens, and afterwards how long it took, as
+measured by the turn's events (`PrefillDone.compile_ms`, `TokenDelta.compile_ms`).
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from typing import Any
+
+from IPython.display import Pretty, display
+
+from jupyter_chatflow.engine.loader import ALREADY_LOADED
+from jupyter_chatflow.events import TERMINAL, Event, PrefillDone, TokenDelta
+
+BAR_WIDTH = 20
+TICK_S = 0.25  # how often the compile clock redraws
+REDRAW_S = 0.1  # the load bar redraws at most this often
+MENTION_MS = 50  # XLA compile time below this is not worth a line
+
+
+def bar(fraction: float) -> str:
+    """A text progress bar: `▕██████░░░░▏  60 %`."""
+    fraction = min(max(fraction, 0.0), 1.0)
+    filled = round(fraction * BAR_WIDTH)
+    return f"▕{'█' * filled}{'░' * (BAR_WIDTH - filled)}▏ {fraction * 100:3.0f} %"
+
+
+class StatusLine:
+    """One line of status in the cell, "chatflow: " first: a display updated in place (Jupyter), or in a terminal
+    a printed line each time the stage changes (`plain`: the words without the bar or clock)."""
+
+    def __init__(self, rich: bool):
+        self.rich = rich
+        self.text = ""
+        self._handle: Any = None
+        self._printed: set[str] = set()
+        self._lock = threading.Lock()  # the compile clock draws from its own thread
+
+    def show(self, text: str, plain: str | None = None) -> None:
+        """Show `text` (Jupyter), or print `plain` (a terminal) unless this line printed it already."""
+        with self._lock:
+            self.text = f"chatflow: {text}"
+            if not self.rich:
+                line = f"chatflow: {text if plain is None else plain}"
+                if line not in self._printed:
+                    print(line, flush=True)
+                    self._printed.add(line)
+            elif self._handle is None:
+                self._handle = display(Pretty(self.text), display_id=True)
+            else:
+                self._handle.update(Pretty(self.text))
+
+
+class LoadProgress:
+    """The `load_model(progress=…)` callback drawing the load as a bar on a `StatusLine`."""
+
+    def __init__(self, line: StatusLine, name: str):
+        self.line, self.name = line, name
+        self.started = time.perf_counter()
+        self._drawn = 0.0
+        self._stage = ""
+
+    def __call__(self, stage: str, fraction: float) -> None:
+        now = time.perf_counter()
+        if stage == ALREADY_LOADED:  # nothing to draw: `done` says so
+            self._stage = stage
+            return
+        if stage == self._stage and fraction < 1 and now - self._drawn < REDRAW_S:
+            return
+        self._stage, self._drawn = stage, now
+        text = f"loading {self.name} {bar(fraction)} · {stage} · {now - self.started:.1f} s"
+        slow = stage.startswith("dequantizing")  # the one stage long enough to tell a terminal about
+        self.line.show(text, f"loading {self.name}: {stage}…" if slow else f"loading {self.name}…")
+
+    def done(self) -> str:
+        """The line's last word on the load: how long it took (or that the process had it already)."""
+        if self._stage == ALREADY_LOADED:
+            summary = f"using {self.name}, {ALREADY_LOADED}"
+        else:
+            summary = f"loaded {self.name} in {time.perf_counter() - self.started:.1f} s"
+        self.line.show(summary)
+        return summary
+
+
+class CompileWatch:
+    """Around a turn: until its first token, a clock saying XLA is compiling (when `first_turn`); then the compile
+    time the turn's events measured."""
+
+    def __init__(self, line: StatusLine, *, first_turn: bool, cache: str | None, before: str = ""):
+        self.line, self.first_turn, self.cache, self.before = line, first_turn, cache, before
+        self.compile_ms = 0.0
+        self.compile_before_first_ms: float | None = None
+        self._after_prefill = False
+        self._stop = threading.Event()
+        self._started = time.perf_counter()
+        self._thread: threading.Thread | None = None
+
+    def __enter__(self) -> CompileWatch:
+        if self.first_turn:
+            self._tick()
+            self._thread = threading.Thread(target=self._run, name="chatflow-compile-clock", daemon=True)
+            self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._halt()
+        note = self.summary()
+        if note:
+            self.line.show(" · ".join(filter(None, [self.before, note])), note)
+
+    def see(self, event: Event) -> None:
+        """Add up the compile time the events measured; the first token (or the end) stops the clock."""
+        if isinstance(event, PrefillDone):
+            self.compile_ms += event.compile_ms
+            self._after_prefill = True
+        elif isinstance(event, TokenDelta):
+            if self.compile_before_first_ms is None:
+                self.compile_before_first_ms = self.compile_ms
+            if not self._after_prefill:  # a generation's first token counts its prefill's compile time again
+                self.compile_ms += event.compile_ms
+            self._after_prefill = False
+        if isinstance(event, (TokenDelta, *TERMINAL)):
+            self._halt()
+
+    def summary(self) -> str:
+        """What XLA compiling cost this turn ("" when it compiled nothing worth a mention)."""
+        if self.compile_ms < MENTION_MS:
+            return ""
+        before = self.compile_before_first_ms
+        first = f", {before / 1000:.1f} s of it before the first token" if before is not None else ""
+        why = "the first turn in this kernel" if self.first_turn else "a prompt or answer size new to this kernel"
+        cache = f"kept in XLA's cache at {self.cache} for later kernels" if self.cache else "XLA's disk cache is off"
+        return f"XLA compiled the model's programs in {self.compile_ms / 1000:.1f} s{first} ({why}; {cache})"
+
+    def _run(self) -> None:
+        while not self._stop.wait(TICK_S):
+            self._tick()
+
+    def _tick(self) -> None:
+        if self._stop.is_set():
+            return
+        waited = time.perf_counter() - self._started
+        text = "first turn in this kernel: XLA is compiling the model's programs (prefill, decode; a few seconds, once)"
+        self.line.show(" · ".join(filter(None, [self.before, f"{text} · {waited:.1f} s"])), f"{text}…")
+
+    def _halt(self) -> None:
+        self._stop.set()
+        if self._thread is not None and self._thread is not threading.current_thread():
+            self._thread.join()
+            self._thread = None

@@ -1,0 +1,202 @@
+"""The cell output of a turn: the answer, then a compact account of what happened on the way.
+
+`TurnView` folds events into what a notebook cell shows; it renders as HTML inside Markdown (Jupyter) or plain
+text (terminal IPython, logs). The answer is rendered from Markdown by `safe_markdown` (raw HTML shown as text,
+images and links written out as text, the result sanitized); every other text is escaped.
+"""
+
+from __future__ import annotations
+
+import html
+from collections.abc import Iterable
+from typing import Any
+
+from jupyter_chatflow.events import (
+    Cancelled,
+    Completed,
+    ContextAssembled,
+    Event,
+    Failed,
+    MemoryRecalled,
+    MemoryWritten,
+    PrefillDone,
+    SafetyDecision,
+    TitleGenerated,
+    TokenDelta,
+    ToolCall,
+    ToolResult,
+)
+from jupyter_chatflow.pipeline.response import Response
+
+from .safe_markdown import markdown_html
+from .static_view import context_bar, safety_badges, token_chips
+
+
+class TurnView:
+    """What one turn looks like so far; feed it events in order."""
+
+    def __init__(self, session: str = "") -> None:
+        self.session = session
+        """The session the turn went to, named in the summary line ("" leaves it out)."""
+        self.text = ""
+        self.tokens: list[TokenDelta] = []
+        self.safety: list[SafetyDecision] = []
+        self.context: ContextAssembled | None = None
+        self.prefill: PrefillDone | None = None
+        self.recalled: MemoryRecalled | None = None
+        self.written: list[MemoryWritten] = []
+        self.tools: list[tuple[ToolCall, ToolResult | None]] = []
+        self.title = ""
+        self.end: Event | None = None
+
+    def add(self, event: Event) -> None:
+        """Take one event into account."""
+        if isinstance(event, TokenDelta):
+            self.text += event.text
+            self.tokens.append(event)
+        elif isinstance(event, SafetyDecision):
+            self.safety.append(event)
+        elif isinstance(event, ContextAssembled):
+            self.context = event
+        elif isinstance(event, PrefillDone):
+            self.prefill = self.prefill or event
+        elif isinstance(event, MemoryRecalled):
+            self.recalled = event
+        elif isinstance(event, MemoryWritten):
+            self.written.append(event)
+        elif isinstance(event, ToolCall):
+            self.tools.append((event, None))
+        elif isinstance(event, ToolResult):
+            self.tools = [(c, event if c.call_id == event.call_id else r) for c, r in self.tools]
+        elif isinstance(event, TitleGenerated):
+            self.title = event.title
+        elif isinstance(event, (Completed, Cancelled, Failed)):
+            self.end = event
+            self.text = event.text or self.text
+
+    @property
+    def answer(self) -> str:
+        """The answer as shown, marked when stopped."""
+        return self.text + (" [stopped]" if isinstance(self.end, Cancelled) else "")
+
+    def summary(self) -> str:
+        """The folded details' one-line title: "pipeline", and the session the turn went to."""
+        return "pipeline" + (f" · session {self.session}" if self.session else "")
+
+    def details(self) -> list[str]:
+        """One short line per pipeline stage that has something to say."""
+        lines = [
+            self._safety_line(),
+            self._memory_line(),
+            self._context_line(),
+            *self._tool_lines(),
+            self._speed_line(),
+        ]
+        if self.title:
+            lines.append(f"title: {self.title}")
+        if self.session:
+            lines.insert(0, f"session: {self.session}")
+        if isinstance(self.end, Failed):
+            lines.insert(0, f"error: {self.end.message}")
+        return [line for line in lines if line]
+
+    def answer_html(self) -> str:
+        """The answer (as shown, marked when stopped) rendered from Markdown into inert HTML."""
+        return markdown_html(self.answer) or "<p>…</p>"
+
+    def markdown(self) -> str:
+        """For a text/markdown output: the rendered answer and the folded details, as one HTML block (no blank
+        line), so every Markdown renderer passes it through as it is."""
+        items = "".join(f"<li>{html.escape(line)}</li>" for line in self.details())
+        summary = html.escape(self.summary())
+        details = f"<details><summary>{summary}</summary><ul>{items}</ul></details>" if items else ""
+        return f'<div class="cf-answer-md">{self.answer_html()}{details}</div>'
+
+    def html(self, user: str = "") -> str:
+        """A static HTML copy (nbconvert, nbviewer, GitHub): the message, the answer, the context window as a
+        bar, the tokens with their probabilities, the safety badges, then the details."""
+        asked = f'<p style="opacity:.7;margin:0 0 4px">{html.escape(user)}</p>' if user else ""
+        figures = [
+            context_bar(self.context, len(self.tokens)) if self.context else "",
+            token_chips(self.tokens) if self.tokens else "",
+            safety_badges(self.safety),
+        ]
+        details = "".join(f"<li>{html.escape(line)}</li>" for line in self.details() if not line.startswith("safety:"))
+        listing = f'<ul style="font-size:smaller;opacity:.8;margin:6px 0 0">{details}</ul>' if details else ""
+        body = "".join(figures) + listing
+        return f'<div class="cf-static-turn" style="margin:0 0 12px">{asked}{self.answer_html()}{body}</div>'
+
+    def plain(self) -> str:
+        """The answer and the details as plain text."""
+        details = "\n".join(f"  · {line}" for line in self.details())
+        return f"{self.answer}\n\n{details}" if details else self.answer
+
+    def _safety_line(self) -> str:
+        if not self.safety:
+            return ""
+        parts = [
+            f"{d.layer} {d.action}" + (f" ({', '.join(d.categories)})" if d.categories else "") for d in self.safety
+        ]
+        return "safety: " + "; ".join(parts)
+
+    def _memory_line(self) -> str:
+        parts = []
+        if self.recalled is not None:
+            parts.append(f"recalled {len(self.recalled.snippets)}")
+        parts += [f"{w.operation} “{w.text}”" for w in self.written]
+        return "memory: " + ", ".join(parts) if parts else ""
+
+    def _context_line(self) -> str:
+        if self.context is None:
+            return ""
+        c = self.context
+        by_kind: dict[str, int] = {}
+        for segment in c.segments:
+            by_kind[segment.kind] = by_kind.get(segment.kind, 0) + segment.tokens
+        used = " + ".join(f"{kind} {n}" for kind, n in by_kind.items() if n)
+        trimmed = f"; trimmed {len(c.trimmed)}" if c.trimmed else ""
+        reused = f"; {self.prefill.reused_tokens} reused from cache" if self.prefill else ""
+        return f"context: {c.prompt_tokens}/{c.window} tokens ({used}){trimmed}{reused}"
+
+    def _tool_lines(self) -> list[str]:
+        lines = []
+        for call, result in self.tools:
+            outcome = "…" if result is None else (f"error: {result.error}" if result.error else result.output)
+            ms = f" ({result.latency_ms:.0f} ms)" if result else ""
+            lines.append(f"tool: {call.name}({_short(str(call.arguments))}) → {_short(outcome)}{ms}")
+        return lines
+
+    def _speed_line(self) -> str:
+        if not isinstance(self.end, (Completed, Cancelled)):
+            return ""
+        timings, usage = self.end.timings, self.end.usage
+        parts = []
+        if "ttft_ms" in timings:
+            compiled = self.prefill.compile_ms if self.prefill else 0.0
+            of_it = f" ({compiled:.0f} ms of it XLA compiling)" if compiled >= 1 else ""
+            parts.append(f"first token {timings['ttft_ms']:.0f} ms{of_it}")
+        if isinstance(self.end, Completed) and self.end.tokens_per_s:
+            parts.append(f"{self.end.tokens_per_s:.1f} tok/s")
+        if usage.get("completion_tokens"):
+            parts.append(f"{usage['completion_tokens']} tokens generated")
+        ending = self.end.finish_reason if isinstance(self.end, Completed) else "stopped"
+        return "speed: " + ", ".join(parts) + f" · {ending}" if parts else f"finish: {ending}"
+
+
+def _short(text: str, limit: int = 80) -> str:
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+def response_markdown(response: Iterable[Event]) -> str:
+    """A `Response` shown in a notebook: the answer and the pipeline summary, as `%%chat` shows them (runs the
+    turn to its end)."""
+    view = TurnView()
+    for event in response:
+        view.add(event)
+    return view.markdown()
+
+
+def register_display(shell: Any) -> None:
+    """Let IPython show a `Response` (a cell ending in `chat.send(…)`) as `response_markdown` draws it. The
+    package calls this when it is imported in a running IPython, and `%load_ext jupyter_chatflow` again."""
+    shell.display_formatter.formatters["text/markdown"].for_type(Response, response_markdown)

@@ -1,0 +1,3 @@
+"""The network itself: the GGUF file and its metadata, the weights (dequantized with gguf's own code), the
+Llama-family transformer in Flax, its compiled XLA programs, and where the model file is found.
+"""

@@ -1,0 +1,304 @@
+"""`Chat`: a conversation with the model, turn by turn; `send` returns the turn's `Response` (its events).
+
+>>> import jupyter_chatflow as cf
+>>> chat = cf.Chat(session="demo")
+>>> response = chat.send("What is the capital of France?", temperature=0.7)
+>>> for event in response:
+...     if event.type == "token":
+...         print(event.text, end="")
+>>> response.text()
+
+Turns run on one engine worker thread (the caller's thread stays free: a widget's Stop is handled while tokens
+stream). Iterating a Response waits for its events; Ctrl-C / Kernel → Interrupt while waiting stops the turn
+(the KeyboardInterrupt still reaches the caller) and the Response ends with a `Cancelled` event that keeps the
+partial answer: iterate it again to read the rest.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import threading
+import time
+import uuid
+import warnings
+import weakref
+from collections.abc import Callable
+from concurrent.futures import Future, ThreadPoolExecutor
+from typing import Any, TypeVar
+
+from jupyter_chatflow.engine.generation import Step
+from jupyter_chatflow.engine.loader import load_model
+from jupyter_chatflow.engine.model import Model
+from jupyter_chatflow.events import TERMINAL, Completed, ContextAssembled, Emitter, Event, TurnStarted
+from jupyter_chatflow.store.database import Database
+from jupyter_chatflow.store.memory import Memory
+from jupyter_chatflow.store.sessions import Sessions, TurnRecord
+from jupyter_chatflow.store.telemetry import Telemetry, turn_record
+
+from .fork import fork_request
+from .request import ChatRequest, RequestError
+from .response import Response, WrittenLog
+from .safety import SafetyPolicy
+from .safety.pii import redact
+from .title import write_title
+from .tools import Toolbox
+from .turn import DEFAULT_SYSTEM, Turn, TurnSetup, turn_policy
+
+STOPPED_MARK = " [stopped]"
+T = TypeVar("T")
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class Prewarm:
+    """A draft's prompt put into the prompt cache before it is sent (see `Chat.prewarm`)."""
+
+    chars: int
+    prompt_tokens: int
+    computed_tokens: int
+    cached_before: int
+    """Prompt tokens already cached before the prewarm: a turn that reuses more than these used the prewarm."""
+    latency_ms: float
+
+
+class Chat:
+    """A session with the model: history, memory, tools, safety and the prompt cache, kept across turns."""
+
+    def __init__(
+        self,
+        *,
+        model: Model | None = None,
+        session: str = "default",
+        new: bool = False,
+        system: str | None = None,
+        db: Database | str | None = None,
+        toolbox: Toolbox | None = None,
+        namespace: dict[str, Any] | None = None,
+        persist: bool = True,
+        policy: SafetyPolicy | None = None,
+        context_window: int | None = None,
+    ):
+        self.model = model if model is not None else load_model()
+        self.context_window = _window(context_window, self.model.config.context_length)
+        """The tokens a turn's prompt and answer may take: the model's window, or less (to see trimming early)."""
+        self.db = db if isinstance(db, Database) else Database(db)
+        self.sessions, self.memory = Sessions(self.db), Memory(self.db)
+        self.telemetry = Telemetry(self.db)
+        self.toolbox = toolbox or Toolbox.builtin(namespace=namespace, memory=self.memory)
+        self.system = system or DEFAULT_SYSTEM
+        self.persist = persist
+        self.policy = policy or SafetyPolicy()  # (its lexicon is built now, not in the first turn's time)
+        """Guards and PII actions of the safety layers (e.g. with `ModelGuard`); the request picks the mode."""
+        self.session = self.sessions.open(session, new=new)
+        self._worker = ThreadPoolExecutor(max_workers=1, thread_name_prefix="chatflow-engine")
+        self._current: threading.Event | None = None
+        self._unsaved: list[TurnRecord] = []
+        self._watchers: list[weakref.WeakMethod] = []
+
+    @property
+    def title(self) -> str:
+        """The session's title ("" until the model has written one after the first answer)."""
+        return self.session.title
+
+    def history(self) -> list[TurnRecord]:
+        """The session's turns, oldest first (kept in this object only when `persist` is False)."""
+        return self.sessions.turns(self.session.id) if self.persist else list(self._unsaved)
+
+    def send(self, text: str, **options: Any) -> Response:
+        """Start a turn (lazily: it runs when the Response is first iterated); options as `ChatRequest.build`."""
+        request = self._request(text, options)
+        tools, cancel = self._tools(request), threading.Event()
+        log = WrittenLog(lambda: self._submit(self._run, request, tools, log, cancel), cancel)
+        self._current = cancel
+        return Response(log)
+
+    def fork(self, turn_id: str, index: int, token_id: int) -> Response:
+        """Regenerate the latest turn's answer from its token `index`, with `token_id` (one of the alternatives the
+        sampler saw there) in its place. The answer before it is kept and comes from the prompt cache, so only the
+        new token is computed. The fork is a new turn (`fork_of` set) that replaces the forked one in the history.
+        """
+        active = self._active()
+        if not active or active[-1].id != turn_id:
+            raise RequestError("Only the latest turn of the session can be forked (later turns build on it).")
+        parent = active[-1]
+        request, prefix = fork_request(parent, index, token_id, self.model.tokenizer, self.session.name)
+        tools, cancel, history = self._tools(request), threading.Event(), self._history(exclude=parent.id)
+        log = WrittenLog(lambda: self._submit(self._run, request, tools, log, cancel, history, prefix), cancel)
+        self._current = cancel
+        return Response(log)
+
+    def prewarm(self, text: str, **options: Any) -> Future[Prewarm]:
+        """Put the prompt that `text` would make into the prompt cache, on the engine thread (a draft being typed:
+        the turn that sends it then prefills only what changed). Options as `send`."""
+        return self._worker.submit(self._prewarm, self._request(text, options))
+
+    def _request(self, text: str, options: dict[str, Any]) -> ChatRequest:
+        """The validated request; a `session` option must name this chat's session (a turn goes to it)."""
+        session = options.setdefault("session", self.session.name)
+        if session != self.session.name:
+            raise RequestError(
+                f"This chat is on session {self.session.name!r}, not {session!r}: use "
+                f"cf.Chat(session={session!r}) or chat.new_session({session!r}) to talk in another session."
+            )
+        return ChatRequest.build(text, window=self.model.config.context_length, **options)
+
+    def submit(self, work: Callable[..., T], *args: Any) -> Future[T]:
+        """Run `work(*args)` on the engine thread, after the turns already queued (e.g. an attention pass)."""
+        return self._worker.submit(work, *args)
+
+    def watch(self, method: Callable[[TurnRecord], Any]) -> None:
+        """Call `method(record)` after each turn of this chat is stored, whoever sent it (on the engine thread,
+        before the turn's last event goes out). Held weakly: a panel that is gone is no longer called."""
+        self._watchers.append(weakref.WeakMethod(method))
+
+    def stop(self) -> None:
+        """Stop the running turn between two decode steps (from any thread)."""
+        if self._current is not None:
+            self._current.set()
+
+    def reset(self) -> None:
+        """Forget this session's turns (memories stay)."""
+        self.sessions.reset(self.session.id)
+        self._unsaved.clear()
+
+    def new_session(self, name: str | None = None) -> None:
+        """Archive the session and start a fresh one with the same (or a new) name."""
+        self.session = self.sessions.open(name or self.session.name, new=True)
+
+    def _submit(self, run: Callable[..., None], *args: Any) -> Future[None]:
+        """Queue a turn on the engine thread; it learns how long it waited there (`TurnStarted.queued_ms`)."""
+        return self._worker.submit(run, *args, submitted=time.perf_counter())
+
+    def _run(self, request: ChatRequest, tools: list, out: WrittenLog, cancel: threading.Event,
+             history: list | None = None, prefix: tuple[Step, ...] = (), *, submitted: float) -> None:  # fmt: skip
+        """On the worker thread: run the turn, stamping each event; store the turn before its last event goes out;
+        then, for a session's first answer, write the session's title (a late event: the answer does not wait)."""
+        emitter, log = Emitter(f"turn_{uuid.uuid4().hex[:16]}"), []
+
+        def emit(event: Event) -> None:
+            log.append(emitter(event))
+            if isinstance(log[-1], TERMINAL):
+                self._store(log)
+            out.append(log[-1])
+
+        setup = self._setup(request, tools, self._history() if history is None else history, prefix)
+        setup.queued_ms = (time.perf_counter() - submitted) * 1000
+        try:
+            Turn(setup, request, emit, cancel).run()
+            if setup.needs_title:
+                self._title(log, emit, request, cancel)
+        except Exception as error:  # the answer is out and stored; a failing title must not vanish silently
+            warnings.warn(f"jupyter_chatflow could not write the session's title ({error!r}).", stacklevel=1)
+        finally:
+            out.end()  # readers never wait forever, whatever happened
+
+    def _title(self, log: list[Event], emit: Callable[[Event], None], request: ChatRequest,
+               cancel: threading.Event) -> None:  # fmt: skip
+        """Title the session from what the model saw (the redacted message) and showed (the answer)."""
+        last = log[-1] if log else None
+        context = next((e for e in log if isinstance(e, ContextAssembled)), None)
+        user = next((s.text for s in context.segments if s.kind == "user"), None) if context else None
+        if not isinstance(last, Completed) or last.finish_reason == "content_filter" or user is None:
+            return
+        policy = turn_policy(self.policy, request.features.safety)
+        event = write_title(self.model, user, last.text, policy, cancel)
+        if event is None:
+            return
+        emit(event)
+        started = log[0]  # the turn's session (a new one may have begun while the title was written)
+        session_id = started.session_id if isinstance(started, TurnStarted) else self.session.id
+        try:
+            if self.sessions.add_event(log[0].turn_id, log[-1].to_dict()):  # else: reset while the title was written
+                self.sessions.set_title(session_id, event.title)
+                if self.session.id == session_id:
+                    self.session = self.sessions.get(session_id)
+        except Exception as error:
+            warnings.warn(f"jupyter_chatflow could not store the session's title ({error}).", stacklevel=1)
+        self._tell(TurnRecord.from_events(log, session_id=session_id))
+
+    def _tools(self, request: ChatRequest) -> list:
+        """The tools the request names, from this chat's toolbox."""
+        return self.toolbox.resolve(",".join(request.features.tools)) if request.features.tools else []
+
+    def _setup(self, request: ChatRequest, tools: list, history: list, prefix: tuple[Step, ...] = ()) -> TurnSetup:
+        return TurnSetup(
+            model=self.model, session_id=self.session.id, system=self.system, history=history,
+            memory=self.memory if request.features.memory else None, tools=tools,
+            needs_title=self.persist and not self.session.title and not request.fork_of,  # unstored: no title
+            policy=self.policy, prefix=prefix, window=self.context_window,
+        )  # fmt: skip
+
+    def _prewarm(self, request: ChatRequest) -> Prewarm:
+        """On the worker thread: the turn's stages up to the prompt ids (no events kept), then a prefill."""
+        started = time.perf_counter()
+        turn = Turn(self._setup(request, self._tools(request), self._history()), request, lambda _: None,
+                    threading.Event())  # fmt: skip
+        ids = turn.prompt_ids()
+        computed = self.model.prefill(ids) if ids else 0
+        ms = (time.perf_counter() - started) * 1000
+        return Prewarm(chars=len(request.text), prompt_tokens=len(ids), computed_tokens=computed,
+                       cached_before=len(ids) - computed, latency_ms=ms)  # fmt: skip
+
+    def _active(self) -> list[TurnRecord]:
+        """The session's turns without those a fork replaced."""
+        records = self.history()
+        forked = {e.get("fork_of") for r in records for e in r.events[:1]}
+        return [r for r in records if r.id not in forked]
+
+    def _history(self, exclude: str = "") -> list[list[dict[str, str]]]:
+        """Earlier turns as the model saw them (the user's text after input redaction); turns the model never
+        saw (blocked at the input, failed before the prompt was built) and forked-away turns are left out."""
+        turns = []
+        for record in self._active():
+            if record.id == exclude:
+                continue
+            user = _prompted_user_text(record)
+            if user is None or record.status == "error":
+                continue
+            answer = record.answer + (STOPPED_MARK if record.status == "cancelled" else "")
+            turns.append([{"role": "user", "content": user}, {"role": "assistant", "content": answer}])
+        return turns
+
+    def _store(self, events: list[Event]) -> None:
+        """Save the turn and its telemetry record, then tell the watchers; a storage failure is reported, the
+        answer still goes out."""
+        record = TurnRecord.from_events(events, session_id=self.session.id)
+        if not self.persist:
+            self._unsaved.append(record)
+        else:
+            try:
+                self._save(record, events)
+            except Exception as error:
+                warnings.warn(f"jupyter_chatflow could not store this turn ({error}); the answer is not lost from "
+                              f"the output, but the session will not remember it.", stacklevel=1)  # fmt: skip
+        self._tell(record)
+
+    def _tell(self, record: TurnRecord) -> None:
+        self._watchers = [ref for ref in self._watchers if ref() is not None]
+        for ref in self._watchers:
+            method = ref()
+            try:
+                if method is not None:
+                    method(record)
+            except Exception as error:  # a watcher's bug must not break the turn
+                warnings.warn(f"jupyter_chatflow: a watcher of this chat failed: {error!r}", stacklevel=1)
+
+    def _save(self, record: TurnRecord, events: list[Event]) -> None:
+        self.sessions.add_turn(record)
+        self.telemetry.log(turn_record(events, model=self.model.config.name, redact=redact))
+
+
+def _prompted_user_text(record: TurnRecord) -> str | None:
+    """The user's message as it went into the prompt (its `user` segment), or None if no prompt was built."""
+    contexts = [e for e in record.events if e.get("type") == "context_assembled"]
+    if not contexts:
+        return None
+    return next((s["text"] for s in contexts[0]["segments"] if s["kind"] == "user"), record.user)
+
+
+def _window(asked: int | None, model_window: int) -> int:
+    if asked is None:
+        return model_window
+    if isinstance(asked, bool) or not isinstance(asked, int) or not 16 <= asked <= model_window:
+        raise RequestError(f"context_window must be a whole number from 16 to the model's window ({model_window}), "
+                           f"got {asked!r}")  # fmt: skip
+    return asked

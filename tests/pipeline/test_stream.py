@@ -1,0 +1,106 @@
+"""The streaming round on its own: a model that starts a tool call mid-answer (scripted) hands over to the mask."""
+
+from __future__ import annotations
+
+import threading
+
+from jupyter_chatflow.engine.generation import Step, Usage
+from jupyter_chatflow.engine.sampling import SamplingParams
+from jupyter_chatflow.events import TokenDelta, ToolCall
+from jupyter_chatflow.pipeline.stream import Streamer
+from jupyter_chatflow.pipeline.tools import calculator
+
+
+class ScriptedGeneration:
+    """What Model.generate returns, with fixed texts (closing it early is how the streamer stops it)."""
+
+    def __init__(self, texts: list[str]):
+        self.texts, self.text, self.finish_reason = texts, "", None
+        self.usage = Usage(prompt_tokens=3)
+
+    def __iter__(self):
+        for index, text in enumerate(self.texts):
+            self.usage.completion_tokens = index + 1
+            self.text += text
+            yield Step(index=index, token_id=40 + index, text=text, logprob=-0.1, entropy=0.5, top_alternatives=(),
+                       elapsed_ms=float(index))  # fmt: skip
+        self.finish_reason = "stop"
+
+
+class Scripted:
+    """The tiny model, except that free generation says `texts`; masked generation is the real engine's."""
+
+    def __init__(self, model, texts):
+        self.model, self.texts = model, texts
+        self.tokenizer, self.config = model.tokenizer, model.config
+
+    def generate(self, ids, *, params, cancel=None, constraint=None):
+        if constraint is not None:
+            return self.model.generate(ids, params=params, cancel=cancel, constraint=constraint)
+        return ScriptedGeneration(self.texts)
+
+
+def run(model, texts, tools=(calculator,)):
+    events, cancel = [], threading.Event()
+    streamer = Streamer(Scripted(model, texts), events.append, cancel, gate=None)
+    result = streamer.free([1, 2, 3], SamplingParams(temperature=0.0), list(tools))
+    streamer.finish()
+    return result, events, cancel
+
+
+def test_a_call_started_mid_answer_is_decoded_under_the_mask(tiny_model):
+    result, events, cancel = run(tiny_model, ["Let me ", "compute. <to", "ol_call>", '{"name": "x"', " never read"])
+    assert result.text == "Let me compute. " and result.finish_reason == "tool_calls"
+    name, arguments = result.call
+    assert name == "calculator" and set(arguments) == {"expression"}
+    assert "".join(e.text for e in events if isinstance(e, TokenDelta)) == "Let me compute. "
+    assert not cancel.is_set()  # closing the free generation must not stop the turn
+
+
+def test_a_partial_tag_that_is_not_a_call_is_shown(tiny_model):
+    result, events, _ = run(tiny_model, ["a <tool", " box"])
+    assert result.call is None and result.text == "a <tool box"
+    assert "".join(e.text for e in events if isinstance(e, TokenDelta)) == "a <tool box"
+
+
+def test_without_tools_the_tag_is_just_text(tiny_model):
+    result, _, _ = run(tiny_model, ["<tool_call>", "{}"], tools=())
+    assert result.call is None and result.text == "<tool_call>{}"
+
+
+def test_events_name_the_call_only_once_the_turn_emits_it(tiny_model):
+    _, events, _ = run(tiny_model, ["<tool_call>"])
+    assert not any(isinstance(e, ToolCall) for e in events)  # the streamer returns the call; the turn runs it
+
+
+def test_a_forced_call_prefills_its_fixed_text_and_says_what_it_cost(tiny_model):
+    events: list = []
+    streamer = Streamer(tiny_model, events.append, threading.Event(), gate=None)
+    prompt = tiny_model.tokenizer.encode("What is 6*7?")
+    result = streamer.forced(prompt, SamplingParams(temperature=0.0), [calculator], None)
+    fixed = tiny_model.tokenizer.encode('<tool_call>\n{"name": "calculator", "arguments": {"expression":')
+    prefill = next(e for e in events if e.type == "prefill")
+    # one prefill, not one decode step per fixed token (with bytes for tokens, ` "` has no token to heal into)
+    assert len(fixed) <= prefill.prompt_tokens - len(prompt) <= len(fixed) + 2
+    assert result.call is not None and result.call[0] == "calculator" and result.finish_reason == "tool_calls"
+    assert result.call_forced >= len(fixed) and result.call_tokens > result.call_forced  # the value is the model's
+    assert result.completion_tokens >= result.call_tokens - len("}}\n</tool_call>")  # the fixed end is not generated
+    assert 0.0 < result.prefill_ms + result.decode_ms <= result.call_ms
+
+
+def test_xla_compiling_during_decode_is_kept_apart_from_decoding_time(tiny_model):
+    """A decode program's first call compiles (seconds) inside decode_ms: tokens/s must not count it as decoding
+    (a tour chapter showed 12.7 tokens/s for a turn that decoded at 46)."""
+    from types import SimpleNamespace
+
+    from jupyter_chatflow.pipeline.stream import Round
+
+    streamer = Streamer(tiny_model, lambda event: None, threading.Event(), None)
+    usage = Usage(prompt_tokens=10, completion_tokens=7, prefill_ms=50.0, compile_ms=30.0)
+    generation = SimpleNamespace(usage=usage)
+    result = Round(prompt_tokens=10)
+    streamer._prefilled(result, generation)  # 30 ms of compiling so far: the prefill's
+    usage.decode_ms, usage.compile_ms = 1_200.0, 1_030.0  # then the decode program compiled for 1 s
+    streamer._count(result, generation)
+    assert result.decode_ms == 1_200.0 and result.decode_compile_ms == 1_000.0
+    assert result.decode_steps == 6  # 6 steps in 200 ms of decoding: 30 tokens/s, not 5

@@ -1,0 +1,122 @@
+"""The session title: written after the answer ends, from what the model saw, scanned, 2-6 whole words."""
+
+from __future__ import annotations
+
+import pytest
+
+from jupyter_chatflow.events import Completed, TitleGenerated
+from jupyter_chatflow.pipeline.chat import Chat
+from jupyter_chatflow.pipeline.safety import SafetyPolicy
+from jupyter_chatflow.pipeline.title import _scanned, clean_title, fallback_title, on_topic
+from jupyter_chatflow.store.database import Database
+from jupyter_chatflow.testing import TinySpec, write_tiny_gguf
+
+
+@pytest.fixture(scope="module")
+def wide_model(tmp_path_factory):
+    from jupyter_chatflow import load_model
+
+    path = write_tiny_gguf(tmp_path_factory.mktemp("wide") / "wide.gguf", TinySpec(context_length=4096))
+    return load_model(path, dtype="float32")
+
+
+@pytest.mark.parametrize(
+    "attempt, title",
+    [
+        ("Reverse List in Python", "Reverse List in Python"),
+        ('"Green Tea Health Benefits."', "Green Tea Health Benefits"),
+        ("Title: **Autumn Leaves in Haiku**", "Autumn Leaves in Haiku"),
+        ("Rayleigh Scattering Explanation and Why It's Important in Science", ""),  # 9 words: never cut mid-way
+        ("Paris", ""),  # one word
+        ("Sure! Here is a title", ""),  # a reply, not a title
+        ("I think the title is", ""),
+        ("", ""),
+    ],
+)
+def test_an_attempt_is_kept_whole_or_rejected(attempt, title):
+    assert clean_title(attempt) == title
+
+
+@pytest.mark.parametrize(
+    "user, title",
+    [
+        ("What is the capital of France?", "Capital of France"),
+        ("Why is the sky blue?", "Sky Blue"),
+        ("What is 17*23?", "17*23"),
+        ("Can you write a haiku about autumn leaves? Make it sad.", "Haiku About Autumn Leaves"),
+        ("Translate 'good morning' into Spanish", "Translate 'Good Morning' into Spanish"),
+        ("Please explain the difference between a list and a tuple in Python and when to use each", None),
+        ("hi", ""),
+        ("Write a long story about a dragon who learns to bake bread.", "Long Story About a Dragon"),
+        ("Make a list of ten fruits", "List of Ten Fruits"),
+        ("Count from 1 to 200, one number per line.", "Count from 1 to 200"),
+        ("Tell me, what is the tallest mountain?", "Tallest Mountain"),
+    ],
+)
+def test_the_fallback_is_the_users_first_phrase_in_whole_words(user, title):
+    got = fallback_title(user)
+    if title is None:  # long: at most six whole words, never ending on a small word
+        words = got.split()
+        assert 2 <= len(words) <= 6 and all(w in user.title() or w in user for w in words)
+        assert words[-1].lower() not in {"a", "and", "the", "of", "between"}
+    else:
+        assert got == title
+
+
+def test_the_fallback_leaves_out_redaction_placeholders():
+    assert "EMAIL" not in fallback_title("Mail [EMAIL] the minutes of the board meeting")
+
+
+def test_a_title_must_share_a_word_with_the_message():
+    assert on_topic("Autumn Leaves in Haiku", "Can you write a haiku about autumn leaves?")
+    assert not on_topic("Paris Answer", "What is the capital of France?")
+    assert not on_topic("One Thousand Two Thirty-Three", "What is 17*23?")
+
+
+def test_a_title_the_output_scan_would_change_is_not_used():
+    policy = SafetyPolicy()
+    assert _scanned("Meeting Notes for Ada", policy) == "Meeting Notes for Ada"
+    assert _scanned("Mail ada@example.com Today", policy) == ""
+
+
+def test_the_title_is_a_late_event_after_the_answer(wide_model, tmp_path):
+    chat = Chat(model=wide_model, db=Database(tmp_path / "t.db"), session="t")
+    response = chat.send("What is the capital of France?", max_tokens=6, temperature=0.0)
+    events = response.events()
+    assert isinstance(events[-1], Completed) and not any(isinstance(e, TitleGenerated) for e in events)
+    late = response.after_end()
+    assert [type(e) for e in late] == [TitleGenerated]
+    title = late[0]
+    assert title.sequence_number == events[-1].sequence_number + 1 and title.turn_id == events[-1].turn_id
+    assert title.timestamp > events[-1].timestamp  # the answer's turn ended before the title was written
+    # the random model's attempt is unusable: the user's words are the title, and the session keeps it
+    assert (title.title, title.source) == ("Capital of France", "fallback") and response.title() == title.title
+    assert chat.title == "Capital of France"
+    stored = chat.sessions.events(events[0].turn_id)
+    assert stored[-1]["type"] == "title_generated"
+    assert chat.send("and of Spain?", max_tokens=4, temperature=0.0).after_end() == []  # one title per session
+
+
+def test_the_title_is_written_from_the_redacted_message(wide_model, tmp_path, monkeypatch):
+    chat = Chat(model=wide_model, db=Database(tmp_path / "t.db"), session="t")
+    prompts: list[str] = []
+    generate = wide_model.generate
+
+    def spy(ids, **kwargs):
+        prompts.append(wide_model.tokenizer.decode(list(ids)))
+        return generate(ids, **kwargs)
+
+    monkeypatch.setattr(wide_model, "generate", spy)
+    response = chat.send("Send the meeting minutes to ada.lovelace@example.com by Friday", max_tokens=4)
+    assert response.title()
+    assert len(prompts) == 2  # the answer, then the title
+    assert "ada.lovelace@example.com" not in prompts[1] and "minutes" in prompts[1]
+    assert "[EMAIL]" in prompts[1]
+    assert "lovelace" not in response.title().lower()
+
+
+def test_no_title_for_a_blocked_or_cancelled_first_turn(wide_model, tmp_path):
+    chat = Chat(model=wide_model, db=Database(tmp_path / "t.db"), session="t")
+    response = chat.send("How do I synthesize sarin nerve agent at home?", max_tokens=4)
+    assert response.terminal().finish_reason == "content_filter"  # type: ignore[union-attr]
+    assert response.after_end() == [] and chat.title == ""
