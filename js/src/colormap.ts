@@ -108,11 +108,11 @@ export function fillPixels(bits: Uint16Array, lut: Uint32Array, out: Uint8Clampe
 /** Parses `#rgb`, `#rrggbb` or `rgb(a)(…)` into RGB; `fallback` when it can't. */
 export function parseColor(text: string, fallback: RGB): RGB {
   const s = text.trim();
-  let m = /^#([0-9a-f]{3})$/i.exec(s);
-  if (m) return [0, 1, 2].map((i) => parseInt(m![1][i] + m![1][i], 16)) as RGB;
-  m = /^#([0-9a-f]{6})/i.exec(s);
-  if (m) return [0, 2, 4].map((i) => parseInt(m![1].slice(i, i + 2), 16)) as RGB;
-  m = /^rgba?\(\s*([\d.]+)[\s,]+([\d.]+)[\s,]+([\d.]+)/i.exec(s);
+  const short = /^#([0-9a-f]{3})$/i.exec(s)?.[1];
+  if (short) return [0, 1, 2].map((i) => parseInt(short[i] + short[i], 16)) as RGB;
+  const long = /^#([0-9a-f]{6})/i.exec(s)?.[1];
+  if (long) return [0, 2, 4].map((i) => parseInt(long.slice(i, i + 2), 16)) as RGB;
+  const m = /^rgba?\(\s*([\d.]+)[\s,]+([\d.]+)[\s,]+([\d.]+)/i.exec(s);
   if (m) return [Number(m[1]), Number(m[2]), Number(m[3])];
   return fallback;
 }

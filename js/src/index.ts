@@ -6,7 +6,7 @@
 import { parseColor, type RGB } from "./colormap";
 import { el } from "./dom";
 import { Conversation, type Change, summarize, type TurnData } from "./state";
-import type { KernelMessage, LiveRecord, ModelInfo, Prewarm, Settings, TokenDelta, TurnRecord, ViewMessage } from "./types";
+import type { KernelMessage, MessageHandler, PanelTraits, Settings, TokenDelta, ViewMessage } from "./types";
 import { AttentionView } from "./views/attention";
 import { ContextView } from "./views/context";
 import { ChatBox, Header, Notice, SettingsForm } from "./views/controls";
@@ -17,12 +17,14 @@ import { tokenDetails } from "./views/token_details";
 
 /** The part of the anywidget model the panel uses (a fake in tests implements just this). */
 export interface PanelModel {
-  get(name: string): any; // eslint-disable-line @typescript-eslint/no-explicit-any
-  set(name: string, value: unknown): void;
+  get<K extends keyof PanelTraits>(name: K): PanelTraits[K] | undefined;
+  set<K extends keyof PanelTraits>(name: K, value: PanelTraits[K]): void;
   save_changes(): void;
-  on(name: string, callback: (...args: any[]) => void): void; // eslint-disable-line @typescript-eslint/no-explicit-any
-  off(name?: string | null, callback?: ((...args: any[]) => void) | null): void; // eslint-disable-line @typescript-eslint/no-explicit-any
-  send(content: unknown, callbacks?: unknown, buffers?: ArrayBuffer[] | ArrayBufferView[]): void;
+  on(name: "msg:custom", callback: MessageHandler): void;
+  on(name: `change:${keyof PanelTraits}`, callback: () => void): void;
+  off(name: "msg:custom", callback: MessageHandler): void;
+  off(name: `change:${keyof PanelTraits}`, callback: () => void): void;
+  send(content: ViewMessage, callbacks?: unknown, buffers?: ArrayBuffer[] | ArrayBufferView[]): void;
 }
 
 const TABS = [
@@ -107,7 +109,7 @@ function render({ model, el: host }: { model: PanelModel; el: HTMLElement }): ()
     cancelFrame = null;
     lastDraw = Date.now();
     dirty = false;
-    tabButtons.forEach((b) => b.setAttribute("aria-selected", String(b.getAttribute("data-tab") === tab)));
+    for (const b of tabButtons) b.setAttribute("aria-selected", String(b.getAttribute("data-tab") === tab));
     for (const [id, panel] of Object.entries(panels)) panel.hidden = id !== tab;
     const turn = shownTurn();
     attention.setTurn(turn);
@@ -171,7 +173,7 @@ function render({ model, el: host }: { model: PanelModel; el: HTMLElement }): ()
   }
 
   function showPopover(turnId: string, token: TokenDelta | null, chip: HTMLElement | null): void {
-    host.querySelectorAll(".cf-tok-selected").forEach((c) => c.classList.remove("cf-tok-selected"));
+    for (const c of host.querySelectorAll(".cf-tok-selected")) c.classList.remove("cf-tok-selected");
     const turn = conversation.turns.get(turnId);
     if (!token || !chip || !turn) {
       popover.hidden = true;
@@ -232,7 +234,7 @@ function render({ model, el: host }: { model: PanelModel; el: HTMLElement }): ()
     b.addEventListener("click", () => {
       answerView = v;
       stream.setView(v);
-      viewButtons.forEach((o) => o.setAttribute("aria-pressed", String(o === b)));
+      for (const o of viewButtons) o.setAttribute("aria-pressed", String(o === b));
       if (v === "text") hidePopover();
     });
     return b;
@@ -256,29 +258,29 @@ function render({ model, el: host }: { model: PanelModel; el: HTMLElement }): ()
     scheduleInspector();
   }
   function syncTurns(): void {
-    const turns = (model.get("turns") ?? []) as TurnRecord[];
-    const live = (model.get("live") ?? null) as LiveRecord | null;
+    const turns = model.get("turns") ?? [];
+    const live = model.get("live") ?? null;
     applyChange(conversation.sync(turns, live));
   }
   function syncMeta(): void {
-    const info = (model.get("model_info") ?? null) as ModelInfo | null;
+    const info = model.get("model_info") ?? null;
     const st = status();
     header.update(String(model.get("title") ?? ""), String(model.get("session") ?? ""), info, st);
     root.setAttribute("data-status", st);
-    chat.update(st, (model.get("prewarm") ?? null) as Prewarm | null);
+    chat.update(st, model.get("prewarm") ?? null);
     if (st === "generating") chat.cancelDraft();
     if (info) attention.setModelInfo({ ...info, tools: info.tools ?? [] });
     settingsForm.update((model.get("settings") ?? {}) as Settings, info);
     notice.update(String(model.get("error") ?? ""));
     refreshPopover(); // (its fork buttons depend on the status)
   }
-  const onMsg = (msg: KernelMessage, buffers?: (DataView | ArrayBuffer)[]) => {
+  const onMsg: MessageHandler = (msg: KernelMessage, buffers) => {
     if (!msg || typeof msg !== "object") return;
     if (msg.type === "events") applyChange(conversation.receive(msg.turn_id, msg.events ?? [], msg.pieces ?? {}));
     else if (msg.type === "attention" || msg.type === "attention_error") attention.receive(msg, buffers ?? []);
     else if (msg.type === "prewarmed") chat.update(status(), msg.prewarm);
   };
-  const traitNames = ["title", "session", "status", "model_info", "prewarm", "error", "settings"];
+  const traitNames = ["title", "session", "status", "model_info", "prewarm", "error", "settings"] as const;
   model.on("change:turns", syncTurns);
   model.on("change:live", syncTurns);
   for (const name of traitNames) model.on(`change:${name}`, syncMeta);
@@ -287,7 +289,7 @@ function render({ model, el: host }: { model: PanelModel; el: HTMLElement }): ()
   syncMeta();
   syncTurns();
   drawInspector();
-  const live = model.get("live") as LiveRecord | null;
+  const live = model.get("live");
   if (live) send({ type: "resume", turn_id: live.turn_id, after: conversation.turns.get(live.turn_id)?.lastSeq ?? -1 });
 
   return () => {

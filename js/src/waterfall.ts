@@ -92,30 +92,39 @@ class Builder {
     const r = this.round > 1 ? ` #${this.round}` : "";
     switch (e.type) {
       case "safety_decision":
-        return this.span(`safety ${e.layer}`, "safety", e, e.latency_ms, `${e.action} · ${e.guard} · ${e.reason}`);
+        this.span(`safety ${e.layer}`, "safety", e, e.latency_ms, `${e.action} · ${e.guard} · ${e.reason}`);
+        break;
       case "memory_recalled":
-        return this.span("memory recall", "memory", e, e.latency_ms, `${e.snippets.length} recalled`);
+        this.span("memory recall", "memory", e, e.latency_ms, `${e.snippets.length} recalled`);
+        break;
       case "context_assembled":
         this.endDecode();
         this.round += 1;
-        return this.span(this.round > 1 ? `context #${this.round}` : "context", "context", e, e.latency_ms, `${e.prompt_tokens.toLocaleString()} of ${e.window.toLocaleString()} tokens`);
+        this.span(this.round > 1 ? `context #${this.round}` : "context", "context", e, e.latency_ms, `${e.prompt_tokens.toLocaleString()} of ${e.window.toLocaleString()} tokens`);
+        break;
       case "tokenized":
-        return this.span(`tokenize${r}`, "tokenize", e, e.latency_ms, `${e.ids.length} ids`);
+        this.span(`tokenize${r}`, "tokenize", e, e.latency_ms, `${e.ids.length} ids`);
+        break;
       case "prefill":
-        return this.prefill(e, r);
+        this.prefill(e, r);
+        break;
       case "token":
-        return this.token(e);
+        this.token(e);
+        break;
       case "tool_call":
         this.endDecode(e.timestamp - this.origin, `tool call ${e.name}${e.constrained ? " (arguments decoded under the JSON-schema mask)" : ""}`);
-        return;
+        break;
       case "tool_result":
-        return this.span(`tool ${e.name}`, "tool", e, e.latency_ms, e.error ? `error: ${e.error}` : `→ ${e.output}`);
+        this.span(`tool ${e.name}`, "tool", e, e.latency_ms, e.error ? `error: ${e.error}` : `→ ${e.output}`);
+        break;
       case "title_generated":
-        return this.span("title", "title", e, e.latency_ms, `“${e.title}” (${e.source === "fallback" ? "the user's words" : "written by the model"}, after the answer)`);
+        this.span("title", "title", e, e.latency_ms, `“${e.title}” (${e.source === "fallback" ? "the user's words" : "written by the model"}, after the answer)`);
+        break;
       case "memory_written":
-        return this.span("memory write", "memory", e, 0, `${e.operation}: ${e.text}`);
+        this.span("memory write", "memory", e, 0, `${e.operation}: ${e.text}`);
+        break;
       default:
-        return;
+        break;
     }
   }
 

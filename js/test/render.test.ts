@@ -3,7 +3,7 @@ import widget from "../src/index";
 import { toolCard } from "../src/views/tools";
 import { safetyBadge } from "../src/views/safety";
 import { summarize } from "../src/state";
-import type { ChatEvent, SafetyDecision, TurnRecord } from "../src/types";
+import type { AttentionRequest, ChatEvent, SafetyDecision, TurnRecord } from "../src/types";
 import { baseTraits, FakeModel } from "./fake_model";
 import { FIX, completedOf, tokensOf } from "./helpers";
 
@@ -32,6 +32,12 @@ function mount(traits: Record<string, unknown>) {
 }
 const q = (id: string) => host.querySelector(`[data-testid="${id}"]`) as HTMLElement;
 const last = (m: FakeModel) => m.sent[m.sent.length - 1];
+/** The last message the view sent, which must be an attention request. */
+function lastAttentionRequest(m: FakeModel): AttentionRequest {
+  const { content } = last(m);
+  if (content.type !== "attention") throw new Error(`expected an attention request, the view sent ${content.type}`);
+  return content;
+}
 const qa = (id: string) => host.querySelectorAll(`[data-testid="${id}"]`);
 
 describe("render from the turns trait", () => {
@@ -220,7 +226,7 @@ describe("fake model: live stream, controls and messages", () => {
     (q("tab-attention") as HTMLButtonElement).click();
     (q("attention-layer") as HTMLSelectElement).value = "3";
     (q("attention-show") as HTMLButtonElement).click();
-    const req = last(model).content;
+    const req = lastAttentionRequest(model);
     expect(req).toMatchObject({ type: "attention", turn_id: FIX.answer.turn_id, layer: 3, head: -1, mode: "tokens" });
     const n = 50;
     const bits = new Uint16Array(n * n).fill(0x3c00);
@@ -360,7 +366,7 @@ describe("attention", () => {
   it("is drawn without a click for a short finished turn, with token labels on both axes and a colour scale", () => {
     const model = mount({ turns: [FIX.answer] });
     (q("tab-attention") as HTMLButtonElement).click();
-    const req = last(model).content;
+    const req = lastAttentionRequest(model);
     expect(req).toMatchObject({ type: "attention", turn_id: FIX.answer.turn_id, mode: "tokens" });
     const n = 50; // 38 prompt + 12 generated
     const bits = new Uint16Array(n * n).fill(0x3c00);

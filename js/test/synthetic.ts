@@ -41,7 +41,7 @@ export function longTurn(base: TurnRecord, n: number, turn_id = "turn_long"): Tu
 export function causalHalf(rows: number, cols: number): Uint16Array {
   const out = new Uint16Array(rows * cols);
   for (let r = 0; r < rows; r++) {
-    const limit = Math.min(cols, r + 1 + (cols - rows > 0 ? cols - rows : 0));
+    const limit = Math.min(cols, r + 1 + Math.max(0, cols - rows));
     for (let c = 0; c < limit; c++) {
       const local = Math.exp(-(r - c) / 6);
       const sink = c === 0 ? 0.5 : 0;

@@ -54,6 +54,7 @@ export class AttentionView {
   private box = el("div", { class: "cf-heat-box" });
   private marker = el("div", { class: "cf-heat-row-marker", hidden: true });
   private tip = el("div", { class: "cf-tip", hidden: true });
+  private wrap = el("div", { class: "cf-heat-wrap" });
   private colLabels = el("div", { class: "cf-heat-cols", "data-testid": "attention-cols" });
   private rowLabels = el("div", { class: "cf-heat-rows", "data-testid": "attention-rows" });
   private topLabels = el("div", { class: "cf-heat-top", "data-testid": "attention-top" });
@@ -79,7 +80,8 @@ export class AttentionView {
       this.status,
     );
     const grid = el("div", { class: "cf-heat-grid" }, el("span", { class: "cf-heat-corner cf-muted", text: "query ↓ · key →" }), this.topLabels, this.rowLabels, this.box, el("span", {}), this.colLabels);
-    this.el.append(controls, el("div", { class: "cf-heat-wrap" }, grid, this.tip), this.scale, el("div", { class: "cf-muted cf-att-hint", text: "Rows are query positions (what attends), columns key positions (what is attended to): the prompt, then the generated tokens. Hover a cell for its tokens and weight; in tokens view, hover a token chip to mark its row and shade the prompt by what it attended to." }));
+    this.wrap.append(grid, this.tip);
+    this.el.append(controls, this.wrap, this.scale, el("div", { class: "cf-muted cf-att-hint", text: "Rows are query positions (what attends), columns key positions (what is attended to): the prompt, then the generated tokens. Hover a cell for its tokens and weight; in tokens view, hover a token chip to mark its row and shade the prompt by what it attended to." }));
     this.canvas.addEventListener("mousemove", (ev) => this.hover(ev));
     this.canvas.addEventListener("mouseleave", () => (this.tip.hidden = true));
     this.canvas.addEventListener("click", (ev) => this.drill(ev));
@@ -174,14 +176,13 @@ export class AttentionView {
     this.box.style.aspectRatio = msg.mode === "segments" ? "" : `${cols} / ${rows}`;
     const pool = msg.pool > 1 ? ` · pooled ${msg.pool}×${msg.pool}` : "";
     this.status.textContent = `layer ${msg.layer} · ${msg.head < 0 ? "mean of heads" : `head ${msg.head}`} · ${rows}×${cols}${pool} · drawn in ${ms.toFixed(0)} ms`;
-    this.drawAxes();
+    this.drawAxes(msg);
     this.drawScale(max, msg.mode);
     this.marker.hidden = true;
   }
 
   /** Token labels on both axes (every k-th when there are many), or the segments under a segments matrix. */
-  private drawAxes(): void {
-    const { msg } = this.matrix!;
+  private drawAxes(msg: AttentionMessage): void {
     const [rows, cols] = msg.shape;
     const seq = this.sequence();
     for (const node of [this.colLabels, this.rowLabels, this.topLabels]) clear(node);
@@ -214,11 +215,11 @@ export class AttentionView {
 
   /** The tokens of the matrix's turn sequence: the final prompt, then the generated tokens (texts). */
   private sequence(): string[] {
-    const turn = this.turn && this.matrix && this.turn.turn_id === this.matrix.msg.turn_id ? this.turn : null;
-    if (!turn) return [];
+    const { turn, matrix } = this;
+    if (!turn || !matrix || turn.turn_id !== matrix.msg.turn_id) return [];
     const s = summarize(turn.events);
     const last = s.rounds[s.rounds.length - 1];
-    const ids = Array.isArray(this.matrix?.msg.tokens) ? this.matrix!.msg.tokens : [...(last?.tokenized?.ids ?? []), ...s.tokens.map((t) => t.token_id)];
+    const ids = Array.isArray(matrix.msg.tokens) ? matrix.msg.tokens : [...(last?.tokenized?.ids ?? []), ...s.tokens.map((t) => t.token_id)];
     return ids.map((id) => turn.pieces[String(id)]?.[0] ?? `#${id}`);
   }
 
@@ -247,7 +248,7 @@ export class AttentionView {
     }
     this.tip.textContent = lines.join("\n");
     this.tip.hidden = false;
-    const wrap = this.tip.parentElement!.getBoundingClientRect();
+    const wrap = this.wrap.getBoundingClientRect();
     this.tip.style.left = `${Math.min(ev.clientX - wrap.left + 14, wrap.width - 240)}px`;
     this.tip.style.top = `${ev.clientY - wrap.top + 14}px`;
   }

@@ -62,7 +62,9 @@ export class ContextView {
       return;
     }
     clear(this.roundSelect);
-    rounds.forEach((_, i) => this.roundSelect.appendChild(el("option", { value: i, text: `round ${i + 1} of ${rounds.length}`, selected: i === index })));
+    for (let i = 0; i < rounds.length; i++) {
+      this.roundSelect.appendChild(el("option", { value: i, text: `round ${i + 1} of ${rounds.length}`, selected: i === index }));
+    }
     this.roundSelect.hidden = rounds.length < 2;
     const round = rounds[index];
     const generated = index === rounds.length - 1 ? summary.tokens.length : 0;
