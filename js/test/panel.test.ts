@@ -1,40 +1,19 @@
 /** The panel's wiring (src/panel/): settings toggle, popover closing, turn picker, the lazy redraw, cleanup. */
-import { afterEach, beforeEach, describe, expect, it, vi } from "vitest";
-import widget from "../src/index";
-import { baseTraits, FakeModel } from "./fake_model";
+import { describe, expect, it, vi } from "vitest";
 import { FIX, tokensOf } from "./helpers";
+import { usePanelPage } from "./mount";
 
-let host: HTMLElement;
-let cleanup: (() => void) | null = null;
-
-beforeEach(() => {
-  host = document.createElement("div");
-  document.body.appendChild(host);
-  vi.spyOn(console, "error").mockImplementation(() => {}); // jsdom: canvas getContext is not implemented
-});
-afterEach(() => {
-  cleanup?.();
-  cleanup = null;
-  host.remove();
-  vi.useRealTimers();
-  vi.restoreAllMocks();
-});
-
-function mount(traits: Record<string, unknown>): FakeModel {
-  const model = new FakeModel(baseTraits(traits));
-  cleanup = widget.render({ model, el: host });
-  return model;
-}
-const q = <T extends HTMLElement = HTMLElement>(id: string) => host.querySelector(`[data-testid="${id}"]`) as T;
+const page = usePanelPage();
+const { mount, q } = page;
 const chip = (turnId: string, index: number) =>
-  host.querySelector(`[data-testid="token"][data-turn="${turnId}"][data-index="${index}"]`) as HTMLElement;
+  page.host.querySelector(`[data-testid="token"][data-turn="${turnId}"][data-index="${index}"]`) as HTMLElement;
 const click = (node: Element) => node.dispatchEvent(new MouseEvent("click", { bubbles: true }));
-const turnSelect = () => host.querySelector(".cf-tabs select") as HTMLSelectElement;
+const turnSelect = () => page.host.querySelector(".cf-tabs select") as HTMLSelectElement;
 
 describe("header", () => {
   it("the settings button shows and hides the settings form", () => {
     mount({});
-    const form = host.querySelector(".cf-settings") as HTMLFormElement;
+    const form = page.host.querySelector(".cf-settings") as HTMLFormElement;
     expect(form.hidden).toBe(true);
     q("settings-toggle").click();
     expect(form.hidden).toBe(false);
@@ -93,7 +72,7 @@ describe("a pinned token popover", () => {
     chip(FIX.tool.turn_id, 1).dispatchEvent(new MouseEvent("mouseover", { bubbles: true }));
     expect(q("popover").hidden).toBe(false);
     expect(q("popover").textContent).toContain(FIX.tool.pieces[String(hovered.token_id)][0]);
-    expect(host.querySelector(".cf-tok-selected")).toBeNull(); // hovering marks nothing
+    expect(page.host.querySelector(".cf-tok-selected")).toBeNull(); // hovering marks nothing
   });
 });
 
@@ -119,9 +98,9 @@ describe("the inspector's turn", () => {
   it("a click on an earlier turn in the conversation picks it, redrawn on a later frame", () => {
     vi.useFakeTimers();
     mount({ turns: [FIX.answer, FIX.tool] });
-    click(host.querySelector(`.cf-turn[data-turn="${FIX.tool.turn_id}"]`) as HTMLElement);
+    click(page.host.querySelector(`.cf-turn[data-turn="${FIX.tool.turn_id}"]`) as HTMLElement);
     expect(turnSelect().value).toBe(""); // the latest: nothing to pick
-    click(host.querySelector(`.cf-turn[data-turn="${FIX.answer.turn_id}"]`) as HTMLElement);
+    click(page.host.querySelector(`.cf-turn[data-turn="${FIX.answer.turn_id}"]`) as HTMLElement);
     expect(turnSelect().value).toBe(FIX.answer.turn_id);
     expect(q("prompt-tokens").querySelectorAll(".cf-ptok").length).toBe(379); // not yet
     vi.advanceTimersByTime(250);
@@ -134,10 +113,9 @@ describe("cleanup", () => {
     const model = mount({ turns: [FIX.answer] });
     const names = ["turns", "live", "title", "session", "status", "model_info", "prewarm", "error", "settings"];
     expect(names.map((n) => model.listeners(`change:${n}`))).toEqual(names.map(() => 1));
-    cleanup?.();
-    cleanup = null;
+    page.unmount();
     expect(names.map((n) => model.listeners(`change:${n}`))).toEqual(names.map(() => 0));
     expect(model.listeners("msg:custom")).toBe(0);
-    expect(host.childElementCount).toBe(0);
+    expect(page.host.childElementCount).toBe(0);
   });
 });

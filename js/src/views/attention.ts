@@ -225,15 +225,15 @@ export class AttentionView {
     const [rows, cols] = msg.shape;
     const seq = this.sequence();
     for (const node of [this.colLabels, this.rowLabels, this.topLabels]) clear(node);
-    const name = (i: number) => shortToken(seq[i] ?? `#${i}`);
     const room = (px: number) => (px > 0 ? Math.floor(px / LABEL_PX) : 48);
-    axisLabels(
-      this.rowLabels,
-      rows,
-      room(this.box.clientHeight),
-      (r) => name(covered(msg.rows_range[0], msg.pool, r, msg.rows_range[1])[0]),
-      "top",
-    );
+    /** A cell's label: the first token it covers along an axis with this range. */
+    const name =
+      ([start, end]: [number, number]) =>
+      (cell: number) => {
+        const i = covered(start, msg.pool, cell, end)[0];
+        return shortToken(seq[i] ?? `#${i}`);
+      };
+    axisLabels(this.rowLabels, rows, room(this.box.clientHeight), name(msg.rows_range), "top");
     if (msg.mode === "segments") {
       for (const s of msg.segments)
         this.colLabels.appendChild(
@@ -244,13 +244,7 @@ export class AttentionView {
           }),
         );
     } else {
-      axisLabels(
-        this.topLabels,
-        cols,
-        room(this.box.clientWidth),
-        (c) => name(covered(msg.cols_range[0], msg.pool, c, msg.cols_range[1])[0]),
-        "left",
-      );
+      axisLabels(this.topLabels, cols, room(this.box.clientWidth), name(msg.cols_range), "left");
     }
   }
 
