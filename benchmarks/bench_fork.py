@@ -22,10 +22,10 @@ ROOT = Path(__file__).resolve().parents[1]
 
 CHILD = """
 import json, sys, tempfile
-from jupyter_chatflow.chat import Chat
-from jupyter_chatflow.engine import Model
+from jupyter_chatflow.pipeline.chat import Chat
+from jupyter_chatflow.engine.model import Model
 from jupyter_chatflow.events import PrefillDone
-from jupyter_chatflow.store import Database
+from jupyter_chatflow.store.database import Database
 
 if sys.argv[1] == "peer":
     general = Model._prefill_and_sample

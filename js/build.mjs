@@ -8,5 +8,11 @@ const common = { bundle: true, minify: true, target: "es2020", logLevel: "info" 
 await esbuild.build({ ...common, entryPoints: ["src/index.ts"], format: "esm", outfile: `${outdir}widget.js` });
 await esbuild.build({ ...common, entryPoints: ["src/styles.css"], outfile: `${outdir}widget.css` });
 if (process.argv.includes("--harness")) {
-  await esbuild.build({ ...common, minify: false, entryPoints: ["test/harness.ts"], format: "esm", outfile: "test/harness.js" });
+  await esbuild.build({
+    ...common,
+    minify: false,
+    entryPoints: ["test/harness.ts"],
+    format: "esm",
+    outfile: "test/harness.js",
+  });
 }

@@ -100,7 +100,8 @@ export function buildHalfLut(ramp: Uint8Array, max: number, scale: Scale): Uint3
 
 /** The pixel fill: float16 cells → RGBA bytes (`out` has 4 bytes per cell), through `buildHalfLut`'s table. */
 export function fillPixels(bits: Uint16Array, lut: Uint32Array, out: Uint8ClampedArray): void {
-  if (out.length < bits.length * 4) throw new Error(`fillPixels: out holds ${out.length / 4} pixels, need ${bits.length}`);
+  if (out.length < bits.length * 4)
+    throw new Error(`fillPixels: out holds ${out.length / 4} pixels, need ${bits.length}`);
   const pixels = new Uint32Array(out.buffer, out.byteOffset, bits.length);
   for (let i = 0; i < bits.length; i++) pixels[i] = lut[bits[i]];
 }
@@ -108,11 +109,11 @@ export function fillPixels(bits: Uint16Array, lut: Uint32Array, out: Uint8Clampe
 /** Parses `#rgb`, `#rrggbb` or `rgb(a)(…)` into RGB; `fallback` when it can't. */
 export function parseColor(text: string, fallback: RGB): RGB {
   const s = text.trim();
-  let m = /^#([0-9a-f]{3})$/i.exec(s);
-  if (m) return [0, 1, 2].map((i) => parseInt(m![1][i] + m![1][i], 16)) as RGB;
-  m = /^#([0-9a-f]{6})/i.exec(s);
-  if (m) return [0, 2, 4].map((i) => parseInt(m![1].slice(i, i + 2), 16)) as RGB;
-  m = /^rgba?\(\s*([\d.]+)[\s,]+([\d.]+)[\s,]+([\d.]+)/i.exec(s);
+  const short = /^#([0-9a-f]{3})$/i.exec(s)?.[1];
+  if (short) return [0, 1, 2].map((i) => parseInt(short[i] + short[i], 16)) as RGB;
+  const long = /^#([0-9a-f]{6})/i.exec(s)?.[1];
+  if (long) return [0, 2, 4].map((i) => parseInt(long.slice(i, i + 2), 16)) as RGB;
+  const m = /^rgba?\(\s*([\d.]+)[\s,]+([\d.]+)[\s,]+([\d.]+)/i.exec(s);
   if (m) return [Number(m[1]), Number(m[2]), Number(m[3])];
   return fallback;
 }

@@ -9,14 +9,39 @@
  *
  * The kernel's static copy does the same with markdown-it-py and nh3 (jupyter_chatflow/safe_markdown.py).
  */
-import MarkdownIt from "markdown-it";
+
 import type { Token } from "markdown-it";
+import MarkdownIt from "markdown-it";
 
 // breaks: a single newline is a line break, as the model wrote it (a chat answer is not a document to reflow)
-const md = new MarkdownIt("commonmark", { html: false, linkify: false, breaks: true }).enable(["table", "strikethrough"]);
+const md = new MarkdownIt("commonmark", { html: false, linkify: false, breaks: true }).enable([
+  "table",
+  "strikethrough",
+]);
 
 /** The elements a token may become; anything else becomes a span. */
-const TAGS = new Set(["p", "h1", "h2", "h3", "h4", "h5", "h6", "blockquote", "ul", "ol", "li", "em", "strong", "s", "table", "thead", "tbody", "tr", "th", "td"]);
+const TAGS = new Set([
+  "p",
+  "h1",
+  "h2",
+  "h3",
+  "h4",
+  "h5",
+  "h6",
+  "blockquote",
+  "ul",
+  "ol",
+  "li",
+  "em",
+  "strong",
+  "s",
+  "table",
+  "thead",
+  "tbody",
+  "tr",
+  "th",
+  "td",
+]);
 
 interface Walk {
   stack: Node[];
@@ -68,7 +93,13 @@ function leaf(t: Token, w: Walk): boolean {
       return true;
     }
     case "image":
-      add(textElement("span", `[image: ${t.children?.map((c) => c.content).join("") ?? ""} — ${t.attrGet("src") ?? ""}]`, "cf-md-url"));
+      add(
+        textElement(
+          "span",
+          `[image: ${t.children?.map((c) => c.content).join("") ?? ""} — ${t.attrGet("src") ?? ""}]`,
+          "cf-md-url",
+        ),
+      );
       return true;
     default:
       return false;
@@ -77,7 +108,7 @@ function leaf(t: Token, w: Walk): boolean {
 
 function nest(t: Token, w: Walk): void {
   if (t.type === "link_open") {
-    w.links.push(t.markup === "autolink" ? "" : t.attrGet("href") ?? "");
+    w.links.push(t.markup === "autolink" ? "" : (t.attrGet("href") ?? ""));
     const span = textElement("span", "", "cf-md-link");
     w.stack[w.stack.length - 1].appendChild(span);
     w.stack.push(span);

@@ -11,8 +11,8 @@ import type {
   PrefillDone,
   Prewarm,
   SafetyDecision,
-  Tokenized,
   TokenDelta,
+  Tokenized,
   ToolCall,
   ToolResult,
   TurnRecord,
@@ -161,7 +161,7 @@ export class Conversation {
   /** The highest sequence number of the live turn, else of the last turn (-1 when none). */
   lastSeq(): number {
     const id = this.liveId ?? this.order[this.order.length - 1];
-    return id ? this.turns.get(id)?.lastSeq ?? -1 : -1;
+    return id ? (this.turns.get(id)?.lastSeq ?? -1) : -1;
   }
 }
 

@@ -290,3 +290,19 @@ export type ViewMessage =
   | { type: "resume"; turn_id: string; after: number }
   | AttentionRequest
   | { type: "fork"; turn_id: string; index: number; token_id: number };
+
+/** The synced traits (the table in js/README.md); `get` gives undefined for one the kernel has not set. */
+export interface PanelTraits {
+  turns: TurnRecord[];
+  live: LiveRecord | null;
+  settings: Settings;
+  title: string;
+  session: string;
+  status: string;
+  model_info: ModelInfo | null;
+  prewarm: Prewarm | null;
+  error: string;
+}
+
+/** How the view receives a kernel → view custom message and its binary buffers. */
+export type MessageHandler = (msg: KernelMessage, buffers?: (DataView | ArrayBuffer)[]) => void;

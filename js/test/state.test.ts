@@ -1,6 +1,15 @@
 import { describe, expect, it } from "vitest";
-import { Conversation, answerText, contextBar, createTurn, mergeEvents, promptTokens, summarize, prewarmUsed } from "../src/state";
-import { FIX, completedOf, tokensOf } from "./helpers";
+import {
+  answerText,
+  Conversation,
+  contextBar,
+  createTurn,
+  mergeEvents,
+  prewarmUsed,
+  promptTokens,
+  summarize,
+} from "../src/state";
+import { completedOf, FIX, tokensOf } from "./helpers";
 
 describe("reducer on the real fixtures", () => {
   for (const [name, fx] of Object.entries(FIX)) {
@@ -71,14 +80,22 @@ describe("context", () => {
     expect(toks.length).toBe(38);
     expect(toks[0]).toMatchObject({ text: "<|im_start|>", special: true, kind: "template" });
     expect(toks[3].kind).toBe("system");
-    expect(toks.slice(25, 32).map((t) => t.text).join("")).toBe("What is the capital of France?");
+    expect(
+      toks
+        .slice(25, 32)
+        .map((t) => t.text)
+        .join(""),
+    ).toBe("What is the capital of France?");
     expect(toks.slice(25, 32).every((t) => t.kind === "user")).toBe(true);
   });
 });
 
 describe("prewarm", () => {
   it("is used when the first prefill reused more than cached_before", () => {
-    const turn = createTurn({ ...FIX.tool, prewarm: { chars: 5, prompt_tokens: 20, computed_tokens: 20, cached_before: 0, latency_ms: 50 } });
+    const turn = createTurn({
+      ...FIX.tool,
+      prewarm: { chars: 5, prompt_tokens: 20, computed_tokens: 20, cached_before: 0, latency_ms: 50 },
+    });
     mergeEvents(turn, FIX.tool.events);
     expect(prewarmUsed(turn)).toBe(true);
     turn.prewarm = { ...turn.prewarm!, cached_before: 20 };

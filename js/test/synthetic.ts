@@ -1,22 +1,71 @@
 /** Synthetic data for the harness and speed tests: a long streamed answer and causal attention matrices. */
 import type { ChatEvent, Pieces, TokenDelta, TurnRecord } from "../src/types";
 
-const WORDS = ["The", " model", " reads", " the", " prompt", ",", " then", " writes", " one", " token", " at", " a", " time", ".", " Each", " step", " looks", " back", " over", " the", " cache", " and", " picks", " from", " the", " top", "-k", " list", ":", " sometimes", " a", " surprising", " one", "!"];
+const WORDS = [
+  "The",
+  " model",
+  " reads",
+  " the",
+  " prompt",
+  ",",
+  " then",
+  " writes",
+  " one",
+  " token",
+  " at",
+  " a",
+  " time",
+  ".",
+  " Each",
+  " step",
+  " looks",
+  " back",
+  " over",
+  " the",
+  " cache",
+  " and",
+  " picks",
+  " from",
+  " the",
+  " top",
+  "-k",
+  " list",
+  ":",
+  " sometimes",
+  " a",
+  " surprising",
+  " one",
+  "!",
+];
 
 /** A turn like `base` (a real fixture) whose answer is `n` generated tokens. */
 export function longTurn(base: TurnRecord, n: number, turn_id = "turn_long"): TurnRecord {
-  const head = base.events.filter((e) => e.type !== "token" && e.type !== "completed" && e.sequence_number <= 5).map((e) => ({ ...e, turn_id })) as ChatEvent[];
+  const head = base.events
+    .filter((e) => e.type !== "token" && e.type !== "completed" && e.sequence_number <= 5)
+    .map((e) => ({ ...e, turn_id })) as ChatEvent[];
   const t0 = head[head.length - 1].timestamp;
   const pieces: Pieces = { ...base.pieces };
   const tokens: TokenDelta[] = [];
   for (let i = 0; i < n; i++) {
     const text = i % 47 === 46 ? "\n" : WORDS[i % WORDS.length];
     const id = 1000 + (i % WORDS.length) + (text === "\n" ? 500 : 0);
-    pieces[String(id)] = [text, Array.from(new TextEncoder().encode(text), (b) => b.toString(16).padStart(2, "0")).join("")];
+    pieces[String(id)] = [
+      text,
+      Array.from(new TextEncoder().encode(text), (b) => b.toString(16).padStart(2, "0")).join(""),
+    ];
     const lp = -((i * 7919) % 23) / 8;
     tokens.push({
-      type: "token", sequence_number: head.length + i, turn_id, timestamp: t0 + 0.03 * (i + 1), index: i, token_id: id, text,
-      logprob: lp, entropy: 1 + ((i * 31) % 17) / 10, elapsed_ms: 30, redacted: i === 120,
+      type: "token",
+      sequence_number: head.length + i,
+      turn_id,
+      timestamp: t0 + 0.03 * (i + 1),
+      index: i,
+      token_id: id,
+      text,
+      logprob: lp,
+      entropy: 1 + ((i * 31) % 17) / 10,
+      elapsed_ms: 30,
+      redacted: i === 120,
       alternatives: [
         { token_id: id, text, logprob: lp, sampling_prob: 0.6 },
         { token_id: 2000 + i, text: " alt", logprob: lp - 0.4, sampling_prob: 0.4 },
@@ -28,12 +77,22 @@ export function longTurn(base: TurnRecord, n: number, turn_id = "turn_long"): Tu
   }
   const last = tokens[tokens.length - 1];
   const completed: ChatEvent = {
-    type: "completed", sequence_number: last.sequence_number + 1, turn_id, timestamp: last.timestamp + 0.001, finish_reason: "length",
-    text: tokens.map((t) => t.text).join(""), usage: { prompt_tokens: 38, completion_tokens: n, reused_tokens: 0 },
-    timings: { ttft_ms: (tokens[0].timestamp - head[0].timestamp) * 1000, total_ms: (last.timestamp - head[0].timestamp) * 1000 }, tokens_per_s: 33.3,
+    type: "completed",
+    sequence_number: last.sequence_number + 1,
+    turn_id,
+    timestamp: last.timestamp + 0.001,
+    finish_reason: "length",
+    text: tokens.map((t) => t.text).join(""),
+    usage: { prompt_tokens: 38, completion_tokens: n, reused_tokens: 0 },
+    timings: {
+      ttft_ms: (tokens[0].timestamp - head[0].timestamp) * 1000,
+      total_ms: (last.timestamp - head[0].timestamp) * 1000,
+    },
+    tokens_per_s: 33.3,
   };
   const started = head[0];
-  if (started.type === "turn_started") head[0] = { ...started, user: "Explain how a language model generates text, in detail." };
+  if (started.type === "turn_started")
+    head[0] = { ...started, user: "Explain how a language model generates text, in detail." };
   return { turn_id, events: [...head, ...tokens, completed], pieces, prewarm: null, fork_of: "" };
 }
 
@@ -41,7 +100,7 @@ export function longTurn(base: TurnRecord, n: number, turn_id = "turn_long"): Tu
 export function causalHalf(rows: number, cols: number): Uint16Array {
   const out = new Uint16Array(rows * cols);
   for (let r = 0; r < rows; r++) {
-    const limit = Math.min(cols, r + 1 + (cols - rows > 0 ? cols - rows : 0));
+    const limit = Math.min(cols, r + 1 + Math.max(0, cols - rows));
     for (let c = 0; c < limit; c++) {
       const local = Math.exp(-(r - c) / 6);
       const sink = c === 0 ? 0.5 : 0;

@@ -2,16 +2,24 @@ import { describe, expect, it } from "vitest";
 import { createTurn, mergeEvents, type TurnData } from "../src/state";
 import type { ChatEvent, TurnRecord } from "../src/types";
 import { ticks, waterfall } from "../src/waterfall";
-import { FIX, completedOf, rec, tokensOf } from "./helpers";
+import { completedOf, FIX, rec, tokensOf } from "./helpers";
 
 const turnOf = (fx: TurnRecord): TurnData => {
   const turn = createTurn(fx);
   mergeEvents(turn, fx.events, fx.pieces);
   return turn;
 };
-const startedOf = (fx: TurnRecord) => fx.events.find((e): e is Extract<ChatEvent, { type: "turn_started" }> => e.type === "turn_started")!;
+const startedOf = (fx: TurnRecord) =>
+  fx.events.find((e): e is Extract<ChatEvent, { type: "turn_started" }> => e.type === "turn_started")!;
 const originOf = (fx: TurnRecord) => startedOf(fx).timestamp - (startedOf(fx).queued_ms ?? 0) / 1000;
-const LATENCY_KINDS = new Set(["safety_decision", "memory_recalled", "context_assembled", "tokenized", "tool_result", "title_generated"]);
+const LATENCY_KINDS = new Set([
+  "safety_decision",
+  "memory_recalled",
+  "context_assembled",
+  "tokenized",
+  "tool_result",
+  "title_generated",
+]);
 
 describe("the timeline's waterfall, against the events of real turns", () => {
   for (const [name, fx] of Object.entries(FIX)) {
@@ -23,12 +31,21 @@ describe("the timeline's waterfall, against the events of real turns", () => {
         if (!LATENCY_KINDS.has(e.type)) continue;
         const end = e.timestamp - origin;
         const start = end - (e as { latency_ms: number }).latency_ms / 1000;
-        expect(spans.some(([a, b]) => Math.abs(a - start) < 1e-9 && Math.abs(b - end) < 1e-9), `${e.type} #${e.sequence_number}`).toBe(true);
+        expect(
+          spans.some(([a, b]) => Math.abs(a - start) < 1e-9 && Math.abs(b - end) < 1e-9),
+          `${e.type} #${e.sequence_number}`,
+        ).toBe(true);
       }
       for (const p of fx.events.filter((e) => e.type === "prefill")) {
         const end = p.timestamp - origin;
-        const rows = w.stages.filter((s) => Math.abs(s.end - end) < 1e-9 || (s.kind === "compile" && Math.abs(s.start - (end - p.latency_ms / 1000)) < 1e-9));
-        const took = rows.filter((s) => s.kind === "prefill" || s.kind === "compile").reduce((n, s) => n + (s.end - s.start), 0);
+        const rows = w.stages.filter(
+          (s) =>
+            Math.abs(s.end - end) < 1e-9 ||
+            (s.kind === "compile" && Math.abs(s.start - (end - p.latency_ms / 1000)) < 1e-9),
+        );
+        const took = rows
+          .filter((s) => s.kind === "prefill" || s.kind === "compile")
+          .reduce((n, s) => n + (s.end - s.start), 0);
         expect(took * 1000).toBeCloseTo(p.latency_ms, 6); // compile + prefill rows = the prefill's latency
       }
       // in order of start, nothing before the request was submitted, nothing after the last event
@@ -110,8 +127,13 @@ describe("the timeline's waterfall, against the events of real turns", () => {
     const toks = tokensOf(fx);
     const compile = w.stages.filter((s) => s.kind === "compile");
     // the prefill's compile, then the decode step's (the first token's compile_ms repeats the prefill's)
-    expect(compile.map((s) => (s.end - s.start) * 1000)).toEqual([prefill.compile_ms, toks[1].compile_ms].map((v) => expect.closeTo(v!, 6)));
-    expect(w.compileMs).toBeCloseTo(prefill.compile_ms! + toks.slice(1).reduce((n, t) => n + (t.compile_ms ?? 0), 0), 6);
+    expect(compile.map((s) => (s.end - s.start) * 1000)).toEqual(
+      [prefill.compile_ms, toks[1].compile_ms].map((v) => expect.closeTo(v!, 6)),
+    );
+    expect(w.compileMs).toBeCloseTo(
+      prefill.compile_ms! + toks.slice(1).reduce((n, t) => n + (t.compile_ms ?? 0), 0),
+      6,
+    );
     expect(prefill.compile_ms).toBeGreaterThan(0);
   });
 

@@ -15,7 +15,13 @@ export interface Matrix {
 
 /** Draws a float16 matrix on a canvas (one pixel per cell); returns the milliseconds it took and the value the
  * colour ramp tops out at (the 99.5th percentile, for the colour scale). */
-export function renderHeatmap(canvas: HTMLCanvasElement, bits: Uint16Array, rows: number, cols: number, background: RGB): { ms: number; max: number } {
+export function renderHeatmap(
+  canvas: HTMLCanvasElement,
+  bits: Uint16Array,
+  rows: number,
+  cols: number,
+  background: RGB,
+): { ms: number; max: number } {
   const t0 = performance.now();
   canvas.width = cols;
   canvas.height = rows;
@@ -48,12 +54,18 @@ export class AttentionView {
   private layer = el("select", { class: "cf-select", "data-testid": "attention-layer", "aria-label": "Layer" });
   private head = el("select", { class: "cf-select", "data-testid": "attention-head", "aria-label": "Head" });
   private mode = el("select", { class: "cf-select", "data-testid": "attention-mode", "aria-label": "Mode" });
-  private showBtn = el("button", { class: "cf-btn cf-btn-primary", type: "button", "data-testid": "attention-show", text: "Show" });
+  private showBtn = el("button", {
+    class: "cf-btn cf-btn-primary",
+    type: "button",
+    "data-testid": "attention-show",
+    text: "Show",
+  });
   private status = el("span", { class: "cf-muted cf-att-status" });
   private canvas = el("canvas", { class: "cf-heatmap", "data-testid": "heatmap", width: 1, height: 1 });
   private box = el("div", { class: "cf-heat-box" });
   private marker = el("div", { class: "cf-heat-row-marker", hidden: true });
   private tip = el("div", { class: "cf-tip", hidden: true });
+  private wrap = el("div", { class: "cf-heat-wrap" });
   private colLabels = el("div", { class: "cf-heat-cols", "data-testid": "attention-cols" });
   private rowLabels = el("div", { class: "cf-heat-rows", "data-testid": "attention-rows" });
   private topLabels = el("div", { class: "cf-heat-top", "data-testid": "attention-top" });
@@ -65,8 +77,14 @@ export class AttentionView {
   private counter = 0;
   matrix: Matrix | null = null;
 
-  constructor(private send: Send, private background: () => RGB) {
-    this.mode.append(el("option", { value: "tokens", text: "tokens" }), el("option", { value: "segments", text: "segments" }));
+  constructor(
+    private send: Send,
+    private background: () => RGB,
+  ) {
+    this.mode.append(
+      el("option", { value: "tokens", text: "tokens" }),
+      el("option", { value: "segments", text: "segments" }),
+    );
     this.showBtn.addEventListener("click", () => this.request());
     this.box.append(this.canvas, this.marker);
     const controls = el(
@@ -78,8 +96,26 @@ export class AttentionView {
       this.showBtn,
       this.status,
     );
-    const grid = el("div", { class: "cf-heat-grid" }, el("span", { class: "cf-heat-corner cf-muted", text: "query ↓ · key →" }), this.topLabels, this.rowLabels, this.box, el("span", {}), this.colLabels);
-    this.el.append(controls, el("div", { class: "cf-heat-wrap" }, grid, this.tip), this.scale, el("div", { class: "cf-muted cf-att-hint", text: "Rows are query positions (what attends), columns key positions (what is attended to): the prompt, then the generated tokens. Hover a cell for its tokens and weight; in tokens view, hover a token chip to mark its row and shade the prompt by what it attended to." }));
+    const grid = el(
+      "div",
+      { class: "cf-heat-grid" },
+      el("span", { class: "cf-heat-corner cf-muted", text: "query ↓ · key →" }),
+      this.topLabels,
+      this.rowLabels,
+      this.box,
+      el("span", {}),
+      this.colLabels,
+    );
+    this.wrap.append(grid, this.tip);
+    this.el.append(
+      controls,
+      this.wrap,
+      this.scale,
+      el("div", {
+        class: "cf-muted cf-att-hint",
+        text: "Rows are query positions (what attends), columns key positions (what is attended to): the prompt, then the generated tokens. Hover a cell for its tokens and weight; in tokens view, hover a token chip to mark its row and shade the prompt by what it attended to.",
+      }),
+    );
     this.canvas.addEventListener("mousemove", (ev) => this.hover(ev));
     this.canvas.addEventListener("mouseleave", () => (this.tip.hidden = true));
     this.canvas.addEventListener("click", (ev) => this.drill(ev));
@@ -90,7 +126,8 @@ export class AttentionView {
     this.info = info;
     const layer = this.layer.value;
     clear(this.layer);
-    for (let i = 0; i < Math.max(info.layers, 1); i++) this.layer.appendChild(el("option", { value: i, text: String(i) }));
+    for (let i = 0; i < Math.max(info.layers, 1); i++)
+      this.layer.appendChild(el("option", { value: i, text: String(i) }));
     this.layer.value = layer && Number(layer) < info.layers ? layer : String(Math.max(0, info.layers - 1));
     clear(this.head);
     this.head.appendChild(el("option", { value: -1, text: "mean" }));
@@ -102,7 +139,8 @@ export class AttentionView {
     if (!turn) this.reset();
     const live = !turn || !summarize(turn.events).terminal;
     this.showBtn.disabled = !turn;
-    if (turn && this.matrix && this.matrix.msg.turn_id !== turn.turn_id) this.status.textContent = "showing another turn — press Show";
+    if (turn && this.matrix && this.matrix.msg.turn_id !== turn.turn_id)
+      this.status.textContent = "showing another turn — press Show";
     else if (live && turn) this.status.textContent = "";
   }
 
@@ -150,7 +188,10 @@ export class AttentionView {
   }
 
   /** Handles `attention` / `attention_error` replies (ignores other views' requests). */
-  receive(msg: AttentionMessage | { type: "attention_error"; request_id: string; message: string }, buffers: (DataView | ArrayBuffer)[]): void {
+  receive(
+    msg: AttentionMessage | { type: "attention_error"; request_id: string; message: string },
+    buffers: (DataView | ArrayBuffer)[],
+  ): void {
     if (msg.request_id !== this.pending) return;
     if (msg.type === "attention_error") {
       this.status.textContent = msg.message; // (not asked again on its own: Show asks again)
@@ -174,24 +215,36 @@ export class AttentionView {
     this.box.style.aspectRatio = msg.mode === "segments" ? "" : `${cols} / ${rows}`;
     const pool = msg.pool > 1 ? ` · pooled ${msg.pool}×${msg.pool}` : "";
     this.status.textContent = `layer ${msg.layer} · ${msg.head < 0 ? "mean of heads" : `head ${msg.head}`} · ${rows}×${cols}${pool} · drawn in ${ms.toFixed(0)} ms`;
-    this.drawAxes();
+    this.drawAxes(msg);
     this.drawScale(max, msg.mode);
     this.marker.hidden = true;
   }
 
   /** Token labels on both axes (every k-th when there are many), or the segments under a segments matrix. */
-  private drawAxes(): void {
-    const { msg } = this.matrix!;
+  private drawAxes(msg: AttentionMessage): void {
     const [rows, cols] = msg.shape;
     const seq = this.sequence();
     for (const node of [this.colLabels, this.rowLabels, this.topLabels]) clear(node);
-    const name = (i: number) => shortToken(seq[i] ?? `#${i}`);
     const room = (px: number) => (px > 0 ? Math.floor(px / LABEL_PX) : 48);
-    axisLabels(this.rowLabels, rows, room(this.box.clientHeight), (r) => name(covered(msg.rows_range[0], msg.pool, r, msg.rows_range[1])[0]), "top");
+    /** A cell's label: the first token it covers along an axis with this range. */
+    const name =
+      ([start, end]: [number, number]) =>
+      (cell: number) => {
+        const i = covered(start, msg.pool, cell, end)[0];
+        return shortToken(seq[i] ?? `#${i}`);
+      };
+    axisLabels(this.rowLabels, rows, room(this.box.clientHeight), name(msg.rows_range), "top");
     if (msg.mode === "segments") {
-      for (const s of msg.segments) this.colLabels.appendChild(el("span", { class: `cf-heat-col cf-kind-${s.kind}`, title: `${s.label}: tokens ${s.start}–${s.end - 1} (${s.end - s.start})`, text: s.label }));
+      for (const s of msg.segments)
+        this.colLabels.appendChild(
+          el("span", {
+            class: `cf-heat-col cf-kind-${s.kind}`,
+            title: `${s.label}: tokens ${s.start}–${s.end - 1} (${s.end - s.start})`,
+            text: s.label,
+          }),
+        );
     } else {
-      axisLabels(this.topLabels, cols, room(this.box.clientWidth), (c) => name(covered(msg.cols_range[0], msg.pool, c, msg.cols_range[1])[0]), "left");
+      axisLabels(this.topLabels, cols, room(this.box.clientWidth), name(msg.cols_range), "left");
     }
   }
 
@@ -199,26 +252,38 @@ export class AttentionView {
   private drawScale(max: number, mode: string): void {
     clear(this.scale);
     this.scale.hidden = false;
-    const stops = heatStops(this.background()).map((c, i, all) => `rgb(${c.join(",")}) ${((i / (all.length - 1)) * 100).toFixed(0)}%`);
+    const stops = heatStops(this.background()).map(
+      (c, i, all) => `rgb(${c.join(",")}) ${((i / (all.length - 1)) * 100).toFixed(0)}%`,
+    );
     const ramp = el("span", { class: "cf-heat-ramp" });
     ramp.style.background = `linear-gradient(90deg, ${stops.join(", ")})`;
     const ticks = el("span", { class: "cf-heat-ticks" });
-    for (const [at, value] of [[0, 0], [0.5, max / 4], [1, max]] as const) {
+    for (const [at, value] of [
+      [0, 0],
+      [0.5, max / 4],
+      [1, max],
+    ] as const) {
       const tick = el("span", { text: `${at === 1 ? "≥ " : ""}${fmtWeight(value)}` });
       tick.style.left = `${at * 100}%`;
       ticks.appendChild(tick);
     }
     const what = mode === "segments" ? "attention mass on the segment" : "attention weight";
-    this.scale.append(el("span", { class: "cf-muted", text: what }), el("span", { class: "cf-heat-ramp-box" }, ramp, ticks), el("span", { class: "cf-muted", text: "(√ scale, top = 99.5th percentile)" }));
+    this.scale.append(
+      el("span", { class: "cf-muted", text: what }),
+      el("span", { class: "cf-heat-ramp-box" }, ramp, ticks),
+      el("span", { class: "cf-muted", text: "(√ scale, top = 99.5th percentile)" }),
+    );
   }
 
   /** The tokens of the matrix's turn sequence: the final prompt, then the generated tokens (texts). */
   private sequence(): string[] {
-    const turn = this.turn && this.matrix && this.turn.turn_id === this.matrix.msg.turn_id ? this.turn : null;
-    if (!turn) return [];
+    const { turn, matrix } = this;
+    if (!turn || !matrix || turn.turn_id !== matrix.msg.turn_id) return [];
     const s = summarize(turn.events);
     const last = s.rounds[s.rounds.length - 1];
-    const ids = Array.isArray(this.matrix?.msg.tokens) ? this.matrix!.msg.tokens : [...(last?.tokenized?.ids ?? []), ...s.tokens.map((t) => t.token_id)];
+    const ids = Array.isArray(matrix.msg.tokens)
+      ? matrix.msg.tokens
+      : [...(last?.tokenized?.ids ?? []), ...s.tokens.map((t) => t.token_id)];
     return ids.map((id) => turn.pieces[String(id)]?.[0] ?? `#${id}`);
   }
 
@@ -241,13 +306,19 @@ export class AttentionView {
     const lines = [`query ${rangeText(rowRange, seq)}`];
     if (msg.mode === "segments") {
       const s = msg.segments[cell.c];
-      lines.push(`key segment “${s?.label ?? cell.c}” [${s?.start}, ${s?.end})`, `mass ${value.toFixed(4)} · click to drill down`);
+      lines.push(
+        `key segment “${s?.label ?? cell.c}” [${s?.start}, ${s?.end})`,
+        `mass ${value.toFixed(4)} · click to drill down`,
+      );
     } else {
-      lines.push(`key ${rangeText(covered(msg.cols_range[0], msg.pool, cell.c, msg.cols_range[1]), seq)}`, `weight ${value.toFixed(4)}`);
+      lines.push(
+        `key ${rangeText(covered(msg.cols_range[0], msg.pool, cell.c, msg.cols_range[1]), seq)}`,
+        `weight ${value.toFixed(4)}`,
+      );
     }
     this.tip.textContent = lines.join("\n");
     this.tip.hidden = false;
-    const wrap = this.tip.parentElement!.getBoundingClientRect();
+    const wrap = this.wrap.getBoundingClientRect();
     this.tip.style.left = `${Math.min(ev.clientX - wrap.left + 14, wrap.width - 240)}px`;
     this.tip.style.top = `${ev.clientY - wrap.top + 14}px`;
   }
@@ -289,7 +360,13 @@ export class AttentionView {
 }
 
 /** Labels along one axis of `n` cells, each at its cell's centre (`side`: "top" for rows, "left" for columns). */
-function axisLabels(box: HTMLElement, n: number, most: number, text: (cell: number) => string, side: "top" | "left"): void {
+function axisLabels(
+  box: HTMLElement,
+  n: number,
+  most: number,
+  text: (cell: number) => string,
+  side: "top" | "left",
+): void {
   const every = Math.max(1, Math.ceil(n / Math.max(most, 1)));
   for (let i = 0; i < n; i += every) {
     const label = el("span", { class: "cf-heat-label", text: text(i) });

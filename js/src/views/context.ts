@@ -1,13 +1,17 @@
 /** The context window: a stacked bar by segment kind (plus what was trimmed), and the exact prompt's tokens. */
 import { clear, el } from "../dom";
-import { type BarPart, type Round, type TurnData, contextBar, promptTokens, summarize } from "../state";
+import { type BarPart, contextBar, promptTokens, type Round, summarize, type TurnData } from "../state";
 
 /** The bar's parts as elements (widths in % of the window). */
 export function contextBarElement(parts: BarPart[]): HTMLElement {
   const bar = el("div", { class: "cf-ctx-bar", "data-testid": "context-bar", role: "img" });
   bar.setAttribute("aria-label", parts.map((p) => `${p.label} ${p.tokens}`).join(", "));
   for (const p of parts) {
-    const part = el("span", { class: `cf-ctx-part cf-kind-${p.kind}`, "data-kind": p.kind, title: `${p.label}: ${p.tokens.toLocaleString()} tokens (${(p.fraction * 100).toFixed(1)} %)` });
+    const part = el("span", {
+      class: `cf-ctx-part cf-kind-${p.kind}`,
+      "data-kind": p.kind,
+      title: `${p.label}: ${p.tokens.toLocaleString()} tokens (${(p.fraction * 100).toFixed(1)} %)`,
+    });
     part.style.width = `${(p.fraction * 100).toFixed(3)}%`;
     bar.appendChild(part);
   }
@@ -31,7 +35,12 @@ export class ContextView {
       this.drawnKey = "";
       if (this.turn) this.show(this.turn);
     });
-    this.el.append(this.head, this.body, el("div", { class: "cf-label", text: "Exact prompt — coloured by where each token came from" }), this.prompt);
+    this.el.append(
+      this.head,
+      this.body,
+      el("div", { class: "cf-label", text: "Exact prompt — coloured by where each token came from" }),
+      this.prompt,
+    );
   }
 
   /** Shows nothing (no turn, or a new session). */
@@ -51,18 +60,29 @@ export class ContextView {
     const index = this.round >= 0 && this.round < rounds.length ? this.round : rounds.length - 1;
     const key = `${turn.turn_id}|${index}|${rounds.length}|${summary.tokens.length}|${rounds[index]?.tokenized ? 1 : 0}`;
     if (key === this.drawnKey) return;
-    const promptChanged = !this.drawnKey.startsWith(`${turn.turn_id}|${index}|`) || !this.drawnKey.endsWith(`|${rounds[index]?.tokenized ? 1 : 0}`);
+    const promptChanged =
+      !this.drawnKey.startsWith(`${turn.turn_id}|${index}|`) ||
+      !this.drawnKey.endsWith(`|${rounds[index]?.tokenized ? 1 : 0}`);
     this.drawnKey = key;
     clear(this.head);
     clear(this.body);
     if (index < 0) {
-      this.body.appendChild(el("div", { class: "cf-empty", text: "No context was assembled for this turn (it may have been blocked before)." }));
+      this.body.appendChild(
+        el("div", {
+          class: "cf-empty",
+          text: "No context was assembled for this turn (it may have been blocked before).",
+        }),
+      );
       clear(this.prompt);
       this.chips = [];
       return;
     }
     clear(this.roundSelect);
-    rounds.forEach((_, i) => this.roundSelect.appendChild(el("option", { value: i, text: `round ${i + 1} of ${rounds.length}`, selected: i === index })));
+    for (let i = 0; i < rounds.length; i++) {
+      this.roundSelect.appendChild(
+        el("option", { value: i, text: `round ${i + 1} of ${rounds.length}`, selected: i === index }),
+      );
+    }
     this.roundSelect.hidden = rounds.length < 2;
     const round = rounds[index];
     const generated = index === rounds.length - 1 ? summary.tokens.length : 0;
@@ -76,7 +96,10 @@ export class ContextView {
     const used = a.prompt_tokens + generated;
     this.head.append(
       el("span", { class: "cf-strong", text: `${used.toLocaleString()} / ${a.window.toLocaleString()} tokens` }),
-      el("span", { class: "cf-muted", text: `prompt ${a.prompt_tokens} · generated ${generated} · reserved for output ${a.reserved_output} · strategy ${a.strategy}` }),
+      el("span", {
+        class: "cf-muted",
+        text: `prompt ${a.prompt_tokens} · generated ${generated} · reserved for output ${a.reserved_output} · strategy ${a.strategy}`,
+      }),
       this.roundSelect,
     );
   }
@@ -87,7 +110,15 @@ export class ContextView {
     this.body.appendChild(contextBarElement(parts));
     const legend = el("div", { class: "cf-legend" });
     for (const p of parts) {
-      legend.appendChild(el("span", { class: "cf-legend-item" }, el("span", { class: `cf-swatch cf-kind-${p.kind}` }), el("span", { text: p.label }), el("span", { class: "cf-muted", text: p.tokens.toLocaleString() })));
+      legend.appendChild(
+        el(
+          "span",
+          { class: "cf-legend-item" },
+          el("span", { class: `cf-swatch cf-kind-${p.kind}` }),
+          el("span", { text: p.label }),
+          el("span", { class: "cf-muted", text: p.tokens.toLocaleString() }),
+        ),
+      );
     }
     this.body.appendChild(legend);
     if (a.trimmed.length) {
@@ -95,16 +126,37 @@ export class ContextView {
       const strip = el("div", { class: "cf-trim-bar", title: `${trimmedTokens} tokens left out` });
       const block = el("span", { class: "cf-trim-block" });
       block.style.width = `${Math.min(100, (trimmedTokens / Math.max(a.window, 1)) * 100).toFixed(3)}%`;
-      strip.append(block, el("span", { class: "cf-muted", text: `${trimmedTokens.toLocaleString()} tokens trimmed to fit` }));
+      strip.append(
+        block,
+        el("span", { class: "cf-muted", text: `${trimmedTokens.toLocaleString()} tokens trimmed to fit` }),
+      );
       const list = el("ul", { class: "cf-trim-list", "data-testid": "trimmed" });
       for (const t of a.trimmed) {
-        list.appendChild(el("li", {}, el("span", { class: `cf-pill cf-trim-${t.action}`, text: t.action }), el("span", { class: "cf-strong", text: t.label }), el("span", { class: "cf-muted", text: `${t.tokens} tokens — ${t.reason}` })));
+        list.appendChild(
+          el(
+            "li",
+            {},
+            el("span", { class: `cf-pill cf-trim-${t.action}`, text: t.action }),
+            el("span", { class: "cf-strong", text: t.label }),
+            el("span", { class: "cf-muted", text: `${t.tokens} tokens — ${t.reason}` }),
+          ),
+        );
       }
       this.body.append(strip, list);
     }
     const segs = el("div", { class: "cf-seg-list" });
     a.segments.forEach((s, i) => {
-      const item = el("details", { class: "cf-seg" }, el("summary", {}, el("span", { class: `cf-swatch cf-kind-${s.kind}` }), el("span", { text: s.label }), el("span", { class: "cf-muted", text: `${s.tokens} tokens` })));
+      const item = el(
+        "details",
+        { class: "cf-seg" },
+        el(
+          "summary",
+          {},
+          el("span", { class: `cf-swatch cf-kind-${s.kind}` }),
+          el("span", { text: s.label }),
+          el("span", { class: "cf-muted", text: `${s.tokens} tokens` }),
+        ),
+      );
       if (s.text) item.appendChild(el("pre", { class: "cf-pre", text: s.text }));
       item.setAttribute("data-segment", String(i));
       segs.appendChild(item);

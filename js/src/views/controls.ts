@@ -17,15 +17,31 @@ export class Header {
   private session = el("span", { class: "cf-meta" });
   private modelName = el("span", { class: "cf-meta" });
   readonly status = el("span", { class: "cf-status", "data-testid": "status" });
-  readonly settingsToggle = el("button", { class: "cf-btn", type: "button", "data-testid": "settings-toggle", "aria-expanded": "false", text: "⚙ Settings" });
-  readonly newSession = el("button", { class: "cf-btn", type: "button", "data-testid": "new-session", text: "New session" });
+  readonly settingsToggle = el("button", {
+    class: "cf-btn",
+    type: "button",
+    "data-testid": "settings-toggle",
+    "aria-expanded": "false",
+    text: "⚙ Settings",
+  });
+  readonly newSession = el("button", {
+    class: "cf-btn",
+    type: "button",
+    "data-testid": "new-session",
+    text: "New session",
+  });
 
   constructor(host: ControlsHost) {
     this.newSession.addEventListener("click", () => host.send({ type: "new_session" }));
     this.el = el(
       "header",
       { class: "cf-header" },
-      el("div", { class: "cf-header-main" }, this.title, el("div", { class: "cf-header-meta" }, this.session, this.modelName)),
+      el(
+        "div",
+        { class: "cf-header-main" },
+        this.title,
+        el("div", { class: "cf-header-meta" }, this.session, this.modelName),
+      ),
       this.status,
       this.settingsToggle,
       this.newSession,
@@ -72,13 +88,28 @@ export class SettingsForm {
     const grid = el("div", { class: "cf-settings-grid" });
     for (const f of NUMBERS) {
       const value = settings[f.key];
-      const input = el("input", { class: "cf-input", type: "number", name: f.key, min: f.min, max: f.max, step: f.step, value: value === null || value === undefined ? "" : String(value) });
+      const input = el("input", {
+        class: "cf-input",
+        type: "number",
+        name: f.key,
+        min: f.min,
+        max: f.max,
+        step: f.step,
+        value: value === null || value === undefined ? "" : String(value),
+      });
       input.addEventListener("change", () => {
         const v = input.value.trim();
         if (f.key === "seed") set({ seed: v === "" ? null : Math.round(Number(v)) });
         else if (v !== "" && Number.isFinite(Number(v))) set({ [f.key]: Number(v) } as Partial<Settings>);
       });
-      grid.appendChild(el("label", { class: "cf-field", title: f.hint }, el("span", { class: "cf-field-label", text: f.label }), input));
+      grid.appendChild(
+        el(
+          "label",
+          { class: "cf-field", title: f.hint },
+          el("span", { class: "cf-field-label", text: f.label }),
+          input,
+        ),
+      );
     }
     const safety = select("safety", ["off", "input", "all"], settings.safety, (v) => set({ safety: v }));
     const memory = el("input", { type: "checkbox", name: "memory", checked: !!settings.memory });
@@ -88,7 +119,11 @@ export class SettingsForm {
       el("label", { class: "cf-field cf-check" }, memory, el("span", { text: "memory" })),
     );
     const tools = info?.tools ?? [];
-    const toolBox = el("div", { class: "cf-field cf-tools-field" }, el("span", { class: "cf-field-label", text: "tools" }));
+    const toolBox = el(
+      "div",
+      { class: "cf-field cf-tools-field" },
+      el("span", { class: "cf-field-label", text: "tools" }),
+    );
     const toolRow = el("div", { class: "cf-row" });
     for (const name of tools) {
       const box = el("input", { type: "checkbox", name: `tool-${name}`, checked: settings.tools?.includes(name) });
@@ -102,8 +137,13 @@ export class SettingsForm {
     }
     if (!tools.length) toolRow.appendChild(el("span", { class: "cf-muted", text: "none available" }));
     toolBox.appendChild(toolRow);
-    const choice = select("tool_choice", ["auto", "none", "required", ...tools], settings.tool_choice, (v) => set({ tool_choice: v }));
-    grid.append(toolBox, el("label", { class: "cf-field" }, el("span", { class: "cf-field-label", text: "tool choice" }), choice));
+    const choice = select("tool_choice", ["auto", "none", "required", ...tools], settings.tool_choice, (v) =>
+      set({ tool_choice: v }),
+    );
+    grid.append(
+      toolBox,
+      el("label", { class: "cf-field" }, el("span", { class: "cf-field-label", text: "tool choice" }), choice),
+    );
     this.el.appendChild(grid);
   }
 }
@@ -117,9 +157,26 @@ function select(name: string, options: string[], value: string, onChange: (v: st
 
 export class ChatBox {
   readonly el: HTMLElement;
-  readonly input = el("textarea", { class: "cf-textarea", "data-testid": "chat-input", rows: 2, placeholder: "Message the model…  (Enter to send, Shift+Enter for a new line)", "aria-label": "Message" });
-  readonly sendBtn = el("button", { class: "cf-btn cf-btn-primary", type: "button", "data-testid": "send", text: "Send" });
-  readonly stopBtn = el("button", { class: "cf-btn cf-btn-stop", type: "button", "data-testid": "stop", text: "■ Stop", disabled: true });
+  readonly input = el("textarea", {
+    class: "cf-textarea",
+    "data-testid": "chat-input",
+    rows: 2,
+    placeholder: "Message the model…  (Enter to send, Shift+Enter for a new line)",
+    "aria-label": "Message",
+  });
+  readonly sendBtn = el("button", {
+    class: "cf-btn cf-btn-primary",
+    type: "button",
+    "data-testid": "send",
+    text: "Send",
+  });
+  readonly stopBtn = el("button", {
+    class: "cf-btn cf-btn-stop",
+    type: "button",
+    "data-testid": "stop",
+    text: "■ Stop",
+    disabled: true,
+  });
   private prewarm = el("div", { class: "cf-prewarm", "data-testid": "prewarm" });
   private timer: ReturnType<typeof setTimeout> | null = null;
   private lastDraft = "";
@@ -134,7 +191,17 @@ export class ChatBox {
       }
     });
     this.input.addEventListener("input", () => this.scheduleDraft());
-    this.el = el("div", { class: "cf-chatbox" }, el("div", { class: "cf-chatbox-row" }, this.input, el("div", { class: "cf-chatbox-buttons" }, this.sendBtn, this.stopBtn)), this.prewarm);
+    this.el = el(
+      "div",
+      { class: "cf-chatbox" },
+      el(
+        "div",
+        { class: "cf-chatbox-row" },
+        this.input,
+        el("div", { class: "cf-chatbox-buttons" }, this.sendBtn, this.stopBtn),
+      ),
+      this.prewarm,
+    );
   }
 
   private submit(): void {
@@ -166,7 +233,9 @@ export class ChatBox {
     const busy = status === "generating";
     this.stopBtn.disabled = !busy;
     this.sendBtn.disabled = busy;
-    this.prewarm.textContent = prewarm ? `prefix prewarmed: ${prewarm.prompt_tokens} tokens (${prewarm.computed_tokens} computed), ${fmtMs(prewarm.latency_ms)}` : "";
+    this.prewarm.textContent = prewarm
+      ? `prefix prewarmed: ${prewarm.prompt_tokens} tokens (${prewarm.computed_tokens} computed), ${fmtMs(prewarm.latency_ms)}`
+      : "";
   }
 }
 
@@ -176,7 +245,13 @@ export class Notice {
   private dismissed = "";
 
   constructor() {
-    const close = el("button", { class: "cf-icon-btn", type: "button", "aria-label": "Dismiss", title: "Dismiss", text: "×" });
+    const close = el("button", {
+      class: "cf-icon-btn",
+      type: "button",
+      "aria-label": "Dismiss",
+      title: "Dismiss",
+      text: "×",
+    });
     close.addEventListener("click", () => {
       this.dismissed = this.text.textContent ?? "";
       this.el.hidden = true;

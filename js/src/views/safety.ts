@@ -12,7 +12,9 @@ export function safetyBadge(d: SafetyDecision): HTMLElement {
     d.categories.length ? `categories: ${d.categories.join(", ")}` : "",
     Object.keys(d.scores).length ? `scores: ${scoresText(d.scores)}` : "",
     `latency: ${fmtMs(d.latency_ms)}`,
-  ].filter(Boolean).join("\n");
+  ]
+    .filter(Boolean)
+    .join("\n");
   return el(
     "span",
     {
@@ -30,7 +32,9 @@ export function safetyBadge(d: SafetyDecision): HTMLElement {
 }
 
 function scoresText(scores: Record<string, number>): string {
-  return Object.entries(scores).map(([k, v]) => `${k} ${v.toFixed(2)}`).join(", ");
+  return Object.entries(scores)
+    .map(([k, v]) => `${k} ${v.toFixed(2)}`)
+    .join(", ");
 }
 
 /** A row of details for the Safety tab. */

@@ -38,7 +38,11 @@ export class SafetyTab {
     this.el.appendChild(el("div", { class: "cf-label", text: "Safety decisions" }));
     if (s.started) {
       const redacted = s.safety.some((d) => d.layer === "input" && d.spans.length && d.action !== "allow");
-      if (redacted) this.el.append(el("div", { class: "cf-muted", text: "User text as the input layer saw it:" }), userText(s.started.user, s.safety));
+      if (redacted)
+        this.el.append(
+          el("div", { class: "cf-muted", text: "User text as the input layer saw it:" }),
+          userText(s.started.user, s.safety),
+        );
     }
     const list = el("div", { class: "cf-safety-list" });
     for (const d of s.safety) list.appendChild(safetyRow(d));
@@ -57,9 +61,14 @@ export class SafetyTab {
       for (const e of memory) {
         if (e.type === "memory_recalled") {
           this.el.appendChild(el("div", { class: "cf-muted", text: `recalled ${e.snippets.length} for “${e.query}”` }));
-          for (const sn of e.snippets) this.el.appendChild(el("div", { class: "cf-mem" }, el("span", { class: "cf-pill", text: sn.score.toFixed(2) }), sn.text));
+          for (const sn of e.snippets)
+            this.el.appendChild(
+              el("div", { class: "cf-mem" }, el("span", { class: "cf-pill", text: sn.score.toFixed(2) }), sn.text),
+            );
         } else if (e.type === "memory_written") {
-          this.el.appendChild(el("div", { class: "cf-mem" }, el("span", { class: "cf-pill", text: e.operation }), e.text));
+          this.el.appendChild(
+            el("div", { class: "cf-mem" }, el("span", { class: "cf-pill", text: e.operation }), e.text),
+          );
         }
       }
     }

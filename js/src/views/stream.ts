@@ -5,7 +5,7 @@
  */
 import { clear, el, fmtMs, visibleText } from "../dom";
 import { renderMarkdown } from "../markdown";
-import { type Conversation, type Change, type TurnData, summarize, blockOf } from "../state";
+import { blockOf, type Change, type Conversation, summarize, type TurnData } from "../state";
 import type { ChatEvent, SafetyDecision, TokenDelta, ToolCall, ToolResult } from "../types";
 import { safetyBadge, userText } from "./safety";
 import { toolCard } from "./tools";
@@ -52,7 +52,14 @@ class TurnView {
   private run: { text: string; node: HTMLElement; drawn: string } | null = null;
 
   constructor(readonly turnId: string) {
-    this.el = el("div", { class: "cf-turn", "data-turn": turnId }, this.note, this.user, el("div", { class: "cf-msg cf-msg-bot" }, this.answer, this.footer), this.badges);
+    this.el = el(
+      "div",
+      { class: "cf-turn", "data-turn": turnId },
+      this.note,
+      this.user,
+      el("div", { class: "cf-msg cf-msg-bot" }, this.answer, this.footer),
+      this.badges,
+    );
   }
 
   rebuild(turn: TurnData): void {
@@ -80,7 +87,9 @@ class TurnView {
         flush();
         this.drawRun();
         this.run = null;
-        const nodes: [HTMLElement, HTMLElement] = [0, 1].map(() => toolCard({ call: e, result: null, afterTokens: this.tokens.length })) as [HTMLElement, HTMLElement];
+        const nodes: [HTMLElement, HTMLElement] = [0, 1].map(() =>
+          toolCard({ call: e, result: null, afterTokens: this.tokens.length }),
+        ) as [HTMLElement, HTMLElement];
         this.cards.set(e.call_id, { call: e, result: null, nodes, after: this.tokens.length });
         this.tokensBox.appendChild(nodes[0]);
         this.textBox.appendChild(nodes[1]);
@@ -134,9 +143,24 @@ class TurnView {
     clear(this.endBox);
     const t = summary.terminal;
     if (block && this.tokens.length === 0) {
-      this.endBox.appendChild(el("div", { class: "cf-block-msg" }, el("span", { class: "cf-badge cf-act-block", text: `blocked · ${block.layer}` }), " ", block.replacement || summary.finalText || "This was blocked."));
+      this.endBox.appendChild(
+        el(
+          "div",
+          { class: "cf-block-msg" },
+          el("span", { class: "cf-badge cf-act-block", text: `blocked · ${block.layer}` }),
+          " ",
+          block.replacement || summary.finalText || "This was blocked.",
+        ),
+      );
     } else if (t?.type === "cancelled") {
-      this.endBox.appendChild(el("span", { class: "cf-end-note", "data-testid": "stopped", title: "Stopped (Stop, Ctrl-C or Kernel → Interrupt): the partial answer is kept", text: STOPPED }));
+      this.endBox.appendChild(
+        el("span", {
+          class: "cf-end-note",
+          "data-testid": "stopped",
+          title: "Stopped (Stop, Ctrl-C or Kernel → Interrupt): the partial answer is kept",
+          text: STOPPED,
+        }),
+      );
     } else if (t?.type === "error") {
       this.endBox.appendChild(el("div", { class: "cf-end-note cf-end-error", text: `${t.error}: ${t.message}` }));
     } else if (!t && this.tokens.length === 0 && !this.cards.size) {
@@ -180,7 +204,10 @@ function summarizeLight(events: readonly ChatEvent[]) {
 /** The scrolling conversation. */
 export class StreamView {
   readonly el = el("div", { class: "cf-stream", "data-testid": "conversation", "data-view": "text" });
-  private empty = el("div", { class: "cf-empty", text: "Ask something below. The answer streams in; switch to tokens to see each one as a chip — hover one to see what the sampler saw." });
+  private empty = el("div", {
+    class: "cf-empty",
+    text: "Ask something below. The answer streams in; switch to tokens to see each one as a chip — hover one to see what the sampler saw.",
+  });
   private views = new Map<string, TurnView>();
 
   /** Shows answers as rendered text or as token chips (both are kept drawn: switching is instant). */
@@ -193,7 +220,8 @@ export class StreamView {
     this.el.addEventListener("mouseover", (ev) => this.onPointer(ev, false));
     this.el.addEventListener("mouseout", (ev) => {
       const chip = (ev.target as HTMLElement).closest?.(".cf-tok");
-      if (chip && !chip.contains(ev.relatedTarget as Node)) this.hooks.hoverToken(chip.getAttribute("data-turn") ?? "", null, null);
+      if (chip && !chip.contains(ev.relatedTarget as Node))
+        this.hooks.hoverToken(chip.getAttribute("data-turn") ?? "", null, null);
     });
     this.el.addEventListener("click", (ev) => this.onPointer(ev, true));
   }
@@ -245,10 +273,11 @@ export class StreamView {
    * user set: open cards, scroll position). */
   private layout(conv: Conversation): void {
     const turns = conv.list();
-    for (const id of [...this.views.keys()]) if (!conv.turns.has(id)) {
-      this.views.get(id)?.el.remove();
-      this.views.delete(id);
-    }
+    for (const id of [...this.views.keys()])
+      if (!conv.turns.has(id)) {
+        this.views.get(id)?.el.remove();
+        this.views.delete(id);
+      }
     const superseded = conv.superseded();
     let previous: Element = this.empty;
     if (this.empty.parentNode !== this.el) this.el.prepend(this.empty);
@@ -258,7 +287,11 @@ export class StreamView {
       if (previous.nextElementSibling !== view.el) previous.after(view.el);
       previous = view.el;
       const original = turn.fork_of ? conv.turns.get(turn.fork_of) : undefined;
-      const note = turn.fork_of ? `↪ forked from token ${forkIndex(turn, original)}` : superseded.has(turn.turn_id) ? "superseded by a fork" : "";
+      const note = turn.fork_of
+        ? `↪ forked from token ${forkIndex(turn, original)}`
+        : superseded.has(turn.turn_id)
+          ? "superseded by a fork"
+          : "";
       view.setNote(note, superseded.has(turn.turn_id));
     }
     this.empty.hidden = turns.length > 0;

@@ -1,7 +1,7 @@
 /** The turn's waterfall (see waterfall.ts): a row per stage on one time axis from the request's submission. */
 import { clear, el, fmtMs } from "../dom";
 import type { TurnData } from "../state";
-import { type Stage, type Waterfall, ticks, waterfall } from "../waterfall";
+import { type Stage, ticks, type Waterfall, waterfall } from "../waterfall";
 
 const LEGEND: [string, string][] = [
   ["queue", "queue"],
@@ -31,12 +31,21 @@ export class TimelineView {
     const w = waterfall(turn);
     clear(this.el);
     this.el.appendChild(stats(w));
-    if (w.prewarm) this.el.appendChild(el("div", { class: "cf-muted cf-tl-note", "data-testid": "prewarm-note", text: w.prewarm }));
+    if (w.prewarm)
+      this.el.appendChild(el("div", { class: "cf-muted cf-tl-note", "data-testid": "prewarm-note", text: w.prewarm }));
     if (!w.stages.length) {
       this.el.appendChild(el("div", { class: "cf-empty", text: "No stages yet." }));
       return;
     }
-    this.el.append(grid(w), el("div", { class: "cf-legend" }, ...LEGEND.map(([kind, text]) => legend(`cf-tl-${kind}`, text)), legend("cf-tl-ttft-key", "first token")));
+    this.el.append(
+      grid(w),
+      el(
+        "div",
+        { class: "cf-legend" },
+        ...LEGEND.map(([kind, text]) => legend(`cf-tl-${kind}`, text)),
+        legend("cf-tl-ttft-key", "first token"),
+      ),
+    );
   }
 }
 
@@ -64,7 +73,11 @@ function grid(w: Waterfall): HTMLElement {
     axis.appendChild(tick);
   }
   const box = el("div", { class: "cf-tl-grid", "data-testid": "waterfall" });
-  box.append(el("span", { class: "cf-tl-label cf-muted", text: "stage" }), axis, el("span", { class: "cf-tl-dur cf-muted", text: "took" }));
+  box.append(
+    el("span", { class: "cf-tl-label cf-muted", text: "stage" }),
+    axis,
+    el("span", { class: "cf-tl-dur cf-muted", text: "took" }),
+  );
   for (const s of w.stages) box.append(...row(s, pct, w.ttftAt));
   return box;
 }
@@ -73,7 +86,12 @@ function row(s: Stage, pct: (s: number) => string, ttftAt: number | null): HTMLE
   const took = fmtMs((s.end - s.start) * 1000);
   const tip = `${s.label}: ${fmtMs(s.start * 1000)} → ${fmtMs(s.end * 1000)} (${took})\n${s.detail}`;
   const track = el("div", { class: "cf-tl-track", title: tip });
-  const bar = el("span", { class: `cf-tl-bar cf-tl-${s.kind}`, "data-kind": s.kind, "data-start": s.start.toFixed(6), "data-end": s.end.toFixed(6) });
+  const bar = el("span", {
+    class: `cf-tl-bar cf-tl-${s.kind}`,
+    "data-kind": s.kind,
+    "data-start": s.start.toFixed(6),
+    "data-end": s.end.toFixed(6),
+  });
   bar.style.left = pct(s.start);
   bar.style.width = `max(2px, calc(${pct(s.end)} - ${pct(s.start)}))`;
   track.appendChild(bar);
@@ -87,7 +105,12 @@ function row(s: Stage, pct: (s: number) => string, ttftAt: number | null): HTMLE
     line.style.left = pct(ttftAt);
     track.appendChild(line);
   }
-  const label = el("span", { class: "cf-tl-label", title: tip }, el("span", { class: "cf-tl-name", text: s.label }), el("span", { class: "cf-tl-detail cf-muted", text: s.detail }));
+  const label = el(
+    "span",
+    { class: "cf-tl-label", title: tip },
+    el("span", { class: "cf-tl-name", text: s.label }),
+    el("span", { class: "cf-tl-detail cf-muted", text: s.detail }),
+  );
   return [label, track, el("span", { class: "cf-tl-dur", text: took })];
 }
 
@@ -99,7 +122,12 @@ function tickText(t: number, step: number): string {
 }
 
 function stat(name: string, value: string, id: string): HTMLElement {
-  return el("span", { class: "cf-stat", "data-testid": `stat-${id}` }, el("span", { class: "cf-stat-value", text: value }), el("span", { class: "cf-stat-name", text: name }));
+  return el(
+    "span",
+    { class: "cf-stat", "data-testid": `stat-${id}` },
+    el("span", { class: "cf-stat-value", text: value }),
+    el("span", { class: "cf-stat-name", text: name }),
+  );
 }
 
 function legend(cls: string, text: string): HTMLElement {

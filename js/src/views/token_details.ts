@@ -28,17 +28,26 @@ const num = (v: unknown, fallback: number) => (typeof v === "number" && Number.i
  * token's place in the list is its rank. The ratio uses the model's logprobs scaled by the temperature (exact
  * unless the repetition penalty touched these tokens).
  */
-export function cutReason(alt: Alternative, rank: number, alternatives: readonly Alternative[], params: Record<string, unknown>): string {
+export function cutReason(
+  alt: Alternative,
+  rank: number,
+  alternatives: readonly Alternative[],
+  params: Record<string, unknown>,
+): string {
   if (alt.sampling_prob > 0) return "";
   const temperature = num(params.temperature, 1);
   const topK = num(params.top_k, 0);
   const topP = num(params.top_p, 1);
   const minP = num(params.min_p, 0);
   const top = alternatives[0];
-  const penalized = num(params.repetition_penalty, 1) !== 1 && top && alt.logprob > top.logprob ? " (the repetition penalty lowered it)" : "";
+  const penalized =
+    num(params.repetition_penalty, 1) !== 1 && top && alt.logprob > top.logprob
+      ? " (the repetition penalty lowered it)"
+      : "";
   if (temperature === 0) return `greedy (temperature 0): only the top token${penalized}`;
   if (topK > 0 && rank >= topK) return `cut by top-k ${topK}${penalized}`;
-  if (minP > 0 && top && Math.exp((alt.logprob - top.logprob) / temperature) < minP) return `below min-p ${minP}${penalized}`;
+  if (minP > 0 && top && Math.exp((alt.logprob - top.logprob) / temperature) < minP)
+    return `below min-p ${minP}${penalized}`;
   const keptBelow = alternatives.some((a, i) => i > rank && a.sampling_prob > 0);
   if (topP < 1 && !keptBelow) return `cut by top-p ${topP}${penalized}`;
   return "not allowed here (tool-call schema)";
@@ -52,8 +61,16 @@ export function tokenDetails(token: TokenDelta, pieces: Pieces, options: TokenDe
     { class: "cf-facts" },
     ...fact("id", String(token.token_id)),
     ...fact("index", String(token.index)),
-    ...fact("probability", `${(prob * 100).toFixed(1)} % (logprob ${token.logprob.toFixed(3)})`, "under the model: its softmax at temperature 1, before any sampling setting"),
-    ...fact("after sampling", chosen ? `${(chosen.sampling_prob * 100).toFixed(1)} %` : "—", "the chance the sampler gave it, after repetition penalty, temperature, top-k / top-p / min-p"),
+    ...fact(
+      "probability",
+      `${(prob * 100).toFixed(1)} % (logprob ${token.logprob.toFixed(3)})`,
+      "under the model: its softmax at temperature 1, before any sampling setting",
+    ),
+    ...fact(
+      "after sampling",
+      chosen ? `${(chosen.sampling_prob * 100).toFixed(1)} %` : "—",
+      "the chance the sampler gave it, after repetition penalty, temperature, top-k / top-p / min-p",
+    ),
     ...fact("entropy", `${token.entropy.toFixed(2)} nats`, "of the model's distribution: how unsure it was"),
     ...fact("bytes", tokenHex(pieces, token.token_id) || "—", "the token's raw bytes, hex", "cf-nowrap"),
   );
@@ -69,7 +86,11 @@ export function tokenDetails(token: TokenDelta, pieces: Pieces, options: TokenDe
         {},
         el("th", { text: "alternative" }),
         el("th", { class: "cf-num", text: "probability", title: "under the model (temperature 1, no cut)" }),
-        el("th", { class: "cf-num", text: "after sampling", title: "after repetition penalty, temperature and top-k / top-p / min-p: what the sampler drew from" }),
+        el("th", {
+          class: "cf-num",
+          text: "after sampling",
+          title: "after repetition penalty, temperature and top-k / top-p / min-p: what the sampler drew from",
+        }),
         el("th", {}),
       ),
     ),
@@ -78,7 +99,12 @@ export function tokenDetails(token: TokenDelta, pieces: Pieces, options: TokenDe
   return el(
     "div",
     { class: "cf-token-details", "data-testid": "token-details" },
-    el("div", { class: "cf-td-head" }, el("code", { class: "cf-td-text", text: visibleText(token.text) }), token.redacted ? el("span", { class: "cf-badge cf-act-redact", text: "redacted" }) : null),
+    el(
+      "div",
+      { class: "cf-td-head" },
+      el("code", { class: "cf-td-text", text: visibleText(token.text) }),
+      token.redacted ? el("span", { class: "cf-badge cf-act-redact", text: "redacted" }) : null,
+    ),
     facts,
     token.alternatives.length ? table : el("div", { class: "cf-muted", text: "No alternatives recorded." }),
     el("div", { class: "cf-muted cf-td-settings", text: settingsLine(options.params) }),
@@ -90,7 +116,13 @@ function altRow(alt: Alternative, rank: number, token: TokenDelta, options: Toke
   const chosen = alt.token_id === token.token_id;
   const action =
     options.canFork && !chosen
-      ? el("button", { class: "cf-link", type: "button", "data-testid": "fork", title: "Regenerate the answer from here with this token", text: "regenerate from here" })
+      ? el("button", {
+          class: "cf-link",
+          type: "button",
+          "data-testid": "fork",
+          title: "Regenerate the answer from here with this token",
+          text: "regenerate from here",
+        })
       : el("span", { class: "cf-muted", text: chosen ? "chosen" : "" });
   if (action instanceof HTMLButtonElement) action.addEventListener("click", () => options.onFork(alt.token_id));
   return el(
@@ -98,18 +130,27 @@ function altRow(alt: Alternative, rank: number, token: TokenDelta, options: Toke
     { class: `${reason ? "cf-alt-cut" : ""}${chosen ? " cf-alt-chosen" : ""}`.trim() || null },
     el("td", {}, el("code", { class: "cf-alt-text", text: visibleText(alt.text) })),
     el("td", { class: "cf-num", text: `${(Math.exp(alt.logprob) * 100).toFixed(1)} %` }),
-    el("td", { class: "cf-num" }, reason ? el("span", { class: "cf-cut", "data-testid": "cut-reason", text: reason }) : probBar(alt.sampling_prob)),
+    el(
+      "td",
+      { class: "cf-num" },
+      reason ? el("span", { class: "cf-cut", "data-testid": "cut-reason", text: reason }) : probBar(alt.sampling_prob),
+    ),
     el("td", {}, action),
   );
 }
 
 function settingsLine(params: Record<string, unknown>): string {
-  const parts = ["temperature", "top_k", "top_p", "min_p", "repetition_penalty"].filter((k) => typeof params[k] === "number").map((k) => `${k.replace("_", "-")} ${params[k]}`);
+  const parts = ["temperature", "top_k", "top_p", "min_p", "repetition_penalty"]
+    .filter((k) => typeof params[k] === "number")
+    .map((k) => `${k.replace("_", "-")} ${params[k]}`);
   return parts.length ? `sampled with ${parts.join(", ")}` : "";
 }
 
 function fact(name: string, value: string, title = "", cls = ""): HTMLElement[] {
-  return [el("dt", { class: cls || null, title: title || null, text: name }), el("dd", { class: cls || null, title: title || null, text: value })];
+  return [
+    el("dt", { class: cls || null, title: title || null, text: name }),
+    el("dd", { class: cls || null, title: title || null, text: value }),
+  ];
 }
 
 function probBar(p: number): HTMLElement {

@@ -25,7 +25,10 @@ export function toolCard(card: ToolCard): HTMLElement {
       el("div", { class: "cf-label", text: call.constrained ? "arguments (schema-constrained)" : "arguments" }),
       el("pre", { class: "cf-pre", text: JSON.stringify(call.arguments, null, 2) }),
       el("div", { class: "cf-label", text: result?.error ? "error" : "output" }),
-      el("pre", { class: `cf-pre${result?.error ? " cf-pre-error" : ""}`, text: result ? result.error || result.output : "(waiting)" }),
+      el("pre", {
+        class: `cf-pre${result?.error ? " cf-pre-error" : ""}`,
+        text: result ? result.error || result.output : "(waiting)",
+      }),
       el("div", { class: "cf-muted", text: `call ${call.call_id} · ${latency}` }),
     ),
   );

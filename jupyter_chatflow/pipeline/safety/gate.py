@@ -20,7 +20,7 @@ then the words after it may still explain it away (a hazard cue's exclude phrase
 until "the issue" follows, "finds" a search until "you well"), so the gate holds the text from that last word on
 and scans again with the next hard gap (at most `max_hold` characters).
 
->>> from jupyter_chatflow.safety import PiiGuard
+>>> from jupyter_chatflow.pipeline.safety import PiiGuard
 >>> gate = OutputGate(guards=(PiiGuard(),))
 >>> items = [*gate.feed(0, "Write to"), *gate.feed(1, " bob"), *gate.feed(2, "@example.com"), *gate.feed(3, " soon")]
 >>> [(i.text, i.redacted) if isinstance(i, Release) else i.action for i in items + gate.close()]

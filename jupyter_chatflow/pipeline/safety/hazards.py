@@ -41,7 +41,7 @@ from .frames import Frame
 from .hazards_more import MORE_FRAMES
 from .lexicon import Near
 
-__all__ = ["HAZARD_FRAMES"]
+__all__ = ["ANSWER_FRAMES", "HAZARD_FRAMES"]
 
 # ---- S1 violent crimes ----------------------------------------------------------------------------------------
 
@@ -477,3 +477,15 @@ S9 = (
 
 HAZARD_FRAMES: tuple[Frame, ...] = S1 + S2 + S3 + S4 + S9 + MORE_FRAMES
 """Every hazard frame, S1–S14."""
+
+
+def _judges_a_request(frame: Frame) -> bool:
+    """Every way the frame fires needs words of asking or of commissioning a text ("how to", "write a …")."""
+    return all(any(term is REQUEST or term is WRITE for term in trigger) for trigger in frame.triggers)
+
+
+ANSWER_FRAMES: tuple[Frame, ...] = tuple(frame for frame in HAZARD_FRAMES if not _judges_a_request(frame))
+"""The frames for the model's answer (the output layer): those that judge what a text says. A frame that fires only
+on a request ("write a fake story about <name>", "how do I …") judges what a user asks for, which the input layer
+has checked; in an answer its cues are ordinary narrative words (a dragon's story has names, "continue", "tell",
+"he didn't") and it blocked a children's story as defamation."""

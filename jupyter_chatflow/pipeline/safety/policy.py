@@ -5,7 +5,8 @@ Layers and their default guards:
 - input (the user's message, before the model sees anything): hazard, code-abuse, injection and markup rules,
   and PII, which is redacted (so the model sees "[EMAIL]"). A blocking rule ends the turn.
 - model (the finished answer): the refusal guard, which labels refusals.
-- output (each streamed chunk, through `OutputGate`): hazard, code-abuse and markup rules, and PII (redacted).
+- output (each streamed chunk, through `OutputGate`): the hazard frames that judge what a text says (`ANSWER_FRAMES`:
+  not those that fire only on a request), code-abuse and markup rules, and PII (redacted).
 - tool: arguments are checked for code abuse (blocked) and PII (flagged: arguments are not rewritten); results
   for injected instructions (`injection`: each cut out whole, from its marker's sentence or block), active markup
   (flagged) and PII (redacted).
@@ -32,7 +33,7 @@ from .decisions import SafetyConfigError, check_action, check_layer, merge
 from .frames import prepare
 from .gate import OutputGate
 from .guards import Guard, PiiGuard, RefusalGuard, RuleGuard
-from .hazards import HAZARD_FRAMES
+from .hazards import ANSWER_FRAMES, HAZARD_FRAMES
 from .injection import InjectionGuard
 from .pii import redact_spans
 from .rules import CODE_RULES, INJECTION_RULES, MARKUP_RULES
@@ -51,7 +52,7 @@ def default_guards(layer: str, pii_action: str = "redact") -> tuple[Guard, ...]:
     return {
         "input": (RuleGuard(rules=CODE_RULES + INJECTION_RULES + MARKUP_RULES), pii),
         "model": (RefusalGuard(),),
-        "output": (RuleGuard(rules=CODE_RULES + MARKUP_RULES), pii),
+        "output": (RuleGuard(rules=CODE_RULES + MARKUP_RULES, frames=ANSWER_FRAMES), pii),
         "tool": (InjectionGuard(), RuleGuard(rules=MARKUP_RULES, frames=(), name="markup"), pii),
     }[check_layer(layer)]
 

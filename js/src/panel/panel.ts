@@ -1,0 +1,149 @@
+/**
+ * The whole panel: header, error notice, settings, the conversation with its chat box, the inspector and the
+ * token popover, kept in step with the model's traits and the kernel's messages (see js/README.md).
+ */
+import { parseColor, type RGB } from "../colormap";
+import { el } from "../dom";
+import { type Change, Conversation } from "../state";
+import type { MessageHandler } from "../types";
+import { answersBar } from "../views/answers_bar";
+import { ChatBox, type ControlsHost, Header, Notice, SettingsForm } from "../views/controls";
+import { type StreamHooks, StreamView } from "../views/stream";
+import { Inspector } from "./inspector";
+import { controlsHost, type PanelModel, subscribe } from "./model";
+import { TokenPopover } from "./popover";
+
+export class Panel {
+  readonly root = el("div", { class: "cf-root", "data-status": "idle", "data-last-seq": -1 });
+  private conversation = new Conversation();
+  private controls: ControlsHost;
+  private header: Header;
+  private settingsForm: SettingsForm;
+  private notice = new Notice();
+  private chat: ChatBox;
+  private inspector: Inspector;
+  private stream: StreamView;
+  private popover: TokenPopover;
+  private unsubscribe: () => void;
+
+  /** Draws the panel into `host` from the model's traits; a view that starts mid-turn asks for what it missed. */
+  constructor(
+    private model: PanelModel,
+    host: HTMLElement,
+  ) {
+    this.controls = controlsHost(model);
+    this.header = new Header(this.controls);
+    this.settingsForm = new SettingsForm(this.controls);
+    this.chat = new ChatBox(this.controls);
+    this.inspector = new Inspector(this.conversation, this.controls.send, () => this.background());
+    this.stream = new StreamView(this.streamHooks());
+    const { root, conversation, stream, controls } = this;
+    this.popover = new TokenPopover({ root, conversation, stream, status: controls.status, send: controls.send });
+    this.layout(host);
+    this.wireSettingsToggle();
+    this.unsubscribe = subscribe(model, {
+      turns: () => this.syncTurns(),
+      meta: () => this.syncMeta(),
+      message: this.onMessage,
+    });
+    this.syncMeta();
+    this.syncTurns();
+    this.inspector.draw();
+    this.resume();
+  }
+
+  /** Removes the panel and everything it listens to. */
+  dispose(): void {
+    this.unsubscribe();
+    this.popover.dispose();
+    this.chat.cancelDraft();
+    this.inspector.dispose();
+    this.root.remove();
+  }
+
+  private layout(host: HTMLElement): void {
+    const answers = answersBar((view) => {
+      this.stream.setView(view);
+      if (view === "text") this.popover.hide();
+    });
+    const convo = el("section", { class: "cf-convo" }, answers, this.stream.el, this.chat.el);
+    const body = el("div", { class: "cf-body" }, convo, this.inspector.el);
+    this.root.append(this.header.el, this.notice.el, this.settingsForm.el, body, this.popover.el);
+    host.appendChild(this.root);
+  }
+
+  /** The header's settings button shows and hides the settings form. */
+  private wireSettingsToggle(): void {
+    const { settingsToggle } = this.header;
+    const form = this.settingsForm.el;
+    settingsToggle.addEventListener("click", () => {
+      form.hidden = !form.hidden;
+      settingsToggle.setAttribute("aria-expanded", String(!form.hidden));
+    });
+  }
+
+  /** Token chips: hovering one shows its popover and its attention row, a click pins the popover; a click on a
+   * turn shows it in the inspector. */
+  private streamHooks(): StreamHooks {
+    return {
+      hoverToken: (turnId, token, chip) => {
+        this.popover.hover(turnId, token, chip);
+        this.inspector.hoverToken(turnId, token ? token.index : null);
+      },
+      clickToken: (turnId, token, chip) => this.popover.pin(turnId, token, chip),
+      selectTurn: (turnId) => this.inspector.pick(turnId),
+    };
+  }
+
+  /** The theme's background, for the heatmap's colour ramp (white when the theme sets none). */
+  private background(): RGB {
+    return parseColor(getComputedStyle(this.root).getPropertyValue("--cf-bg") || "", [255, 255, 255]);
+  }
+
+  /** After the conversation changed (a trait or a batch of events): the views follow. */
+  private applyChange(change: Change): void {
+    this.stream.update(this.conversation, change);
+    if (change.structure) this.inspector.refreshTurns();
+    this.root.setAttribute("data-last-seq", String(this.conversation.lastSeq()));
+    this.popover.refresh();
+    this.inspector.schedule();
+  }
+
+  private syncTurns(): void {
+    this.applyChange(this.conversation.sync(this.model.get("turns") ?? [], this.model.get("live") ?? null));
+  }
+
+  private syncMeta(): void {
+    const { model, chat } = this;
+    const info = model.get("model_info") ?? null;
+    const status = this.controls.status();
+    this.header.update(String(model.get("title") ?? ""), String(model.get("session") ?? ""), info, status);
+    this.root.setAttribute("data-status", status);
+    chat.update(status, model.get("prewarm") ?? null);
+    if (status === "generating") chat.cancelDraft();
+    if (info) this.inspector.setModelInfo({ ...info, tools: info.tools ?? [] });
+    this.settingsForm.update(this.controls.settings(), info);
+    this.notice.update(String(model.get("error") ?? ""));
+    this.popover.refresh(); // (its fork buttons depend on the status)
+  }
+
+  /** Kernel → view: a batch of the live turn's events, an attention reply, a prewarm's result. */
+  private onMessage: MessageHandler = (msg, buffers) => {
+    if (!msg || typeof msg !== "object") return;
+    if (msg.type === "events") {
+      this.applyChange(this.conversation.receive(msg.turn_id, msg.events ?? [], msg.pieces ?? {}));
+    } else if (msg.type === "attention" || msg.type === "attention_error") {
+      this.inspector.receive(msg, buffers ?? []);
+    } else if (msg.type === "prewarmed") {
+      this.chat.update(this.controls.status(), msg.prewarm);
+    }
+  };
+
+  /** A view that starts while a turn streams asks for the events it has not got (a reload loses no tokens). */
+  private resume(): void {
+    const live = this.model.get("live");
+    if (!live) return;
+    const after = this.conversation.turns.get(live.turn_id)?.lastSeq ?? -1;
+    this.controls.send({ type: "resume", turn_id: live.turn_id, after });
+  }
+}

@@ -1,0 +1,121 @@
+/** The panel's wiring (src/panel/): settings toggle, popover closing, turn picker, the lazy redraw, cleanup. */
+import { describe, expect, it, vi } from "vitest";
+import { FIX, tokensOf } from "./helpers";
+import { usePanelPage } from "./mount";
+
+const page = usePanelPage();
+const { mount, q } = page;
+const chip = (turnId: string, index: number) =>
+  page.host.querySelector(`[data-testid="token"][data-turn="${turnId}"][data-index="${index}"]`) as HTMLElement;
+const click = (node: Element) => node.dispatchEvent(new MouseEvent("click", { bubbles: true }));
+const turnSelect = () => page.host.querySelector(".cf-tabs select") as HTMLSelectElement;
+
+describe("header", () => {
+  it("the settings button shows and hides the settings form", () => {
+    mount({});
+    const form = page.host.querySelector(".cf-settings") as HTMLFormElement;
+    expect(form.hidden).toBe(true);
+    q("settings-toggle").click();
+    expect(form.hidden).toBe(false);
+    expect(q("settings-toggle").getAttribute("aria-expanded")).toBe("true");
+    q("settings-toggle").click();
+    expect(form.hidden).toBe(true);
+    expect(q("settings-toggle").getAttribute("aria-expanded")).toBe("false");
+  });
+});
+
+describe("a pinned token popover", () => {
+  function pinFirstToken(): HTMLElement {
+    mount({ turns: [FIX.answer, FIX.tool] });
+    q("view-tokens").click();
+    const first = chip(FIX.answer.turn_id, 0);
+    click(first);
+    expect(q("popover").hidden).toBe(false);
+    expect(first.classList.contains("cf-tok-selected")).toBe(true);
+    return first;
+  }
+
+  it("stays while other chips are hovered", () => {
+    pinFirstToken();
+    const text = q("popover").textContent;
+    chip(FIX.tool.turn_id, 1).dispatchEvent(new MouseEvent("mouseover", { bubbles: true }));
+    expect(q("popover").textContent).toBe(text);
+  });
+
+  it("closes on Escape, and its chip is no longer marked", () => {
+    const first = pinFirstToken();
+    q("conversation").dispatchEvent(new KeyboardEvent("keydown", { key: "Escape", bubbles: true }));
+    expect(q("popover").hidden).toBe(true);
+    expect(first.classList.contains("cf-tok-selected")).toBe(false);
+  });
+
+  it("closes on a click outside it, not on a click inside it", () => {
+    pinFirstToken();
+    click(q("popover"));
+    expect(q("popover").hidden).toBe(false);
+    click(document.body);
+    expect(q("popover").hidden).toBe(true);
+  });
+
+  it("closes when the answers go back to text", () => {
+    pinFirstToken();
+    q("view-text").click();
+    expect(q("popover").hidden).toBe(true);
+    expect(q("view-text").getAttribute("aria-pressed")).toBe("true");
+    expect(q("view-tokens").getAttribute("aria-pressed")).toBe("false");
+  });
+
+  it("shows the hovered chip once closed", () => {
+    pinFirstToken();
+    click(document.body);
+    const hovered = tokensOf(FIX.tool)[1];
+    chip(FIX.tool.turn_id, 1).dispatchEvent(new MouseEvent("mouseover", { bubbles: true }));
+    expect(q("popover").hidden).toBe(false);
+    expect(q("popover").textContent).toContain(FIX.tool.pieces[String(hovered.token_id)][0]);
+    expect(page.host.querySelector(".cf-tok-selected")).toBeNull(); // hovering marks nothing
+  });
+});
+
+describe("the inspector's turn", () => {
+  it("the picker lists the turns by their user message, latest first", () => {
+    mount({ turns: [FIX.answer, FIX.tool] });
+    const options = [...turnSelect().options].map((o) => [o.value, o.textContent?.slice(0, 3)]);
+    expect(options).toEqual([
+      ["", "lat"],
+      [FIX.answer.turn_id, "#1 "],
+      [FIX.tool.turn_id, "#2 "],
+    ]);
+  });
+
+  it("follows the latest turn; picking one shows it at once", () => {
+    mount({ turns: [FIX.answer, FIX.tool] });
+    expect(q("prompt-tokens").querySelectorAll(".cf-ptok").length).toBe(379); // tool.json's prompt
+    turnSelect().value = FIX.answer.turn_id;
+    turnSelect().dispatchEvent(new Event("change"));
+    expect(q("prompt-tokens").querySelectorAll(".cf-ptok").length).toBe(38); // answer.json's prompt
+  });
+
+  it("a click on an earlier turn in the conversation picks it, redrawn on a later frame", () => {
+    vi.useFakeTimers();
+    mount({ turns: [FIX.answer, FIX.tool] });
+    click(page.host.querySelector(`.cf-turn[data-turn="${FIX.tool.turn_id}"]`) as HTMLElement);
+    expect(turnSelect().value).toBe(""); // the latest: nothing to pick
+    click(page.host.querySelector(`.cf-turn[data-turn="${FIX.answer.turn_id}"]`) as HTMLElement);
+    expect(turnSelect().value).toBe(FIX.answer.turn_id);
+    expect(q("prompt-tokens").querySelectorAll(".cf-ptok").length).toBe(379); // not yet
+    vi.advanceTimersByTime(250);
+    expect(q("prompt-tokens").querySelectorAll(".cf-ptok").length).toBe(38);
+  });
+});
+
+describe("cleanup", () => {
+  it("unsubscribes from every trait and message and removes the panel", () => {
+    const model = mount({ turns: [FIX.answer] });
+    const names = ["turns", "live", "title", "session", "status", "model_info", "prewarm", "error", "settings"];
+    expect(names.map((n) => model.listeners(`change:${n}`))).toEqual(names.map(() => 1));
+    page.unmount();
+    expect(names.map((n) => model.listeners(`change:${n}`))).toEqual(names.map(() => 0));
+    expect(model.listeners("msg:custom")).toBe(0);
+    expect(page.host.childElementCount).toBe(0);
+  });
+});
