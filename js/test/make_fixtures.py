@@ -14,9 +14,8 @@ import sys
 import tempfile
 from pathlib import Path
 
-from jupyter_chatflow.frontends.relay import token_pieces
-
 from jupyter_chatflow import Chat, load_model
+from jupyter_chatflow.frontends.relay import token_pieces
 from jupyter_chatflow.store.database import Database
 
 OUT = Path(__file__).parent / "fixtures"
