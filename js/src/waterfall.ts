@@ -109,7 +109,21 @@ class Builder {
   }
 
   take(e: ChatEvent): void {
+    if (e.type === "context_assembled") {
+      this.endDecode();
+      this.round += 1;
+    }
     const r = this.round > 1 ? ` #${this.round}` : "";
+    if (e.type === "prefill") this.prefill(e, r);
+    else if (e.type === "token") this.token(e);
+    else if (e.type === "tool_call") {
+      const how = e.constrained ? " (arguments decoded under the JSON-schema mask)" : "";
+      this.endDecode(e.timestamp - this.origin, `tool call ${e.name}${how}`);
+    } else this.stage(e, r);
+  }
+
+  /** The events that are a row of their own, ending at their timestamp (`r`: the round, after the first). */
+  private stage(e: ChatEvent, r: string): void {
     switch (e.type) {
       case "safety_decision":
         this.span(`safety ${e.layer}`, "safety", e, e.latency_ms, `${e.action} · ${e.guard} · ${e.reason}`);
@@ -117,48 +131,24 @@ class Builder {
       case "memory_recalled":
         this.span("memory recall", "memory", e, e.latency_ms, `${e.snippets.length} recalled`);
         break;
-      case "context_assembled":
-        this.endDecode();
-        this.round += 1;
-        this.span(
-          this.round > 1 ? `context #${this.round}` : "context",
-          "context",
-          e,
-          e.latency_ms,
-          `${e.prompt_tokens.toLocaleString()} of ${e.window.toLocaleString()} tokens`,
-        );
+      case "context_assembled": {
+        const detail = `${e.prompt_tokens.toLocaleString()} of ${e.window.toLocaleString()} tokens`;
+        this.span(`context${r}`, "context", e, e.latency_ms, detail);
         break;
+      }
       case "tokenized":
         this.span(`tokenize${r}`, "tokenize", e, e.latency_ms, `${e.ids.length} ids`);
-        break;
-      case "prefill":
-        this.prefill(e, r);
-        break;
-      case "token":
-        this.token(e);
-        break;
-      case "tool_call":
-        this.endDecode(
-          e.timestamp - this.origin,
-          `tool call ${e.name}${e.constrained ? " (arguments decoded under the JSON-schema mask)" : ""}`,
-        );
         break;
       case "tool_result":
         this.span(`tool ${e.name}`, "tool", e, e.latency_ms, e.error ? `error: ${e.error}` : `→ ${e.output}`);
         break;
-      case "title_generated":
-        this.span(
-          "title",
-          "title",
-          e,
-          e.latency_ms,
-          `“${e.title}” (${e.source === "fallback" ? "the user's words" : "written by the model"}, after the answer)`,
-        );
+      case "title_generated": {
+        const by = e.source === "fallback" ? "the user's words" : "written by the model";
+        this.span("title", "title", e, e.latency_ms, `“${e.title}” (${by}, after the answer)`);
         break;
+      }
       case "memory_written":
         this.span("memory write", "memory", e, 0, `${e.operation}: ${e.text}`);
-        break;
-      default:
         break;
     }
   }
