@@ -3,6 +3,9 @@
 Each event is a frozen dataclass with `type`, `sequence_number` (0, 1, 2… within a turn), `turn_id` and a
 monotonic `timestamp` (seconds, `time.monotonic()`). A stage builds an event with only its own fields; the turn's
 `Emitter` stamps the other three. `to_dict()` / `event_from_dict()` round-trip exactly through JSON.
+
+Every closed set of strings is a `Literal` alias here (`EventType`, `SegmentKind`, …). The panel's TypeScript types,
+`js/src/events.generated.ts`, are generated from these classes: `python -m jupyter_chatflow.frontends.ts_types`.
 """
 
 from __future__ import annotations
@@ -11,21 +14,48 @@ import dataclasses
 import time
 import types
 import typing
-from typing import Any, ClassVar, TypeVar, Union
+from typing import Any, ClassVar, Literal, TypeVar, Union
 
 from .engine.generation import Alternative
 
 E = TypeVar("E", bound="Event")
+
+EventType = Literal[
+    "turn_started", "safety_decision", "memory_recalled", "context_assembled", "tokenized", "prefill", "token",
+    "tool_call", "tool_result", "memory_written", "title_generated", "completed", "cancelled", "error",
+]  # fmt: skip
+"""Every event's `type`, in pipeline order."""
+SegmentKind = Literal["system", "memory", "tools", "history", "user", "tool", "generated", "template"]
+"""Where a prompt segment came from: `tool` is a tool's result and `generated` the model's earlier text of this
+turn (its tool calls), both fed back in a later round; `template` is the chat template's own tokens."""
+TrimAction = Literal["dropped", "summarized"]
+"""What context assembly did with a part that did not fit: left it out, or replaced it with a summary."""
+TrimStrategy = Literal["drop", "summarize"]
+"""How context assembly makes history fit: leave the oldest out, or replace it with the model's summary."""
+SafetyLayer = Literal["input", "model", "output", "tool"]
+"""What a safety layer reads: the user's message; the finished answer; each streamed chunk; a tool's arguments or
+result (`pipeline/safety/policy.py`)."""
+SafetyAction = Literal["allow", "flag", "redact", "block"]
+"""What a safety layer did, weakest to strongest: let the text through; label it; cut spans out; stop it."""
+MemoryOperation = Literal["remember", "forget"]
+"""What a "remember …" or "forget …" message did to the memory store."""
+TitleSource = Literal["model", "fallback"]
+"""Who wrote a session's title: the model, or the user's first words (the model's attempt was unusable)."""
+FinishReason = Literal["stop", "length", "tool_calls_exhausted", "content_filter"]
+"""Why a completed turn ended: a stop token or string; max_tokens or the window; the tool-round bound was reached
+with the model still calling tools; a safety layer blocked the request or the answer."""
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
 class Event:
     """Fields every event has; subclasses add their own."""
 
-    type: ClassVar[str] = "event"
+    type: ClassVar[EventType]
     sequence_number: int = -1
+    """0, 1, 2… within a turn."""
     turn_id: str = ""
     timestamp: float = 0.0
+    """Monotonic seconds (`time.monotonic()`) when the event was emitted."""
 
     def to_dict(self) -> dict[str, Any]:
         """A JSON-ready dict, `type` first."""
@@ -49,8 +79,7 @@ class Span:
 class Segment:
     """One part of the assembled prompt."""
 
-    kind: str
-    """system | memory | tools | history | user | tool | template."""
+    kind: SegmentKind
     label: str
     """Human-readable name, e.g. "history[2] assistant"."""
     tokens: int
@@ -63,8 +92,7 @@ class Trim:
 
     label: str
     tokens: int
-    action: str
-    """dropped | summarized."""
+    action: TrimAction
     reason: str
 
 
@@ -93,7 +121,7 @@ class Snippet:
 class TurnStarted(Event):
     """The validated request envelope: what was asked, with which knobs and features."""
 
-    type: ClassVar[str] = "turn_started"
+    type: ClassVar[Literal["turn_started"]] = "turn_started"
     request_id: str
     session_id: str
     user: str
@@ -113,11 +141,9 @@ class TurnStarted(Event):
 class SafetyDecision(Event):
     """One safety layer's verdict on a text."""
 
-    type: ClassVar[str] = "safety_decision"
-    layer: str
-    """input | model | output | tool."""
-    action: str
-    """allow | flag | redact | block."""
+    type: ClassVar[Literal["safety_decision"]] = "safety_decision"
+    layer: SafetyLayer
+    action: SafetyAction
     guard: str
     categories: tuple[str, ...] = ()
     scores: dict[str, float] = dataclasses.field(default_factory=dict)
@@ -132,7 +158,7 @@ class SafetyDecision(Event):
 class MemoryRecalled(Event):
     """Memories found relevant to the user's message and put into the context."""
 
-    type: ClassVar[str] = "memory_recalled"
+    type: ClassVar[Literal["memory_recalled"]] = "memory_recalled"
     query: str
     snippets: tuple[Snippet, ...]
     latency_ms: float = 0.0
@@ -142,14 +168,14 @@ class MemoryRecalled(Event):
 class ContextAssembled(Event):
     """The prompt's segments, the token budget, and what was trimmed to fit it."""
 
-    type: ClassVar[str] = "context_assembled"
+    type: ClassVar[Literal["context_assembled"]] = "context_assembled"
     window: int
     reserved_output: int
     budget: int
     prompt_tokens: int
     segments: tuple[Segment, ...]
     trimmed: tuple[Trim, ...] = ()
-    strategy: str = "drop"
+    strategy: TrimStrategy = "drop"
     latency_ms: float = 0.0
 
 
@@ -157,7 +183,7 @@ class ContextAssembled(Event):
 class Tokenized(Event):
     """The exact prompt ids and where every one came from (runs over `ContextAssembled.segments`)."""
 
-    type: ClassVar[str] = "tokenized"
+    type: ClassVar[Literal["tokenized"]] = "tokenized"
     ids: tuple[int, ...]
     provenance: tuple[Run, ...]
     latency_ms: float = 0.0
@@ -167,7 +193,7 @@ class Tokenized(Event):
 class PrefillDone(Event):
     """The prompt is in the KV cache; reused tokens came from the prompt cache."""
 
-    type: ClassVar[str] = "prefill"
+    type: ClassVar[Literal["prefill"]] = "prefill"
     prompt_tokens: int
     reused_tokens: int
     computed_tokens: int
@@ -180,7 +206,7 @@ class PrefillDone(Event):
 class TokenDelta(Event):
     """One generated token. `text` is what became visible (after stop-string holdback and output redaction)."""
 
-    type: ClassVar[str] = "token"
+    type: ClassVar[Literal["token"]] = "token"
     index: int
     token_id: int
     text: str
@@ -199,7 +225,7 @@ class TokenDelta(Event):
 class ToolCall(Event):
     """The model asked for a tool; the stream pauses here until the result."""
 
-    type: ClassVar[str] = "tool_call"
+    type: ClassVar[Literal["tool_call"]] = "tool_call"
     call_id: str
     name: str
     arguments: dict[str, Any]
@@ -218,7 +244,7 @@ class ToolCall(Event):
 class ToolResult(Event):
     """A tool's output or error, which goes back into the context."""
 
-    type: ClassVar[str] = "tool_result"
+    type: ClassVar[Literal["tool_result"]] = "tool_result"
     call_id: str
     name: str
     output: str = ""
@@ -231,9 +257,8 @@ class ToolResult(Event):
 class MemoryWritten(Event):
     """A memory was stored or forgotten."""
 
-    type: ClassVar[str] = "memory_written"
-    operation: str
-    """remember | forget."""
+    type: ClassVar[Literal["memory_written"]] = "memory_written"
+    operation: MemoryOperation
     text: str
     memory_ids: tuple[int, ...] = ()
 
@@ -243,20 +268,18 @@ class TitleGenerated(Event):
     """The session's title, written after its first answer has ended: this event follows the turn's terminal
     event (its sequence number is the next one), so the answer never waits for the title."""
 
-    type: ClassVar[str] = "title_generated"
+    type: ClassVar[Literal["title_generated"]] = "title_generated"
     title: str
     latency_ms: float = 0.0
-    source: str = "model"
-    """model (the model's attempt, cleaned) | fallback (the user's first words: the attempt was unusable)."""
+    source: TitleSource = "model"
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
 class Completed(Event):
     """The turn ended normally (terminal)."""
 
-    type: ClassVar[str] = "completed"
-    finish_reason: str
-    """stop | length | tool_calls_exhausted | content_filter."""
+    type: ClassVar[Literal["completed"]] = "completed"
+    finish_reason: FinishReason
     text: str
     usage: dict[str, int]
     timings: dict[str, float]
@@ -270,7 +293,7 @@ class Completed(Event):
 class Cancelled(Event):
     """The turn was stopped (Stop, Ctrl-C, Kernel → Interrupt); the partial answer is kept (terminal)."""
 
-    type: ClassVar[str] = "cancelled"
+    type: ClassVar[Literal["cancelled"]] = "cancelled"
     text: str
     usage: dict[str, int] = dataclasses.field(default_factory=dict)
     timings: dict[str, float] = dataclasses.field(default_factory=dict)
@@ -280,13 +303,13 @@ class Cancelled(Event):
 class Failed(Event):
     """The turn failed (terminal); `message` says what to do."""
 
-    type: ClassVar[str] = "error"
+    type: ClassVar[Literal["error"]] = "error"
     error: str
     message: str
     text: str = ""
 
 
-EVENT_TYPES: dict[str, type[Event]] = {
+EVENT_TYPES: dict[EventType, type[Event]] = {
     cls.type: cls
     for cls in (
         TurnStarted, SafetyDecision, MemoryRecalled, ContextAssembled, Tokenized, PrefillDone, TokenDelta,

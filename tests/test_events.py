@@ -1,5 +1,6 @@
 import dataclasses
 import json
+import typing
 
 import pytest
 
@@ -10,6 +11,7 @@ from jupyter_chatflow.events import (
     ContextAssembled,
     Emitter,
     Event,
+    EventType,
     SafetyDecision,
     Segment,
     Span,
@@ -67,6 +69,15 @@ def test_events_round_trip_exactly_through_json():
 def test_every_event_type_is_registered_once():
     assert len(EVENT_TYPES) == len({cls.__name__ for cls in EVENT_TYPES.values()})
     assert EVENT_TYPES["token"] is TokenDelta
+
+
+def test_event_type_names_exactly_the_concrete_event_classes():
+    def concrete(cls: type[Event]) -> list[type[Event]]:
+        return [c for sub in cls.__subclasses__() for c in [sub, *concrete(sub)]]
+
+    classes = concrete(Event)
+    assert sorted(c.type for c in classes) == sorted(typing.get_args(EventType))
+    assert set(EVENT_TYPES) == set(typing.get_args(EventType)) and set(EVENT_TYPES.values()) == set(classes)
 
 
 def test_unknown_event_type_and_field_are_errors():

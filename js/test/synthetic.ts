@@ -65,6 +65,7 @@ export function longTurn(base: TurnRecord, n: number, turn_id = "turn_long"): Tu
       logprob: lp,
       entropy: 1 + ((i * 31) % 17) / 10,
       elapsed_ms: 30,
+      compile_ms: 0,
       redacted: i === 120,
       alternatives: [
         { token_id: id, text, logprob: lp, sampling_prob: 0.6 },

@@ -21,7 +21,7 @@ from collections.abc import Callable, Sequence
 import numpy as np
 
 from jupyter_chatflow.errors import ChatflowError
-from jupyter_chatflow.events import ContextAssembled, Run, Segment, Snippet, Tokenized, Trim
+from jupyter_chatflow.events import ContextAssembled, Run, Segment, SegmentKind, Snippet, Tokenized, Trim
 from jupyter_chatflow.tokenizer.tokenizer import Tokenizer
 
 Message = dict[str, str]
@@ -37,7 +37,7 @@ class ContextError(ChatflowError):
 class Part:
     """A piece of text headed for the prompt, with the segment it belongs to."""
 
-    kind: str
+    kind: SegmentKind
     label: str
     text: str
 
@@ -114,7 +114,7 @@ def _parts(inputs: Inputs) -> list[Part]:
     parts.append(Part(kind="user", label="user", text=inputs.user))
     for m in inputs.pending:
         is_result = m["role"] in ("tool", "ipython") or m["content"].startswith("<tool_response>")
-        kind = "tool" if is_result else "generated"
+        kind: SegmentKind = "tool" if is_result else "generated"
         parts.append(Part(kind=kind, label=f"{kind} {m['role']}", text=m["content"]))
     return parts
 

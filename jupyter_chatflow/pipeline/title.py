@@ -13,7 +13,7 @@ import threading
 import time
 
 from jupyter_chatflow.engine.model import Model
-from jupyter_chatflow.events import TitleGenerated
+from jupyter_chatflow.events import TitleGenerated, TitleSource
 
 from .safety import SafetyPolicy
 from .safety.gate import Release
@@ -84,7 +84,8 @@ def write_title(
         return None
     if not on_topic(attempt, user):
         attempt = ""
-    title, source = (_scanned(attempt, policy), "model") if attempt else ("", "")
+    title = _scanned(attempt, policy) if attempt else ""
+    source: TitleSource = "model"
     if not title:  # unusable, or the output scan would change it: the user's words (already redacted) instead
         title, source = _scanned(fallback_title(user), policy), "fallback"
     if not title:

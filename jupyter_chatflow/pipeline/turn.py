@@ -15,7 +15,7 @@ import threading
 import time
 import uuid
 from collections.abc import Callable, Sequence
-from typing import Any
+from typing import Any, get_args
 
 from jupyter_chatflow.engine.generation import Step
 from jupyter_chatflow.engine.model import Model
@@ -25,6 +25,7 @@ from jupyter_chatflow.events import (
     Completed,
     Event,
     Failed,
+    FinishReason,
     MemoryRecalled,
     MemoryWritten,
     TokenDelta,
@@ -275,7 +276,7 @@ class Turn:
         steps = self.decode_steps  # over every generation of the turn; XLA compiling is not decoding speed
         decoding_ms = self.decode_ms - self.decode_compile_ms
         rate = steps / (decoding_ms / 1000) if steps > 0 and decoding_ms > 0 else 0.0
-        self._emit(Completed(finish_reason=finish, text=self.streamer.shown, usage=dict(self.usage),
+        self._emit(Completed(finish_reason=_finish_reason(finish), text=self.streamer.shown, usage=dict(self.usage),
                              timings=timings, tokens_per_s=rate))  # fmt: skip
 
     def _end_cancelled(self) -> None:
@@ -334,3 +335,14 @@ def _run(tools: Sequence[Tool], name: str, arguments: dict[str, Any], *, blocked
     if tool is None:
         return ToolOutcome(output="", error=f"no tool named {name!r}", latency_ms=0.0)
     return tool.run(arguments)
+
+
+FINISH_REASONS: tuple[FinishReason, ...] = get_args(FinishReason)
+
+
+def _finish_reason(finish: str) -> FinishReason:
+    """`finish` as a completed turn reports it (a round's "cancelled" ends the turn as Cancelled, not here)."""
+    for known in FINISH_REASONS:
+        if finish == known:
+            return known
+    raise AssertionError(f"A completed turn's finish reason must be one of {FINISH_REASONS}, got {finish!r}.")

@@ -8,9 +8,10 @@ from __future__ import annotations
 
 import time
 from collections.abc import Iterable, Sequence
+from typing import get_args
 
 from jupyter_chatflow.errors import ChatflowError
-from jupyter_chatflow.events import SafetyDecision, Span
+from jupyter_chatflow.events import SafetyAction, SafetyDecision, SafetyLayer, Span
 
 from .taxonomy import describe
 
@@ -26,31 +27,33 @@ __all__ = [
     "strongest",
 ]
 
-LAYERS = ("input", "model", "output", "tool")
-ACTIONS = ("allow", "flag", "redact", "block")
+LAYERS: tuple[SafetyLayer, ...] = get_args(SafetyLayer)  # input, model, output, tool
+ACTIONS: tuple[SafetyAction, ...] = get_args(SafetyAction)  # allow < flag < redact < block
 
 
 class SafetyConfigError(ChatflowError):
     """A safety setting that cannot work: an unknown mode, layer, action or threshold."""
 
 
-def check_layer(layer: str) -> str:
+def check_layer(layer: str) -> SafetyLayer:
     """`layer` if it is a known layer, else SafetyConfigError."""
-    if layer not in LAYERS:
-        raise SafetyConfigError(f"Unknown safety layer {layer!r}: use one of {', '.join(LAYERS)}.")
-    return layer
+    for known in LAYERS:
+        if layer == known:
+            return known
+    raise SafetyConfigError(f"Unknown safety layer {layer!r}: use one of {', '.join(LAYERS)}.")
 
 
-def check_action(action: str, allowed: Sequence[str] = ACTIONS) -> str:
+def check_action(action: str, allowed: Sequence[SafetyAction] = ACTIONS) -> SafetyAction:
     """`action` if it is one of `allowed`, else SafetyConfigError."""
-    if action not in allowed:
-        raise SafetyConfigError(f"Unknown safety action {action!r}: use one of {', '.join(allowed)}.")
-    return action
+    for known in allowed:
+        if action == known:
+            return known
+    raise SafetyConfigError(f"Unknown safety action {action!r}: use one of {', '.join(allowed)}.")
 
 
-def strongest(actions: Iterable[str]) -> str:
+def strongest(actions: Iterable[str]) -> SafetyAction:
     """The strongest of `actions` (allow when there are none)."""
-    return max(actions, key=ACTIONS.index, default="allow")
+    return ACTIONS[max(map(ACTIONS.index, actions), default=0)]
 
 
 def since(start: float) -> float:
@@ -74,7 +77,7 @@ def merge(decisions: Sequence[SafetyDecision], *, layer: str, guard: str = "") -
             scores[name] = max(score, scores.get(name, 0.0))
     reasons = [d.reason for d in decisions if d.reason and d.action != "allow"]
     return SafetyDecision(
-        layer=layer,
+        layer=check_layer(layer),
         action=action,
         guard=guard or "+".join(dict.fromkeys(d.guard for d in decisions)) or "none",
         categories=categories,

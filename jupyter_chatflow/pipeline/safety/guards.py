@@ -16,7 +16,7 @@ import dataclasses
 import time
 from typing import Protocol, runtime_checkable
 
-from jupyter_chatflow.events import SafetyDecision, Span
+from jupyter_chatflow.events import SafetyAction, SafetyDecision, Span
 
 from .decisions import check_action, check_layer, describe_spans, since, strongest
 from .frames import Frame, FrameHit, match
@@ -60,7 +60,7 @@ class RuleGuard:
     frames: tuple[Frame, ...] = HAZARD_FRAMES
     """Hazard frames (`hazards.HAZARD_FRAMES`: Llama Guard 3's S1–S14); () for pattern rules only."""
     name: str = "rules"
-    action: str | None = None
+    action: SafetyAction | None = None
     """Override every rule's own action (flag | block); None keeps each rule's action."""
     message: str = BLOCK_MESSAGE
 
@@ -83,7 +83,7 @@ class RuleGuard:
 class PiiGuard:
     """Emails, phone numbers, card numbers and secrets (`pii.find_pii`): redacts them by default."""
 
-    action: str = "redact"
+    action: SafetyAction = "redact"
     """What a match leads to: flag | redact | block."""
     name: str = "pii"
     message: str = BLOCK_MESSAGE
@@ -143,7 +143,7 @@ def _names(spans: tuple[Span, ...]) -> str:
 
 
 def _decision(
-    guard: Guard, layer: str, action: str, spans: tuple[Span, ...], reason: str, start: float, message: str
+    guard: Guard, layer: str, action: SafetyAction, spans: tuple[Span, ...], reason: str, start: float, message: str
 ) -> SafetyDecision:
     """A rule-style decision: categories from the spans, score 1.0 for each, the block message if blocked."""
     categories = tuple(dict.fromkeys(span.category for span in spans))

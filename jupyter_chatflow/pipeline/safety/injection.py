@@ -33,7 +33,7 @@ import re
 import time
 from collections.abc import Callable
 
-from jupyter_chatflow.events import SafetyDecision, Span
+from jupyter_chatflow.events import SafetyAction, SafetyDecision, Span
 
 from .cues import cue
 from .decisions import check_action, check_layer, since
@@ -211,7 +211,7 @@ class InjectionGuard:
     """Finds injected instructions (`find_injections`) and redacts them whole; flags them where text must stay."""
 
     name: str = "injection"
-    action: str = "redact"
+    action: SafetyAction = "redact"
     """redact (cut out, for tool results) | flag | block."""
 
     def __post_init__(self) -> None:

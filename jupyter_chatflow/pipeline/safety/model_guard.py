@@ -24,7 +24,7 @@ from typing import Any
 
 import numpy as np
 
-from jupyter_chatflow.events import SafetyDecision
+from jupyter_chatflow.events import SafetyAction, SafetyDecision
 
 from .decisions import SafetyConfigError, check_action, check_layer, since
 from .guards import BLOCK_MESSAGE
@@ -64,7 +64,7 @@ class ModelGuard:
     model: Any
     """A loaded model (`jupyter_chatflow.Model`): `tokenizer` and `next_logits(ids) -> float32 [V]`."""
     threshold: float = 0.5
-    action: str = "flag"
+    action: SafetyAction = "flag"
     name: str = "model_guard"
     max_chars: int = 4000
     """Longer texts are judged on their last `max_chars` characters."""
@@ -81,7 +81,7 @@ class ModelGuard:
         score = self.score(text, layer=layer)
         unsafe = score >= self.threshold
         return SafetyDecision(
-            layer=layer,
+            layer=check_layer(layer),
             action=self.action if unsafe else "allow",
             guard=self.name,
             categories=("unsafe",) if unsafe else (),

@@ -27,7 +27,7 @@ import json
 from collections.abc import Mapping
 from typing import Any
 
-from jupyter_chatflow.events import SafetyDecision, Span
+from jupyter_chatflow.events import SafetyDecision, SafetyLayer, Span
 
 from .decisions import SafetyConfigError, check_action, check_layer, merge
 from .frames import prepare
@@ -48,7 +48,7 @@ _INJECTION = "prompt_injection"
 
 def default_guards(layer: str, pii_action: str = "redact") -> tuple[Guard, ...]:
     """The built-in guards of a layer (see the module docstring)."""
-    pii = PiiGuard(action=pii_action)
+    pii = PiiGuard(action=check_action(pii_action, ("flag", "redact", "block")))
     return {
         "input": (RuleGuard(rules=CODE_RULES + INJECTION_RULES + MARKUP_RULES), pii),
         "model": (RefusalGuard(),),
@@ -155,5 +155,5 @@ class SafetyPolicy:
         return merge(decisions, layer=layer), cuts
 
 
-def _skipped(layer: str) -> SafetyDecision:
+def _skipped(layer: SafetyLayer) -> SafetyDecision:
     return SafetyDecision(layer=layer, action="allow", guard="none", reason=f"The {layer} layer is off in this mode.")

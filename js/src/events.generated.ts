@@ -1,0 +1,301 @@
+// Generated from jupyter_chatflow/events.py by jupyter_chatflow/frontends/ts_types.py: do not edit.
+// After changing an event, regenerate it: python -m jupyter_chatflow.frontends.ts_types
+// (tests/frontends/test_ts_types.py fails while this file is out of date).
+
+/** Every event's `type`, in pipeline order. */
+export type EventType =
+  | "turn_started"
+  | "safety_decision"
+  | "memory_recalled"
+  | "context_assembled"
+  | "tokenized"
+  | "prefill"
+  | "token"
+  | "tool_call"
+  | "tool_result"
+  | "memory_written"
+  | "title_generated"
+  | "completed"
+  | "cancelled"
+  | "error";
+
+/**
+ * Where a prompt segment came from: `tool` is a tool's result and `generated` the model's earlier text of this turn
+ * (its tool calls), both fed back in a later round; `template` is the chat template's own tokens.
+ */
+export type SegmentKind = "system" | "memory" | "tools" | "history" | "user" | "tool" | "generated" | "template";
+
+/** What context assembly did with a part that did not fit: left it out, or replaced it with a summary. */
+export type TrimAction = "dropped" | "summarized";
+
+/** How context assembly makes history fit: leave the oldest out, or replace it with the model's summary. */
+export type TrimStrategy = "drop" | "summarize";
+
+/**
+ * What a safety layer reads: the user's message; the finished answer; each streamed chunk; a tool's arguments or result
+ * (`pipeline/safety/policy.py`).
+ */
+export type SafetyLayer = "input" | "model" | "output" | "tool";
+
+/** What a safety layer did, weakest to strongest: let the text through; label it; cut spans out; stop it. */
+export type SafetyAction = "allow" | "flag" | "redact" | "block";
+
+/** What a "remember …" or "forget …" message did to the memory store. */
+export type MemoryOperation = "remember" | "forget";
+
+/** Who wrote a session's title: the model, or the user's first words (the model's attempt was unusable). */
+export type TitleSource = "model" | "fallback";
+
+/**
+ * Why a completed turn ended: a stop token or string; max_tokens or the window; the tool-round bound was reached with
+ * the model still calling tools; a safety layer blocked the request or the answer.
+ */
+export type FinishReason = "stop" | "length" | "tool_calls_exhausted" | "content_filter";
+
+/** Fields every event has; subclasses add their own. */
+export interface BaseEvent {
+  type: EventType;
+  /** 0, 1, 2… within a turn. */
+  sequence_number: number;
+  turn_id: string;
+  /** Monotonic seconds (`time.monotonic()`) when the event was emitted. */
+  timestamp: number;
+}
+
+/** A character range [start, end) of a text, with why it was marked. */
+export interface Span {
+  start: number;
+  end: number;
+  category: string;
+  replacement: string;
+}
+
+/** A memory recalled into the context. */
+export interface Snippet {
+  memory_id: number;
+  text: string;
+  score: number;
+}
+
+/** One part of the assembled prompt. */
+export interface Segment {
+  kind: SegmentKind;
+  /** Human-readable name, e.g. "history[2] assistant". */
+  label: string;
+  tokens: number;
+  text: string;
+}
+
+/** What context assembly left out (or summarized) to fit the window, and why. */
+export interface Trim {
+  label: string;
+  tokens: number;
+  action: TrimAction;
+  reason: string;
+}
+
+/** A run of prompt tokens [start, end) that came from `segments[segment]`. */
+export interface Run {
+  segment: number;
+  start: number;
+  end: number;
+}
+
+/** A token the sampler could have picked at a step. */
+export interface Alternative {
+  token_id: number;
+  text: string;
+  /** log p under the model (temperature 1, before any filter). */
+  logprob: number;
+  /** The probability the sampler gave it after penalty, temperature, top-k, top-p and min-p (0 = cut away). */
+  sampling_prob: number;
+}
+
+/** The validated request envelope: what was asked, with which knobs and features. */
+export interface TurnStarted extends BaseEvent {
+  type: "turn_started";
+  request_id: string;
+  session_id: string;
+  user: string;
+  params: Record<string, unknown>;
+  features: Record<string, unknown>;
+  /** Wall-clock time (Unix seconds). */
+  created: number;
+  /** The turn this one regenerates from one of its tokens ("" for a new message). */
+  fork_of: string;
+  /** That token's index in the forked turn's answer: the answer up to it is kept, it is replaced. */
+  fork_index: number;
+  /** How long the request waited for the engine thread (behind other turns, a title, a prewarm) before it began. */
+  queued_ms: number;
+}
+
+/** One safety layer's verdict on a text. */
+export interface SafetyDecision extends BaseEvent {
+  type: "safety_decision";
+  layer: SafetyLayer;
+  action: SafetyAction;
+  guard: string;
+  categories: string[];
+  scores: Record<string, number>;
+  spans: Span[];
+  reason: string;
+  latency_ms: number;
+  /** For block: the text shown instead. */
+  replacement: string;
+}
+
+/** Memories found relevant to the user's message and put into the context. */
+export interface MemoryRecalled extends BaseEvent {
+  type: "memory_recalled";
+  query: string;
+  snippets: Snippet[];
+  latency_ms: number;
+}
+
+/** The prompt's segments, the token budget, and what was trimmed to fit it. */
+export interface ContextAssembled extends BaseEvent {
+  type: "context_assembled";
+  window: number;
+  reserved_output: number;
+  budget: number;
+  prompt_tokens: number;
+  segments: Segment[];
+  trimmed: Trim[];
+  strategy: TrimStrategy;
+  latency_ms: number;
+}
+
+/** The exact prompt ids and where every one came from (runs over `ContextAssembled.segments`). */
+export interface Tokenized extends BaseEvent {
+  type: "tokenized";
+  ids: number[];
+  provenance: Run[];
+  latency_ms: number;
+}
+
+/** The prompt is in the KV cache; reused tokens came from the prompt cache. */
+export interface PrefillDone extends BaseEvent {
+  type: "prefill";
+  prompt_tokens: number;
+  reused_tokens: number;
+  computed_tokens: number;
+  latency_ms: number;
+  /** Of latency_ms, the time XLA spent compiling (or loading from its cache) programs new to the process. */
+  compile_ms: number;
+}
+
+/** One generated token. `text` is what became visible (after stop-string holdback and output redaction). */
+export interface TokenDelta extends BaseEvent {
+  type: "token";
+  index: number;
+  token_id: number;
+  text: string;
+  logprob: number;
+  entropy: number;
+  alternatives: Alternative[];
+  elapsed_ms: number;
+  /**
+   * XLA compile time since the previous token (a decode program's first call in the process), in elapsed_ms. A
+   * generation's first token comes out of its prefill: its compile_ms is that prefill's (`PrefillDone.compile_ms`), not
+   * more of it; add one of the two.
+   */
+  compile_ms: number;
+  redacted: boolean;
+}
+
+/** The model asked for a tool; the stream pauses here until the result. */
+export interface ToolCall extends BaseEvent {
+  type: "tool_call";
+  call_id: string;
+  name: string;
+  arguments: Record<string, unknown>;
+  /** True when the arguments were decoded under a JSON-schema token mask. */
+  constrained: boolean;
+  /** Time to write the call under the mask (its prefill and decode steps), ending at this event. */
+  decode_ms: number;
+  /** Tokens of the call's text, `<tool_call>` (or the line after it) to `</tool_call>`. */
+  tokens: number;
+  /**
+   * Of those, the ones the grammar fixed (keys, punctuation, a sole tool's name), as the tokenizer spells them; the
+   * others are the model's choices under the mask.
+   */
+  forced_tokens: number;
+}
+
+/** A tool's output or error, which goes back into the context. */
+export interface ToolResult extends BaseEvent {
+  type: "tool_result";
+  call_id: string;
+  name: string;
+  output: string;
+  error: string;
+  /** The tool's own run (checking the arguments, the call, formatting its output), ending at this event. */
+  latency_ms: number;
+}
+
+/** A memory was stored or forgotten. */
+export interface MemoryWritten extends BaseEvent {
+  type: "memory_written";
+  operation: MemoryOperation;
+  text: string;
+  memory_ids: number[];
+}
+
+/**
+ * The session's title, written after its first answer has ended: this event follows the turn's terminal event (its
+ * sequence number is the next one), so the answer never waits for the title.
+ */
+export interface TitleGenerated extends BaseEvent {
+  type: "title_generated";
+  title: string;
+  latency_ms: number;
+  source: TitleSource;
+}
+
+/** The turn ended normally (terminal). */
+export interface Completed extends BaseEvent {
+  type: "completed";
+  finish_reason: FinishReason;
+  text: string;
+  usage: Record<string, number>;
+  /**
+   * Milliseconds per stage, plus ttft_ms and total_ms, both counted from the request's submission (the wait for the
+   * engine thread, `TurnStarted.queued_ms`, included: what the user waited).
+   */
+  timings: Record<string, number>;
+  /** Decode tokens per second after the first token, XLA compile time left out. */
+  tokens_per_s: number;
+}
+
+/** The turn was stopped (Stop, Ctrl-C, Kernel → Interrupt); the partial answer is kept (terminal). */
+export interface Cancelled extends BaseEvent {
+  type: "cancelled";
+  text: string;
+  usage: Record<string, number>;
+  timings: Record<string, number>;
+}
+
+/** The turn failed (terminal); `message` says what to do. */
+export interface Failed extends BaseEvent {
+  type: "error";
+  error: string;
+  message: string;
+  text: string;
+}
+
+/** Every event of a turn, by its `type`. */
+export type ChatEvent =
+  | TurnStarted
+  | SafetyDecision
+  | MemoryRecalled
+  | ContextAssembled
+  | Tokenized
+  | PrefillDone
+  | TokenDelta
+  | ToolCall
+  | ToolResult
+  | MemoryWritten
+  | TitleGenerated
+  | Completed
+  | Cancelled
+  | Failed;

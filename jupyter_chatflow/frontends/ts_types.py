@@ -1,0 +1,212 @@
+"""The panel's TypeScript event types, generated from the event dataclasses in `events.py`.
+
+Every event class becomes an interface (`extends BaseEvent`, its `type` a string literal), every dataclass an
+event carries (`Span`, `Segment`, `Alternative`, …) one too, every `Literal` alias of `events.py` a union of
+string literals, and docstrings become `/** */` comments. `tests/frontends/test_ts_types.py` fails while
+`js/src/events.generated.ts` differs from what this writes now. After changing an event:
+
+    python -m jupyter_chatflow.frontends.ts_types          # rewrite js/src/events.generated.ts
+    python -m jupyter_chatflow.frontends.ts_types --check  # exit 1 if it is out of date
+
+The text is written as Biome formats it (two-space indent, double quotes, 120 columns), so `biome ci` passes.
+"""
+
+from __future__ import annotations
+
+import argparse
+import ast
+import dataclasses
+import functools
+import inspect
+import itertools
+import json
+import sys
+import textwrap
+import types
+import typing
+from collections.abc import Iterator, Mapping, Sequence
+from pathlib import Path
+from typing import Any, Literal, Union
+
+from jupyter_chatflow import events
+from jupyter_chatflow.events import EVENT_TYPES, Event
+
+OUTPUT = Path(__file__).resolve().parents[2] / "js" / "src" / "events.generated.ts"
+COMMAND = "python -m jupyter_chatflow.frontends.ts_types"
+WIDTH = 120
+HEADER = f"""\
+// Generated from jupyter_chatflow/events.py by jupyter_chatflow/frontends/ts_types.py: do not edit.
+// After changing an event, regenerate it: {COMMAND}
+// (tests/frontends/test_ts_types.py fails while this file is out of date)."""
+UNION = "ChatEvent"
+"""The TypeScript name of the union of every event."""
+_SCALARS: dict[Any, str] = {int: "number", float: "number", str: "string", bool: "boolean", type(None): "null"}
+
+
+def render() -> str:
+    """The text of `js/src/events.generated.ts` for the event classes as they are now."""
+    event_classes = list(EVENT_TYPES.values())
+    values = value_classes(event_classes)
+    aliases = literal_aliases(events)
+    names: dict[Any, str] = {**aliases, Event: "BaseEvent", **{c: c.__name__ for c in [*values, *event_classes]}}
+    alias_docs = attribute_docs(ast.parse(inspect.getsource(events)).body)
+    blocks = [
+        HEADER,
+        *(_type_alias(name, ts_type(hint, {}, name), alias_docs.get(name, "")) for hint, name in aliases.items()),
+        *(_interface(cls, names) for cls in [Event, *values, *event_classes]),
+        _type_alias(UNION, " | ".join(c.__name__ for c in event_classes), "Every event of a turn, by its `type`."),
+    ]
+    return "\n\n".join(blocks) + "\n"
+
+
+def ts_type(hint: Any, names: Mapping[Any, str], where: str) -> str:
+    """The TypeScript type of a Python type hint; `names` gives the TypeScript name of a dataclass or alias."""
+    if _hashable(hint) and (hint in names or hint in _SCALARS):
+        return names.get(hint) or _SCALARS[hint]
+    if hint is Any:
+        return "unknown"
+    origin, args = typing.get_origin(hint), typing.get_args(hint)
+    if origin is Literal and all(isinstance(a, str) for a in args):
+        return " | ".join(json.dumps(a) for a in args)
+    if origin in (Union, types.UnionType):
+        return " | ".join(ts_type(a, names, where) for a in args)
+    if (origin is list and args) or (origin is tuple and len(args) == 2 and args[1] is Ellipsis):
+        item = ts_type(args[0], names, where)
+        return f"({item})[]" if " | " in item else f"{item}[]"
+    if origin is tuple and args and Ellipsis not in args:
+        return f"[{', '.join(ts_type(a, names, where) for a in args)}]"
+    if origin is dict and args and args[0] is str:
+        return f"Record<string, {ts_type(args[1], names, where)}>"
+    raise TypeError(
+        f"{where}: no TypeScript type for {hint!r}. Use int, float, str, bool, None, Any, Literal[str, ...], "
+        "tuple[X, ...], list[X], dict[str, X] or a dataclass, or teach jupyter_chatflow/frontends/ts_types.py it."
+    )
+
+
+def value_classes(event_classes: Sequence[type]) -> list[type]:
+    """The dataclasses the events carry (and those they carry), in order of first use."""
+    found: list[type] = []
+    queue = list(event_classes)
+    while queue:
+        for hint in _field_hints(queue.pop(0)).values():
+            for cls in _dataclasses_in(hint):
+                if cls not in found and not issubclass(cls, Event):
+                    found.append(cls)
+                    queue.append(cls)
+    return found
+
+
+def literal_aliases(module: types.ModuleType) -> dict[Any, str]:
+    """The module's `Name = Literal[...]` aliases, in source order: Literal → name."""
+    return {value: name for name, value in vars(module).items() if typing.get_origin(value) is Literal}
+
+
+def attribute_docs(body: Sequence[ast.stmt]) -> dict[str, str]:
+    """The docstrings under the assignments of a module's or a class's body: name → docstring."""
+    docs = {}
+    for before, node in itertools.pairwise(body):
+        targets = [before.target] if isinstance(before, ast.AnnAssign) else getattr(before, "targets", [])
+        text = node.value.value if isinstance(node, ast.Expr) and isinstance(node.value, ast.Constant) else None
+        if len(targets) == 1 and isinstance(targets[0], ast.Name) and isinstance(text, str):
+            docs[targets[0].id] = inspect.cleandoc(text)
+    return docs
+
+
+def comment(text: str, indent: str = "") -> list[str]:
+    """`text` as a JSDoc comment: one line if it fits, else wrapped to the width, paragraphs kept."""
+    paragraphs = [" ".join(p.split()) for p in inspect.cleandoc(text).replace("*/", "*\\/").split("\n\n")]
+    paragraphs = [p for p in paragraphs if p]
+    if not paragraphs:
+        return []
+    if len(paragraphs) == 1 and len(line := f"{indent}/** {paragraphs[0]} */") <= WIDTH:
+        return [line]
+    lines = [f"{indent}/**"]
+    for k, paragraph in enumerate(paragraphs):
+        lines += [f"{indent} *"] if k else []
+        wrapped = textwrap.wrap(paragraph, WIDTH - len(indent) - 3, break_long_words=False, break_on_hyphens=False)
+        lines += [f"{indent} * {part}" for part in wrapped]
+    return [*lines, f"{indent} */"]
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Write (or with --check, compare) the generated file; the exit status says whether it was up to date."""
+    parser = argparse.ArgumentParser(prog=COMMAND, description="Write js/src/events.generated.ts from events.py.")
+    parser.add_argument("--check", action="store_true", help="write nothing; exit 1 if the file is out of date")
+    parser.add_argument("--out", type=Path, default=OUTPUT, help=f"the file to write (default: {OUTPUT})")
+    args = parser.parse_args(argv)
+    if not args.out.parent.is_dir():
+        parser.error(f"No folder {args.out.parent}: run this in a source checkout, or name a file with --out.")
+    text = render()
+    current = args.out.read_text() if args.out.exists() else None
+    if args.check:
+        print(f"{args.out} is {'up to date' if current == text else f'out of date: run {COMMAND}'}")
+        return 0 if current == text else 1
+    args.out.write_text(text)
+    print(f"{'Unchanged' if current == text else 'Wrote'} {args.out}")
+    return 0
+
+
+# ---- helpers ---------------------------------------------------------------------------------------------------
+
+
+def _interface(cls: type, names: Mapping[Any, str]) -> str:
+    """`export interface …` for a dataclass: an event's own fields only (the rest come from BaseEvent)."""
+    node = _class_node(cls)
+    docs = attribute_docs(node.body)
+    inherited = {f.name for f in dataclasses.fields(Event)} if cls is not Event and issubclass(cls, Event) else set()
+    lines = comment(ast.get_docstring(node) or "")
+    lines.append(f"export interface {names[cls]}{' extends BaseEvent' if inherited else ''} {{")
+    if issubclass(cls, Event):  # its ClassVar `type` (a Literal), first as in `to_dict()`
+        (literal,) = typing.get_args(typing.get_type_hints(cls)["type"])
+        lines.append(_member(cls, "type", literal, names))
+    for name, hint in _field_hints(cls).items():
+        if name not in inherited:
+            lines += [*comment(docs.get(name, ""), "  "), _member(cls, name, hint, names)]
+    return "\n".join([*lines, "}"])
+
+
+def _member(cls: type, name: str, hint: Any, names: Mapping[Any, str]) -> str:
+    line = f"  {name}: {ts_type(hint, names, f'{cls.__name__}.{name}')};"
+    if len(line) > WIDTH:  # (Biome would break it over lines)
+        raise ValueError(f"{cls.__name__}.{name}: {line.strip()!r} is over {WIDTH} columns: name its type (events.py).")
+    return line
+
+
+def _type_alias(name: str, union: str, doc: str) -> str:
+    """`export type Name = A | B;` on one line if it fits, else one member a line (as Biome writes it)."""
+    line = f"export type {name} = {union};"
+    if len(line) > WIDTH:
+        line = f"export type {name} =\n" + "\n".join(f"  | {m}" for m in union.split(" | ")) + ";"
+    return "\n".join([*comment(doc), line])
+
+
+def _class_node(cls: type) -> ast.ClassDef:
+    node = ast.parse(textwrap.dedent(inspect.getsource(cls))).body[0]
+    assert isinstance(node, ast.ClassDef), f"{cls.__name__}'s source is not a class statement"
+    return node
+
+
+@functools.cache
+def _field_hints(cls: type) -> dict[str, Any]:
+    """A dataclass's fields and their resolved type hints, in field order (ClassVars left out)."""
+    hints = typing.get_type_hints(cls)
+    return {f.name: hints[f.name] for f in dataclasses.fields(cls)}
+
+
+def _dataclasses_in(hint: Any) -> Iterator[type]:
+    if isinstance(hint, type) and dataclasses.is_dataclass(hint):
+        yield hint
+    for arg in typing.get_args(hint):
+        yield from _dataclasses_in(arg)
+
+
+def _hashable(hint: Any) -> bool:
+    try:
+        hash(hint)
+    except TypeError:
+        return False
+    return True
+
+
+if __name__ == "__main__":
+    sys.exit(main())
