@@ -21,6 +21,7 @@ import numpy as np
 from jupyter_chatflow.errors import GenerationError
 from jupyter_chatflow.model.config import ModelConfig
 from jupyter_chatflow.model.transformer import KVCache, Transformer
+from jupyter_chatflow.settings import SAMPLER_DEFAULTS
 from jupyter_chatflow.tokenizer.tokenizer import Tokenizer
 
 from .constraint import Constraint
@@ -65,20 +66,23 @@ class Model:
         self,
         prompt_ids: Sequence[int],
         *,
-        max_tokens: int = 256,
-        temperature: float = 0.7,
-        top_k: int = 0,
-        top_p: float = 1.0,
-        min_p: float = 0.0,
-        repetition_penalty: float = 1.0,
-        stop: str | Sequence[str] = (),
-        seed: int | None = None,
-        ignore_eos: bool = False,
+        max_tokens: int = SAMPLER_DEFAULTS["max_tokens"],
+        temperature: float = SAMPLER_DEFAULTS["temperature"],
+        top_k: int = SAMPLER_DEFAULTS["top_k"],
+        top_p: float = SAMPLER_DEFAULTS["top_p"],
+        min_p: float = SAMPLER_DEFAULTS["min_p"],
+        repetition_penalty: float = SAMPLER_DEFAULTS["repetition_penalty"],
+        stop: str | Sequence[str] = SAMPLER_DEFAULTS["stop"],
+        seed: int | None = SAMPLER_DEFAULTS["seed"],
+        ignore_eos: bool = SAMPLER_DEFAULTS["ignore_eos"],
         params: SamplingParams | None = None,
         cancel: threading.Event | None = None,
         constraint: Constraint | None = None,
     ) -> Generation:
         """Generate after `prompt_ids`, lazily: iterate the result for one `Step` per token.
+
+        The knobs start where they change nothing (`settings.SAMPLER_DEFAULTS`: temperature 1, no filters, no
+        repetition penalty), unlike a chat turn's defaults; `temperature=0.0` is plain greedy decoding.
 
         Pass `params` to use a ready `SamplingParams` (the keyword knobs are then ignored); set `cancel`
         (a threading.Event) from any thread to stop between two steps; pass a `constraint` to allow only the

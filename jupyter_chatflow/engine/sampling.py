@@ -8,104 +8,67 @@ top-k / top-p / min-p cut it away).
 from __future__ import annotations
 
 import dataclasses
-import math
-import numbers
-from collections.abc import Callable
-from typing import Any, NamedTuple
+from typing import NamedTuple
 
 import jax
 import jax.numpy as jnp
 
 from jupyter_chatflow.errors import GenerationError
+from jupyter_chatflow.settings import SAMPLER_DEFAULTS, number_error, option, shown
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
 class SamplingParams:
-    """What a caller asks of the sampler. Defaults are greedy-free, llama.cpp-like settings."""
+    """What a caller asks of the sampler. Names, ranges and defaults are `settings.OPTIONS`': every knob starts at
+    the value where it changes nothing (temperature 1, no top-k/top-p/min-p filter, no repetition penalty), so
+    `SamplingParams(temperature=0.0)` is plain greedy decoding; a chat turn starts from the chat defaults instead
+    (`ChatRequest.build`)."""
 
-    temperature: float = 0.7
+    temperature: float = SAMPLER_DEFAULTS["temperature"]
     """Divides the logits; 0 means greedy (always the most likely token)."""
-    top_k: int = 0
+    top_k: int = SAMPLER_DEFAULTS["top_k"]
     """Keep only the k most likely tokens; 0 keeps all."""
-    top_p: float = 1.0
+    top_p: float = SAMPLER_DEFAULTS["top_p"]
     """Keep the smallest set of tokens whose probability sums to at least p (nucleus); 1 keeps all."""
-    min_p: float = 0.0
+    min_p: float = SAMPLER_DEFAULTS["min_p"]
     """Drop tokens less likely than min_p times the most likely one; 0 keeps all."""
-    repetition_penalty: float = 1.0
+    repetition_penalty: float = SAMPLER_DEFAULTS["repetition_penalty"]
     """Divide positive (multiply negative) logits of tokens already in the prompt or answer; 1 is off."""
-    max_tokens: int = 256
+    max_tokens: int = SAMPLER_DEFAULTS["max_tokens"]
     """Stop after this many generated tokens."""
-    stop: tuple[str, ...] = ()
+    stop: tuple[str, ...] = SAMPLER_DEFAULTS["stop"]
     """Stop as soon as the answer contains one of these strings (it is not included in the answer); one string
     may be given alone."""
-    seed: int | None = None
+    seed: int | None = SAMPLER_DEFAULTS["seed"]
     """Seed of the random stream, 0 to 2**32 - 1; the same seed and prompt give the same answer. None picks one."""
-    ignore_eos: bool = False
+    ignore_eos: bool = SAMPLER_DEFAULTS["ignore_eos"]
     """Keep generating past the model's stop tokens (for benchmarks: always exactly max_tokens)."""
 
     def __post_init__(self) -> None:
-        for name, whole, ok, allowed in _LIMITS:  # plain int / float values: JSON-ready, hashable
-            object.__setattr__(self, name, _checked_number(name, getattr(self, name), whole, ok, allowed))
+        for name in (*_NUMBERS, "seed"):  # plain int / float values: JSON-ready, hashable
+            error = number_error(name, getattr(self, name))
+            if error:
+                raise GenerationError(error)
+            value = getattr(self, name)
+            object.__setattr__(self, name, value if value is None else option(name).type(value))
         object.__setattr__(self, "stop", _stop_strings(self.stop))
-        object.__setattr__(self, "seed", _seed(self.seed))
         if not isinstance(self.ignore_eos, bool):
-            raise GenerationError(f"ignore_eos must be True or False; got {_shown(self.ignore_eos)}")
+            raise GenerationError(f"ignore_eos must be True or False; got {shown(self.ignore_eos)}")
 
     def as_array(self) -> jax.Array:
         """The numeric knobs as one float32 vector, so changing them never recompiles."""
         return jnp.array([self.temperature, self.top_k, self.top_p, self.min_p, self.repetition_penalty], jnp.float32)
 
 
-MAX_SEED = 2**32 - 1
-"""Seeds are 32-bit in JAX's default mode: a larger one would give the same stream as a smaller one."""
-
-# (option, whole number?, allowed?, the allowed range as the error message says it)
-_LIMITS: tuple[tuple[str, bool, Callable[[float], bool], str], ...] = (
-    ("temperature", False, lambda v: v >= 0, ">= 0 (0 is greedy)"),
-    ("top_k", True, lambda v: v >= 0, ">= 0 (0 keeps all tokens)"),
-    ("top_p", False, lambda v: 0 < v <= 1, "in (0, 1]"),
-    ("min_p", False, lambda v: 0 <= v < 1, "in [0, 1)"),
-    ("repetition_penalty", False, lambda v: v > 0, "> 0 (1 is off)"),
-    ("max_tokens", True, lambda v: v >= 1, ">= 1"),
-)
-
-
-def _is_number(value: object, *, whole: bool) -> bool:
-    """A real number (not a bool): an integer when `whole`, else finite (no NaN, no infinity)."""
-    if isinstance(value, bool) or not isinstance(value, numbers.Real):
-        return False
-    return isinstance(value, numbers.Integral) if whole else math.isfinite(value)
-
-
-def _checked_number(name: str, value: Any, whole: bool, ok: Callable[[float], bool], allowed: str) -> float:
-    if not _is_number(value, whole=whole) or not ok(value):
-        kind = "a whole number" if whole else "a finite number"
-        raise GenerationError(f"{name} must be {allowed}, {kind}; got {_shown(value)}")
-    return int(value) if whole else float(value)
-
-
-def _seed(seed: Any) -> int | None:
-    if seed is None:
-        return None
-    if not (_is_number(seed, whole=True) and 0 <= seed <= MAX_SEED):
-        raise GenerationError(f"seed must be None or a whole number from 0 to {MAX_SEED}; got {_shown(seed)}")
-    return int(seed)
+_NUMBERS = ("temperature", "top_k", "top_p", "min_p", "repetition_penalty", "max_tokens")
 
 
 def _stop_strings(stop: object) -> tuple[str, ...]:
     """`stop` as a tuple of non-empty strings (one string is one stop string)."""
     strings = (stop,) if isinstance(stop, str) else stop
     if not isinstance(strings, (list, tuple)) or not all(isinstance(s, str) and s for s in strings):
-        raise GenerationError(f"stop must be a non-empty string or a list of them; got {_shown(stop)}")
+        raise GenerationError(f"stop must be a non-empty string or a list of them; got {shown(stop)}")
     return tuple(strings)
-
-
-def _shown(value: object) -> str:
-    """A value for an error message, with its type where the repr alone could mislead (True, '5')."""
-    text = repr(value)
-    text = text if len(text) <= 60 else text[:59] + "…"
-    plain = isinstance(value, (int, float)) and not isinstance(value, bool)
-    return text if plain else f"{text} ({type(value).__name__})"
 
 
 class Sampled(NamedTuple):

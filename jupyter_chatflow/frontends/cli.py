@@ -16,8 +16,9 @@ import time
 from collections.abc import Sequence
 from typing import Any, TextIO
 
-from jupyter_chatflow.defaults import CHAT_DEFAULTS
 from jupyter_chatflow.errors import ChatflowError
+
+from .options import add_flags, options_given
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -29,30 +30,8 @@ def build_parser() -> argparse.ArgumentParser:
         "prompt", nargs="?", help="the user message; - (or nothing, with stdin not a terminal) reads stdin"
     )
     chat.add_argument("--system", default=None, help="system prompt (default: the chat template's own)")
-    # Unset sampling options take the chat defaults (`request.CHAT_DEFAULTS`).
-    chat.add_argument(
-        "--temperature", type=float, default=None, help=f"0 is greedy (default {CHAT_DEFAULTS['temperature']})"
-    )
-    chat.add_argument(
-        "--top-p", type=float, default=None, help=f"nucleus sampling mass (default {CHAT_DEFAULTS['top_p']})"
-    )
-    chat.add_argument("--top-k", type=int, default=0, help="keep the k likeliest tokens; 0 keeps all (default)")
-    chat.add_argument("--min-p", type=float, default=0.0, help="drop tokens below min_p x the top one")
-    chat.add_argument(
-        "--repetition-penalty",
-        type=float,
-        default=None,
-        help=f"1 is off (default {CHAT_DEFAULTS['repetition_penalty']})",
-    )
-    chat.add_argument("--max-tokens", type=int, default=256, help="most tokens to generate (default 256)")
-    chat.add_argument("--seed", type=int, default=None, help="same seed, same answer")
-    chat.add_argument("--stop", action="append", default=[], help="stop string (repeatable)")
-    chat.add_argument("--ignore-eos", action="store_true", help="keep going past stop tokens (for benchmarks)")
     chat.add_argument("--session", default=None, help="keep the conversation in this stored session")
-    chat.add_argument("--tools", default="", help="tools the model may call: NAME[,NAME...] (e.g. calculator)")
-    chat.add_argument("--tool-choice", default="auto", help="auto | none | required | NAME")
-    chat.add_argument("--safety", default="all", choices=["off", "input", "all"], help="safety layers (default all)")
-    chat.add_argument("--no-memory", action="store_true", help="neither recall nor write memories")
+    add_flags(chat.add_argument)  # every option of a turn (`settings.OPTIONS`)
     chat.add_argument("--json", action="store_true", help="print one JSON object per line")
     tokens = commands.add_parser("tokens", help="show the token ids and pieces of TEXT")
     tokens.add_argument("text")
@@ -99,8 +78,7 @@ def run_chat(args: argparse.Namespace) -> int:
     prompt = _prompt(args.prompt, sys.stdin)
     model, _ = _load(args.model, quiet=args.json)
     chat = Chat(model=model, session=args.session or "cli", system=args.system, persist=args.session is not None)
-    options = {name: getattr(args, name) for name in CHAT_OPTIONS}
-    response = chat.send(prompt, memory=not args.no_memory, **options)
+    response = chat.send(prompt, **options_given(args))
     out = sys.stdout
     response.follow(lambda event: _print_event(event, args.json, out))  # Ctrl-C: ends with a Cancelled event
     last = response.terminal()
@@ -118,12 +96,6 @@ def _prompt(given: str | None, stdin: TextIO) -> str:
     if given is None and stdin.isatty():
         raise ChatflowError("Give a PROMPT, or pipe one in: echo 'Hi' | chatflow chat -")
     return stdin.read().strip()
-
-
-CHAT_OPTIONS = (
-    "temperature", "top_k", "top_p", "min_p", "repetition_penalty", "max_tokens", "seed", "stop", "ignore_eos",
-    "tools", "tool_choice", "safety",
-)  # fmt: skip
 
 
 def _print_event(event, as_json: bool, out: TextIO) -> None:

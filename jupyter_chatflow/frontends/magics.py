@@ -22,9 +22,9 @@ from IPython.core.error import UsageError
 from IPython.core.magic import Magics, line_cell_magic, line_magic, magics_class
 from IPython.core.magic_arguments import argument, magic_arguments, parse_argstring
 from IPython.display import Markdown, Pretty, display
-from traitlets import Bool, CFloat, CInt, Enum, Unicode
+from traitlets import Bool, Enum, Unicode
+from traitlets.config import Configurable
 
-from jupyter_chatflow.defaults import CHAT_DEFAULTS
 from jupyter_chatflow.engine.loader import enable_compilation_cache, load_model
 from jupyter_chatflow.engine.model import Model
 from jupyter_chatflow.errors import ChatflowError
@@ -34,7 +34,9 @@ from jupyter_chatflow.pipeline.chat import Chat
 from jupyter_chatflow.pipeline.request import ChatRequest
 from jupyter_chatflow.pipeline.response import Response
 from jupyter_chatflow.pipeline.safety import ModelGuard, SafetyPolicy
+from jupyter_chatflow.settings import OPTIONS
 
+from .options import add_flags, options_given, trait
 from .progress import CompileWatch, LoadProgress, StatusLine
 from .render import TurnView
 
@@ -42,27 +44,22 @@ UPDATE_EVERY_S = 0.05  # redraw the streaming answer at most this often
 _PLACEHOLDER = re.compile(r"\{\{|\}\}|\{([A-Za-z_]\w*)\}")
 
 
+def _option_flags(magic: Any) -> Any:
+    """The `%%chat` flags of every option of a turn (`settings.OPTIONS`), as `chatflow chat` has them."""
+    add_flags(lambda *flags, **kwargs: argument(*flags, **kwargs)(magic))
+    return magic
+
+
+TurnOptions: type[Configurable] = type("TurnOptions", (Configurable,), {o.name: trait(o) for o in OPTIONS})
+"""`%config ChatMagics.<name>` for every option of a turn: this kernel's defaults for %%chat."""
+
+
 @magics_class
-class ChatMagics(Magics):
+class ChatMagics(Magics, TurnOptions):  # type: ignore[misc,valid-type]
     """`%%chat`, `%chat`, `%chat_memory`, `%chat_history`, `%chat_reset`, `%chat_tokens`, `%chat_model`."""
 
     session = Unicode("default", help="Session name used when --session is not given.").tag(config=True)
     system = Unicode("", help="System prompt ('' keeps the model's default).").tag(config=True)
-    temperature = CFloat(CHAT_DEFAULTS["temperature"], help="Sampling temperature (0 is greedy).").tag(config=True)
-    top_p = CFloat(CHAT_DEFAULTS["top_p"], help="Nucleus sampling: keep tokens up to this probability mass.").tag(
-        config=True
-    )
-    top_k = CInt(0, help="Keep only the k most likely tokens (0 keeps all).").tag(config=True)
-    max_tokens = CInt(512, help="Longest answer, in tokens.").tag(config=True)
-    repetition_penalty = CFloat(
-        CHAT_DEFAULTS["repetition_penalty"], help="Penalty on tokens already in the prompt or answer (1 is off)."
-    ).tag(config=True)
-    tools = Unicode("", help="Tools the model may call, comma-separated (e.g. 'calculator').").tag(config=True)
-    memory = Bool(True, help="Recall and write memories.").tag(config=True)
-    safety = Enum(["off", "input", "all"], "all", help="Safety layers: off | input | all.").tag(config=True)
-    trim = Enum(["drop", "summarize"], "drop", help="When old turns leave a full window: drop or summarize them.").tag(
-        config=True
-    )
     format = Enum(["markdown", "text", "code"], "markdown", help="How the answer is shown.").tag(config=True)
     model_guard = Bool(False, help="Also score input and answers with the loaded model (Llama-Guard-style).").tag(
         config=True
@@ -83,17 +80,7 @@ class ChatMagics(Magics):
     @argument("--session", help="Session name: the conversation continues across cells and kernel restarts.")
     @argument("--new", action="store_true", help="Start the session afresh (the old one is archived).")
     @argument("--system", help="System prompt for this session.")
-    @argument("--temperature", type=float)
-    @argument("--top-p", type=float)
-    @argument("--top-k", type=int)
-    @argument("--max-tokens", type=int)
-    @argument("--seed", type=int)
-    @argument(
-        "--tools", help="Tools the model may call: NAME[,NAME…] (calculator, variable, remember, recall, python)."
-    )
-    @argument("--tool-choice", help="auto | none | required | NAME")
-    @argument("--no-memory", action="store_true", help="Neither recall nor write memories in this turn.")
-    @argument("--safety", choices=["off", "input", "all"])
+    @_option_flags
     @argument("--format", choices=["markdown", "text", "code"])
     @argument("-o", dest="output", metavar="VAR", help="Store the turn's Response in this variable.")
     @argument("--inspect", action="store_true", help="Open the inspector panel (needs the widget).")
@@ -137,29 +124,17 @@ class ChatMagics(Magics):
 
         options = self._options(args)
         request = ChatRequest.build(message, window=chat.model.config.context_length, **options)  # mistakes first
-        settings = {k: v for k, v in options.items() if k != "trim"}
-        settings["tools"] = list(request.features.tools)
+        settings = {**options, "tools": list(request.features.tools), "stop": list(request.params.stop)}
         panel = ChatWidget(chat, settings=settings)
         display(panel)
-        response = panel.ask(message, trim=options["trim"])
+        response = panel.ask(message)
         if args.output:
             self._namespace()[args.output] = response
 
     def _options(self, args: Any) -> dict[str, Any]:
-        pick = lambda value, default: default if value is None else value  # noqa: E731
-        return {
-            "temperature": pick(args.temperature, self.temperature),
-            "top_p": pick(args.top_p, self.top_p),
-            "top_k": pick(args.top_k, self.top_k),
-            "max_tokens": pick(args.max_tokens, self.max_tokens),
-            "repetition_penalty": self.repetition_penalty,
-            "seed": args.seed,
-            "tools": pick(args.tools, self.tools),
-            "tool_choice": pick(args.tool_choice, "auto"),
-            "memory": self.memory and not args.no_memory,
-            "safety": pick(args.safety, self.safety),
-            "trim": self.trim,
-        }
+        """Every option of the turn: the cell's flag where given, else this kernel's `%config` trait."""
+        flags = options_given(args)
+        return {o.name: flags.get(o.name, getattr(self, o.name)) for o in OPTIONS}
 
     def _stream(self, response: Response, fmt: str, view: TurnView) -> TurnView:
         """Show events as they arrive; Kernel → Interrupt stops the turn and keeps what was written. Above the

@@ -26,7 +26,6 @@ import anywidget
 import traitlets
 from IPython.display import display
 
-from jupyter_chatflow.defaults import CHAT_DEFAULTS
 from jupyter_chatflow.engine.loader import load_model
 from jupyter_chatflow.errors import ChatflowError
 from jupyter_chatflow.events import event_from_dict
@@ -34,18 +33,17 @@ from jupyter_chatflow.model.files import resolve_model_path
 from jupyter_chatflow.pipeline.chat import Chat, Prewarm
 from jupyter_chatflow.pipeline.request import RequestError
 from jupyter_chatflow.pipeline.response import Response
+from jupyter_chatflow.settings import OPTIONS
 from jupyter_chatflow.store.sessions import TurnRecord
 
 from .attention_map import AttentionRequestError, attention_map, turn_sequence
 from .comm_route import route_to_live_subshells
+from .options import panel_settings
 from .progress import LoadProgress, StatusLine
 from .relay import Relay, token_pieces
 from .render import TurnView
 
 STATIC = Path(__file__).parents[1] / "static"
-SETTINGS: dict[str, Any] = {"top_k": 0, "min_p": 0.0, "max_tokens": 256, "seed": None, "safety": "all", "memory": True,
-            "tools": [], "tool_choice": "auto", **CHAT_DEFAULTS}  # fmt: skip
-SAMPLING_KEYS = ("temperature", "top_p", "top_k", "min_p", "repetition_penalty", "max_tokens", "seed")
 
 
 def _check_built() -> None:
@@ -81,7 +79,7 @@ class ChatWidget(anywidget.AnyWidget):
             chat = Chat(**chat_options)
         super().__init__(
             model_info=_model_info(chat), session=chat.session.name, title=chat.title,
-            settings={**SETTINGS, **(settings or {})}, turns=[self._record(r, chat) for r in chat.history()],
+            settings={**panel_settings(), **(settings or {})}, turns=[self._record(r, chat) for r in chat.history()],
         )  # fmt: skip
         self.chat = chat
         self._relay: Relay | None = None
@@ -124,12 +122,9 @@ class ChatWidget(anywidget.AnyWidget):
             self._relay.join(timeout)
 
     def options(self) -> dict[str, Any]:
-        """The settings as `Chat.send` options."""
-        s = self.settings
-        options = {k: s[k] for k in SAMPLING_KEYS if s.get(k) is not None}
-        options.update(safety=s["safety"], memory=bool(s["memory"]), tools=tuple(s["tools"]),
-                       tool_choice=s["tool_choice"])  # fmt: skip
-        return options
+        """The settings as `Chat.send` options (every option of a turn, `settings.OPTIONS`; None: its default)."""
+        given = {o: self.settings[o.name] for o in OPTIONS if self.settings.get(o.name) is not None}
+        return {o.name: tuple(value) if o.many else value for o, value in given.items()}
 
     # ---- what the front end asks for (on the kernel's shell thread) ------------------------------------------
 

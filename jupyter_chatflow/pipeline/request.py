@@ -10,25 +10,16 @@ import dataclasses
 import uuid
 from typing import Any
 
-from jupyter_chatflow.defaults import CHAT_DEFAULTS
 from jupyter_chatflow.engine.sampling import SamplingParams
 from jupyter_chatflow.errors import ChatflowError, GenerationError
+from jupyter_chatflow.settings import DEFAULTS, names, option
 from jupyter_chatflow.tokenizer.tokenizer import clean_text
 
-SAFETY_MODES = ("off", "input", "all")
-TRIM_STRATEGIES = ("drop", "summarize")
+SAFETY_MODES = option("safety").choices
+TRIM_STRATEGIES = option("trim").choices
 TOOL_CHOICES = ("auto", "none", "required")
-SAMPLING_OPTIONS = (
-    "temperature",
-    "top_k",
-    "top_p",
-    "min_p",
-    "repetition_penalty",
-    "max_tokens",
-    "stop",
-    "seed",
-    "ignore_eos",
-)
+SAMPLING_OPTIONS = names("sampling")
+FEATURE_OPTIONS = names("features")
 
 
 class RequestError(ChatflowError):
@@ -39,17 +30,17 @@ class RequestError(ChatflowError):
 class Features:
     """Which pipeline stages a turn uses."""
 
-    tools: tuple[str, ...] = ()
+    tools: tuple[str, ...] = DEFAULTS["tools"]
     """Names of the tools the model may call (see `jupyter_chatflow.pipeline.tools.Toolbox`)."""
-    tool_choice: str = "auto"
+    tool_choice: str = DEFAULTS["tool_choice"]
     """auto | none | required | a tool's name, as in the OpenAI API."""
-    memory: bool = True
+    memory: bool = DEFAULTS["memory"]
     """Recall memories into the context and act on "remember that …" / "forget …"."""
-    safety: str = "all"
+    safety: str = DEFAULTS["safety"]
     """off | input (scan only what the user sends) | all (input, model, output and tool layers)."""
-    trim: str = "drop"
+    trim: str = DEFAULTS["trim"]
     """How old turns leave a full window: drop them, or summarize them with the model."""
-    max_tool_rounds: int = 4
+    max_tool_rounds: int = DEFAULTS["max_tool_rounds"]
     """Bound on call → run → resume rounds in one turn."""
 
     def __post_init__(self) -> None:
@@ -97,14 +88,15 @@ class ChatRequest:
         here, before anything runs: an unknown name or a bad value is a `RequestError` naming the option and what
         it allows. None stands for the option's default. `window` (the model's context length) bounds max_tokens.
         """
-        feature_names = {f.name for f in dataclasses.fields(Features)}
-        known = {"session", "system", "request_id", *SAMPLING_OPTIONS, *feature_names}
+        known = {"session", "system", "request_id", *SAMPLING_OPTIONS, *FEATURE_OPTIONS}
         unknown = sorted(set(options) - known)
         if unknown:
             raise RequestError(f"Unknown option(s) {', '.join(unknown)}; known: {', '.join(sorted(known))}.")
         given = {k: v for k, v in options.items() if v is not None}  # None means the default
-        sampling = CHAT_DEFAULTS | {k: v for k, v in given.items() if k in SAMPLING_OPTIONS}
-        features = Features(**{k: v for k, v in given.items() if k in feature_names})
+        sampling = {k: DEFAULTS[k] for k in SAMPLING_OPTIONS} | {
+            k: v for k, v in given.items() if k in SAMPLING_OPTIONS
+        }
+        features = Features(**{k: v for k, v in given.items() if k in FEATURE_OPTIONS})
         envelope = {k: v for k, v in given.items() if k in ("session", "system", "request_id")}
         return cls(text=text, params=_params(sampling, window), features=features, **envelope)
 
