@@ -35,7 +35,8 @@ OUTPUT = Path(__file__).resolve().parents[2] / "js" / "src" / "events.generated.
 COMMAND = "python -m jupyter_chatflow.frontends.ts_types"
 WIDTH = 120
 HEADER = f"""\
-// Generated from jupyter_chatflow/events.py by jupyter_chatflow/frontends/ts_types.py: do not edit.
+// Generated from jupyter_chatflow/events.py (and the number options of settings.py) by
+// jupyter_chatflow/frontends/ts_types.py: do not edit.
 // After changing an event, regenerate it: {COMMAND}
 // (tests/frontends/test_ts_types.py fails while this file is out of date)."""
 UNION = "ChatEvent"
@@ -55,6 +56,7 @@ def render() -> str:
         *(_type_alias(name, ts_type(hint, {}, name), alias_docs.get(name, "")) for hint, name in aliases.items()),
         *(_interface(cls, names) for cls in [Event, *values, *event_classes]),
         _type_alias(UNION, " | ".join(c.__name__ for c in event_classes), "Every event of a turn, by its `type`."),
+        _setting_fields(),
     ]
     return "\n\n".join(blocks) + "\n"
 
@@ -147,6 +149,42 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 # ---- helpers ---------------------------------------------------------------------------------------------------
+
+
+_FIELD_TYPE = """\
+/** A number field of the panel's settings form: one sampler option of `settings.py`. */
+export interface SettingField {
+  key: string;
+  label: string;
+  min?: number;
+  max?: number;
+  step: number;
+  /** What a special value means, or what the option does (the field's tooltip). */
+  hint: string;
+  /** Empty is allowed: the option's default (the seed: a random one). */
+  optional: boolean;
+}"""
+
+
+def _setting_fields() -> str:
+    """The settings form's number fields, from `settings.OPTIONS` (each a line, as Biome writes it)."""
+    from jupyter_chatflow.settings import OPTIONS
+
+    rows = []
+    for o in OPTIONS:
+        if o.stage != "sampling" or o.many or o.type not in (int, float):
+            continue
+        field: dict[str, Any] = {"key": o.name, "label": o.name.replace("_", " ")}
+        field.update({k: v for k, v in (("min", o.low), ("max", o.high)) if v is not None})
+        field.update(step=1 if o.type is int else 0.05, hint=o.note or o.help, optional=o.optional)
+        items = [f"{k}: {json.dumps(_plain(v))}" for k, v in field.items()]
+        line = f"  {{ {', '.join(items)} }},"
+        rows.append(line if len(line) <= WIDTH else "  {\n" + "".join(f"    {i},\n" for i in items) + "  },")
+    return _FIELD_TYPE + "\n\nexport const SETTING_FIELDS: readonly SettingField[] = [\n" + "\n".join(rows) + "\n];"
+
+
+def _plain(value: Any) -> Any:
+    return int(value) if isinstance(value, float) and value.is_integer() else value
 
 
 def _interface(cls: type, names: Mapping[Any, str]) -> str:

@@ -1,5 +1,6 @@
 /** The header (title · session · model · status, buttons), the settings form, the chat box and the error notice. */
 import { clear, el, fmtMs } from "../dom";
+import { SETTING_FIELDS } from "../events.generated";
 import type { ModelInfo, Prewarm, Settings, ViewMessage } from "../types";
 
 export const DRAFT_DELAY_MS = 400;
@@ -58,18 +59,6 @@ export class Header {
   }
 }
 
-type FieldSpec = { key: keyof Settings; label: string; min?: number; max?: number; step?: number; hint: string };
-
-const NUMBERS: FieldSpec[] = [
-  { key: "temperature", label: "temperature", min: 0, max: 2, step: 0.05, hint: "0 = greedy" },
-  { key: "top_p", label: "top p", min: 0, max: 1, step: 0.05, hint: "nucleus mass kept" },
-  { key: "top_k", label: "top k", min: 0, step: 1, hint: "0 = off" },
-  { key: "min_p", label: "min p", min: 0, max: 1, step: 0.01, hint: "relative to the top token" },
-  { key: "repetition_penalty", label: "repetition penalty", min: 0.5, max: 2, step: 0.05, hint: "1 = off" },
-  { key: "max_tokens", label: "max tokens", min: 1, step: 1, hint: "answer length cap" },
-  { key: "seed", label: "seed", step: 1, hint: "empty = random" },
-];
-
 export class SettingsForm {
   readonly el = el("form", { class: "cf-settings", hidden: true });
   private drawnKey = "";
@@ -86,8 +75,8 @@ export class SettingsForm {
     clear(this.el);
     const set = (patch: Partial<Settings>) => this.host.setSettings({ ...this.host.settings(), ...patch });
     const grid = el("div", { class: "cf-settings-grid" });
-    for (const f of NUMBERS) {
-      const value = settings[f.key];
+    for (const f of SETTING_FIELDS) {
+      const value = (settings as unknown as Record<string, number | null | undefined>)[f.key];
       const input = el("input", {
         class: "cf-input",
         type: "number",
@@ -99,7 +88,8 @@ export class SettingsForm {
       });
       input.addEventListener("change", () => {
         const v = input.value.trim();
-        if (f.key === "seed") set({ seed: v === "" ? null : Math.round(Number(v)) });
+        if (f.optional && v === "") set({ [f.key]: null } as Partial<Settings>);
+        else if (f.step === 1 && v !== "") set({ [f.key]: Math.round(Number(v)) } as Partial<Settings>);
         else if (v !== "" && Number.isFinite(Number(v))) set({ [f.key]: Number(v) } as Partial<Settings>);
       });
       grid.appendChild(
