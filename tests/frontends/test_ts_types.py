@@ -25,7 +25,7 @@ def test_every_event_is_an_interface_with_its_literal_type_and_in_the_union():
     text = render()
     for type_name, cls in EVENT_TYPES.items():
         assert f'export interface {cls.__name__} extends BaseEvent {{\n  type: "{type_name}";\n' in text
-    union = text.split("export type ChatEvent =")[1]
+    union = text.split("export type ChatEvent =")[1].split(";")[0] + ";"
     assert [line.strip("| ;") for line in union.strip().splitlines()] == [c.__name__ for c in EVENT_TYPES.values()]
 
 
@@ -38,7 +38,7 @@ def test_fields_keep_their_python_types_names_and_docstrings():
     assert "  /** Wall-clock time (Unix seconds). */\n  created: number;\n" in text
     assert "  params: Record<string, unknown>;\n" in text
     assert all(len(line) <= WIDTH for line in text.splitlines())
-    assert text.startswith("// Generated from jupyter_chatflow/events.py") and COMMAND in text.splitlines()[1]
+    assert text.startswith("// Generated from jupyter_chatflow/events.py") and COMMAND in text.splitlines()[2]
 
 
 @pytest.mark.parametrize(
@@ -83,3 +83,12 @@ def test_check_reports_a_stale_file_and_writing_fixes_it(tmp_path, capsys):
     assert main(["--out", str(out)]) == 0
     assert out.read_text() == render()
     assert main(["--check", "--out", str(out)]) == 0
+
+
+def test_the_settings_form_has_a_field_for_every_number_option_of_the_sampler():
+    text = render().split("export const SETTING_FIELDS")[1]
+    for key in ("temperature", "top_k", "top_p", "min_p", "repetition_penalty", "max_tokens", "seed"):
+        assert f'key: "{key}"' in text
+    assert 'key: "top_p",\n    label: "top p",\n    min: 0,\n    max: 1,\n    step: 0.05,\n' in text  # its range
+    assert '{ key: "top_k", label: "top k", min: 0, step: 1, hint: "0 keeps all tokens", optional: false },' in text
+    assert '"stop"' not in text and '"tools"' not in text  # lists are not number fields
