@@ -45,6 +45,9 @@ class Option:
     choices: tuple[str, ...] = ()
     many: bool = False
     """A list of `type` (stop strings, tool names)."""
+    repeated: bool = False
+    """For a list: given once per item on a command line (`--stop A --stop B`); else one comma-separated value
+    (`--tools calculator,variable`)."""
     optional: bool = False
     """None is allowed (and is the default: the seed)."""
     off: Any = None
@@ -90,7 +93,7 @@ OPTIONS: tuple[Option, ...] = (
            note="1 is off", help="Make tokens already in the prompt or answer less likely."),
     Option(name="max_tokens", type=int, default=256, stage="sampling", low=1,
            help="The longest answer, in tokens."),
-    Option(name="stop", type=str, default=(), stage="sampling", many=True,
+    Option(name="stop", type=str, default=(), stage="sampling", many=True, repeated=True,
            help="Stop as soon as the answer contains one of these strings (not included in the answer)."),
     Option(name="seed", type=int, default=None, stage="sampling", low=0, high=MAX_SEED, optional=True,
            help="Seed of the random stream: the same seed and prompt give the same answer; unset picks one."),
@@ -123,6 +126,12 @@ def option(name: str) -> Option:
 def names(stage: str) -> tuple[str, ...]:
     """The options of one stage, in declaration order."""
     return tuple(o.name for o in OPTIONS if o.stage == stage)
+
+
+def sampler_numbers() -> tuple[Option, ...]:
+    """The sampler's number knobs (temperature … seed): what `SamplingParams` range-checks and the panel's
+    settings form draws as number fields."""
+    return tuple(o for o in OPTIONS if o.stage == "sampling" and o.type in (int, float) and not o.many)
 
 
 def number_error(name: str, value: Any) -> str | None:

@@ -14,7 +14,7 @@ import jax
 import jax.numpy as jnp
 
 from jupyter_chatflow.errors import GenerationError
-from jupyter_chatflow.settings import SAMPLER_DEFAULTS, number_error, option, shown
+from jupyter_chatflow.settings import SAMPLER_DEFAULTS, number_error, sampler_numbers, shown
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
@@ -45,12 +45,12 @@ class SamplingParams:
     """Keep generating past the model's stop tokens (for benchmarks: always exactly max_tokens)."""
 
     def __post_init__(self) -> None:
-        for name in (*_NUMBERS, "seed"):  # plain int / float values: JSON-ready, hashable
-            error = number_error(name, getattr(self, name))
+        for knob in sampler_numbers():  # plain int / float values: JSON-ready, hashable
+            value = getattr(self, knob.name)
+            error = number_error(knob.name, value)
             if error:
                 raise GenerationError(error)
-            value = getattr(self, name)
-            object.__setattr__(self, name, value if value is None else option(name).type(value))
+            object.__setattr__(self, knob.name, value if value is None else knob.type(value))
         object.__setattr__(self, "stop", _stop_strings(self.stop))
         if not isinstance(self.ignore_eos, bool):
             raise GenerationError(f"ignore_eos must be True or False; got {shown(self.ignore_eos)}")
@@ -58,9 +58,6 @@ class SamplingParams:
     def as_array(self) -> jax.Array:
         """The numeric knobs as one float32 vector, so changing them never recompiles."""
         return jnp.array([self.temperature, self.top_k, self.top_p, self.min_p, self.repetition_penalty], jnp.float32)
-
-
-_NUMBERS = ("temperature", "top_k", "top_p", "min_p", "repetition_penalty", "max_tokens")
 
 
 def _stop_strings(stop: object) -> tuple[str, ...]:

@@ -8,7 +8,7 @@ option's default. A bool option that is on by default is turned off with `--no-<
 from __future__ import annotations
 
 import argparse
-from collections.abc import Callable, Iterable
+from collections.abc import Callable
 from typing import Any
 
 import traitlets
@@ -28,19 +28,18 @@ def flag_arguments(option: Option) -> tuple[tuple[str, ...], dict[str, Any]]:
     kwargs: dict[str, Any] = {"dest": option.name, "default": None, "help": help_text}
     if option.choices:
         kwargs["choices"] = list(option.choices)
-    if option.many and option.name == "stop":
+    if option.repeated:
         kwargs.update(action="append", metavar="TEXT")
     elif option.type in (int, float):
         kwargs["type"] = option.type
     return (option.flag,), kwargs
 
 
-def add_flags(add_argument: Callable[..., Any], skip: Iterable[str] = ()) -> None:
+def add_flags(add_argument: Callable[..., Any]) -> None:
     """Add every option's flag with `add_argument` (argparse's, or IPython's `magic_arguments.argument`)."""
     for option in OPTIONS:
-        if option.name not in skip:
-            flags, kwargs = flag_arguments(option)
-            add_argument(*flags, **kwargs)
+        flags, kwargs = flag_arguments(option)
+        add_argument(*flags, **kwargs)
 
 
 def options_given(args: argparse.Namespace) -> dict[str, Any]:
@@ -56,7 +55,7 @@ def trait(option: Option) -> traitlets.TraitType:
         kind = traitlets.Bool
     elif option.choices:
         kind, args = traitlets.Enum, (list(option.choices), option.default)
-    elif option.name == "stop":
+    elif option.repeated:
         kind, args = traitlets.List, (traitlets.Unicode(), list(option.default))
     elif option.many:
         kind, args = traitlets.Unicode, (",".join(option.default),)  # tools: "calculator,variable"
@@ -73,6 +72,4 @@ def panel_settings() -> dict[str, Any]:
 def _default_text(option: Option) -> str:
     if option.type is bool or option.default is None:
         return ""
-    if option.many:
-        return ", ".join(option.default) or ""
-    return str(option.default)
+    return ", ".join(option.default) if option.many else str(option.default)

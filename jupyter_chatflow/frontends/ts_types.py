@@ -30,6 +30,7 @@ from typing import Any, Literal, Union
 
 from jupyter_chatflow import events
 from jupyter_chatflow.events import EVENT_TYPES, Event
+from jupyter_chatflow.settings import sampler_numbers
 
 OUTPUT = Path(__file__).resolve().parents[2] / "js" / "src" / "events.generated.ts"
 COMMAND = "python -m jupyter_chatflow.frontends.ts_types"
@@ -168,12 +169,8 @@ export interface SettingField {
 
 def _setting_fields() -> str:
     """The settings form's number fields, from `settings.OPTIONS` (each a line, as Biome writes it)."""
-    from jupyter_chatflow.settings import OPTIONS
-
     rows = []
-    for o in OPTIONS:
-        if o.stage != "sampling" or o.many or o.type not in (int, float):
-            continue
+    for o in sampler_numbers():
         field: dict[str, Any] = {"key": o.name, "label": o.name.replace("_", " ")}
         field.update({k: v for k, v in (("min", o.low), ("max", o.high)) if v is not None})
         field.update(step=1 if o.type is int else 0.05, hint=o.note or o.help, optional=o.optional)

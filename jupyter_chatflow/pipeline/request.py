@@ -93,9 +93,8 @@ class ChatRequest:
         if unknown:
             raise RequestError(f"Unknown option(s) {', '.join(unknown)}; known: {', '.join(sorted(known))}.")
         given = {k: v for k, v in options.items() if v is not None}  # None means the default
-        sampling = {k: DEFAULTS[k] for k in SAMPLING_OPTIONS} | {
-            k: v for k, v in given.items() if k in SAMPLING_OPTIONS
-        }
+        chat_defaults = {k: DEFAULTS[k] for k in SAMPLING_OPTIONS}  # a turn's, not the plain sampler's
+        sampling = chat_defaults | {k: v for k, v in given.items() if k in SAMPLING_OPTIONS}
         features = Features(**{k: v for k, v in given.items() if k in FEATURE_OPTIONS})
         envelope = {k: v for k, v in given.items() if k in ("session", "system", "request_id")}
         return cls(text=text, params=_params(sampling, window), features=features, **envelope)
