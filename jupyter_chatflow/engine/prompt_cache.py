@@ -44,7 +44,11 @@ class Entry:
 
     @property
     def kept_nbytes(self) -> int:
-        return self.nbytes * self.kept_length // self.cache.length
+        return self.nbytes_at(self.kept_length)
+
+    def nbytes_at(self, length: int) -> int:
+        """What a cache like this one holds at `length` positions."""
+        return self.nbytes // self.cache.length * length
 
 
 def shared_prefix(a: np.ndarray, b: np.ndarray) -> int:
@@ -105,8 +109,7 @@ class PromptCache:
                 return grow(None, length), 0
             self._entries.remove(scratch)
             return _sized(scratch.cache, length, grow), 0
-        new = best.nbytes // best.cache.length * length
-        branch = reused < best.ids.size and self._kept_nbytes() + new <= self.max_bytes
+        branch = reused < best.ids.size and self._kept_nbytes() + best.nbytes_at(length) <= self.max_bytes
         self._cut(keep=None if branch else best)  # before the copy: never a full-length entry beside it
         if branch:
             return _sized(best.cache, length, grow, copy=True), reused  # keep the entry, work on a copy
@@ -118,8 +121,8 @@ class PromptCache:
         long_enough = [e for e in self._entries if e.cache.length >= length]
         if not long_enough:
             return None
-        new = long_enough[0].nbytes // long_enough[0].cache.length * length
-        return long_enough[0] if self._kept_nbytes() + new > self.max_bytes else None
+        oldest = long_enough[0]
+        return oldest if self._kept_nbytes() + oldest.nbytes_at(length) > self.max_bytes else None
 
     def _cut(self, keep: Entry | None = None) -> None:
         """Cut every entry but `keep` to its kept length."""
