@@ -202,17 +202,18 @@ def _too_long(tokens: int, window: int, reserved: int, inputs: Inputs, *, exact:
     """The error for a prompt that cannot fit: its size (`exact`: as the template renders it, else the system
     prompt and the message alone, a lower bound) and the fix that applies."""
     needs = f"needs {tokens}" if exact else f"needs at least {tokens}"
+    room = max(window - reserved, 0)  # what the answer's reserve leaves of the window
     if tokens < window and reserved > window - tokens:  # it would fit without the answer's reserve
         return (
             f"The prompt {needs} tokens even with all history and memory left out, and max_tokens={reserved} "
-            f"leaves {max(window - reserved, 0)} of the {window}-token window for it: lower max_tokens to at most "
+            f"leaves {room} of the {window}-token window for it: lower max_tokens to at most "
             f"{window - tokens}{'' if exact else ' (less, for the chat template)'}, or use a larger context window."
         )
     shorten = (
         "the message, the system prompt or the tools offered" if inputs.tools else "the message or the system prompt"
     )
     return (
-        f"The prompt {needs} tokens even with all history and memory left out, but only {window - reserved} fit "
+        f"The prompt {needs} tokens even with all history and memory left out, but only {room} fit "
         f"({window}-token window, {reserved} reserved for the answer): shorten {shorten}, or lower max_tokens."
     )
 

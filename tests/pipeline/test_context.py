@@ -89,6 +89,12 @@ def test_a_reserve_larger_than_the_window_names_the_max_tokens_that_would_fit(to
     assert f"lower max_tokens to at most {20}," in str(exact.value)
 
 
+def test_a_message_larger_than_a_window_the_reserve_fills_never_reads_a_negative_room(tokenizer):
+    with pytest.raises(ContextError) as error:
+        assemble(tokenizer, inputs(user="word " * 200), window=64, reserved_output=256)
+    assert "but only 0 fit (64-token window, 256 reserved for the answer)" in str(error.value)
+
+
 def test_a_prompt_too_large_with_tools_says_to_offer_fewer(tokenizer):
     with pytest.raises(ContextError, match="the tools offered"):
         assemble(tokenizer, inputs(user="x " * 3000, tools="calculator: evaluates arithmetic"), window=512,
