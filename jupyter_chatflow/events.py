@@ -320,7 +320,8 @@ TERMINAL = (Completed, Cancelled, Failed)
 
 
 def event_from_dict(data: dict[str, Any]) -> Event:
-    """Rebuild an event from `to_dict()` output (or its JSON)."""
+    """Rebuild an event from `to_dict()` output (or its JSON). A row stored before one of the event's fields
+    existed reads that field as its default, or as its type's empty value (0, "", False, an empty list)."""
     fields = dict(data)
     cls = EVENT_TYPES.get(fields.pop("type", ""))
     if cls is None:
@@ -360,11 +361,28 @@ T = TypeVar("T")
 
 def _decode(cls: type[T], data: dict[str, Any]) -> T:
     hints = _hints(cls)
-    names = {f.name for f in dataclasses.fields(cls)}  # type: ignore[arg-type]
-    unknown = set(data) - names
+    fields = dataclasses.fields(cls)  # type: ignore[arg-type]
+    unknown = set(data) - {f.name for f in fields}
     if unknown:
         raise ValueError(f"{cls.__name__} has no field(s) {sorted(unknown)}")
-    return cls(**{k: _decode_value(hints[k], v) for k, v in data.items()})
+    missing = {f.name: _empty(hints[f.name]) for f in fields if f.name not in data and _required(f)}
+    return cls(**{k: _decode_value(hints[k], v) for k, v in data.items()}, **missing)
+
+
+def _required(field: dataclasses.Field) -> bool:
+    return field.default is dataclasses.MISSING and field.default_factory is dataclasses.MISSING
+
+
+def _empty(hint: Any) -> Any:
+    """The empty value of a field's type, for a stored row older than the field."""
+    origin = typing.get_origin(hint) or hint
+    if origin in (Union, types.UnionType):
+        return None if type(None) in typing.get_args(hint) else _empty(typing.get_args(hint)[0])
+    if origin is Literal:
+        return typing.get_args(hint)[0]
+    if isinstance(origin, type) and dataclasses.is_dataclass(origin):
+        return _decode(origin, {})
+    return origin() if origin in (int, float, str, bool, tuple, list, dict) else None
 
 
 def _decode_value(hint: Any, value: Any) -> Any:

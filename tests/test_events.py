@@ -87,6 +87,19 @@ def test_unknown_event_type_and_field_are_errors():
         event_from_dict({"type": "completed", "finish_reason": "stop", "text": "", "usage": {}, "timings": {}, "x": 1})
 
 
+def test_a_row_stored_before_a_field_existed_reads_it_as_its_default_or_empty_value():
+    """Turns stay in the database across versions: a `tool_call` row from before `tokens`, `decode_ms` and
+    `forced_tokens` existed, a `completed` row from before `usage`."""
+    row = {"type": "tool_call", "sequence_number": 3, "turn_id": "turn_old", "timestamp": 1.0, "call_id": "call_1"}
+    call = event_from_dict({**row, "name": "calculator", "arguments": {"expression": "17*23"}})
+    assert (call.name, call.arguments, call.tokens, call.forced_tokens, call.decode_ms) == (
+        "calculator", {"expression": "17*23"}, 0, 0, 0.0)  # fmt: skip
+    done = event_from_dict({"type": "completed", "finish_reason": "stop", "text": "391"})
+    assert isinstance(done, Completed) and (done.text, done.usage, done.timings) == ("391", {}, {})
+    context = event_from_dict({"type": "context_assembled", "window": 8192})
+    assert isinstance(context, ContextAssembled) and context.segments == () and context.strategy == "drop"
+
+
 def test_events_are_frozen():
     event = samples()[0]
     with pytest.raises(dataclasses.FrozenInstanceError):

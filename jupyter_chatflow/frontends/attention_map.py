@@ -18,6 +18,8 @@ from typing import Any
 
 import numpy as np
 
+from jupyter_chatflow.events import ContextAssembled, Event, TokenDelta, Tokenized
+
 MAX_SIDE = 2048
 MODES = ("tokens", "segments")
 
@@ -38,31 +40,33 @@ class TurnSequence:
     """int32 [T]: which of `segments` each position belongs to."""
 
 
-def turn_sequence(events: Sequence[dict[str, Any]]) -> TurnSequence:
-    """The sequence the model read and wrote in its last round, from a turn's event dicts."""
-    tokenized = [i for i, e in enumerate(events) if e["type"] == "tokenized"]
+def turn_sequence(events: Sequence[Event]) -> TurnSequence:
+    """The sequence the model read and wrote in its last round, from a turn's events."""
+    tokenized = [i for i, e in enumerate(events) if isinstance(e, Tokenized)]
     if not tokenized:
         raise AttentionRequestError("This turn has no prompt (it ended before the model ran): nothing to show.")
     last = tokenized[-1]
-    context = next(e for e in reversed(events[:last]) if e["type"] == "context_assembled")
-    prompt = list(events[last]["ids"])
-    generated = [e["token_id"] for e in events[last:] if e["type"] == "token"]
-    ids = prompt + generated
+    prompt_event = events[last]
+    assert isinstance(prompt_event, Tokenized)
+    context = next(e for e in reversed(events[:last]) if isinstance(e, ContextAssembled))
+    prompt = list(prompt_event.ids)
+    ids = prompt + [e.token_id for e in events[last:] if isinstance(e, TokenDelta)]
     column = np.full(len(ids), -1, np.int32)
     used: dict[int, int] = {}
-    for run in events[last]["provenance"]:
-        used.setdefault(run["segment"], len(used))
-        column[run["start"] : run["end"]] = used[run["segment"]]
-    segments = [_segment(context["segments"][index], column == col) for index, col in used.items()]
+    for run in prompt_event.provenance:
+        used.setdefault(run.segment, len(used))
+        column[run.start : run.end] = used[run.segment]
+    segments = [_segment(context.segments[index].label, context.segments[index].kind, column == col)
+                for index, col in used.items()]  # fmt: skip
     column[column < 0] = len(segments)
-    segments.append(_segment({"label": "generated", "kind": "generated"}, column == len(segments)))
+    segments.append(_segment("generated", "generated", column == len(segments)))
     return TurnSequence(ids=ids, prompt_tokens=len(prompt), segments=segments, column=column)
 
 
-def _segment(segment: dict[str, Any], mask: np.ndarray) -> dict[str, Any]:
+def _segment(label: str, kind: str, mask: np.ndarray) -> dict[str, Any]:
     where = np.flatnonzero(mask)
     start, end = (int(where[0]), int(where[-1]) + 1) if where.size else (0, 0)
-    return {"label": segment["label"], "kind": segment["kind"], "start": start, "end": end}
+    return {"label": label, "kind": kind, "start": start, "end": end}
 
 
 def attention_map(

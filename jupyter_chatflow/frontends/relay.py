@@ -1,140 +1,84 @@
-"""`Relay`: a live turn's events to the panel, in batches every ~40 ms, from a thread of its own.
+"""`Relay`: a chat's events on their way to a panel, handed on in batches every ~40 ms.
 
-One thread reads the `Response` as the engine writes it; another sends what arrived since the last batch. Every
-event sent is kept, so a view that reloads mid-stream asks for the events after its last sequence number
-(`resend`) and loses nothing. Token ids go with their readable pieces and bytes (`token_pieces`). The turn ends
-(`on_end`) at its terminal event; events that follow it (the session's title, written after the answer) are
-still read and sent, as the next sequence numbers of the same turn.
+The chat calls `push` with every event of every turn (`Chat.watch`), on the engine thread, whoever sent the turn:
+the panel's own, another panel's, `%%chat`'s, a script's. `push` only queues, so the engine never waits for a
+panel. A thread of the relay's own hands what arrived since the last batch to `handle`, in order, every ~40 ms
+(one comm message per batch, not one per token); it runs while events come and ends when they stop, so an idle
+panel holds no thread, and a panel that is gone is not kept alive by one.
 """
 
 from __future__ import annotations
 
 import threading
+import time
 import warnings
 from collections.abc import Callable, Iterable
-from typing import Any
 
-from jupyter_chatflow.pipeline.response import Response
+from jupyter_chatflow.events import Event, TokenDelta, Tokenized
 from jupyter_chatflow.tokenizer.tokenizer import Tokenizer
 
 FLUSH_EVERY_S = 0.04
 
 
-def token_pieces(tokenizer: Tokenizer, events: Iterable[dict[str, Any]], known: set[int] | None = None) -> dict:
+def token_pieces(tokenizer: Tokenizer, events: Iterable[Event], known: set[int] | None = None) -> dict:
     """{id: [readable piece, hex bytes]} for every prompt id, generated id and alternative in `events` (not in
     `known`, which is updated)."""
     known = set() if known is None else known
     ids: list[int] = []
     for event in events:
-        if event["type"] == "tokenized":
-            ids += event["ids"]
-        elif event["type"] == "token":
-            ids += [event["token_id"], *(a["token_id"] for a in event["alternatives"])]
+        if isinstance(event, Tokenized):
+            ids += event.ids
+        elif isinstance(event, TokenDelta):
+            ids += [event.token_id, *(a.token_id for a in event.alternatives)]
     fresh = sorted(set(ids) - known)
     known.update(fresh)
     return {str(i): [tokenizer.piece(i), tokenizer.token_bytes(i).hex()] for i in fresh}
 
 
 class Relay:
-    """Streams one turn's events to `send` in batches; `on_start(turn_id)` first, `on_end(turn)` after the
-    terminal event, `on_late(rows)` after events that followed it (the title)."""
+    """Queues events from any thread; hands them to `handle(batch)` in order, every `every` seconds, from one
+    thread at a time."""
 
-    def __init__(
-        self,
-        response: Response,
-        tokenizer: Tokenizer,
-        *,
-        send: Callable[[dict[str, Any]], Any],
-        on_start: Callable[[str], Any],
-        on_end: Callable[[dict[str, Any]], Any],
-        on_late: Callable[[list[dict[str, Any]]], Any] = lambda rows: None,
-        every: float = FLUSH_EVERY_S,
-    ):
-        self._response, self._tokenizer, self._send = response, tokenizer, send
-        self._on_start, self._on_end, self._on_late, self._every = on_start, on_end, on_late, every
-        self._rows: list[dict[str, Any]] = []
-        self._sent = 0
-        self._known: set[int] = set()
-        self._lock = threading.Lock()
-        self._answered = threading.Event()  # the terminal event was read
-        self._read_all = threading.Event()  # ... and every late one
-        self._ended = threading.Event()  # on_end was called
-        self._finished = threading.Event()  # ... and the late events went out
-        self.turn_id = ""
+    def __init__(self, handle: Callable[[list[Event]], object], every: float = FLUSH_EVERY_S):
+        self._handle, self._every = handle, every
+        self._queue: list[Event] = []
+        self._pushed = self._handled = 0
+        self._running = False
+        self._changed = threading.Condition()
         self.batches = 0
 
-    @property
-    def done(self) -> bool:
-        """The turn has ended (its terminal event went out; late events may follow)."""
-        return self._ended.is_set()
+    def push(self, event: Event) -> None:
+        """Queue one event (never blocks on the panel)."""
+        with self._changed:
+            self._queue.append(event)
+            self._pushed += 1
+            if not self._running:
+                self._running = True
+                threading.Thread(target=self._run, name="chatflow-relay", daemon=True).start()
 
-    def start(self) -> None:
-        threading.Thread(target=self._read, name="chatflow-relay-read", daemon=True).start()
-        threading.Thread(target=self._flush_loop, name="chatflow-relay-send", daemon=True).start()
+    def sync(self, timeout: float | None = None) -> bool:
+        """Wait until every event pushed before this call has been handled; False if `timeout` passed first."""
+        with self._changed:
+            target = self._pushed
+            return self._changed.wait_for(lambda: self._handled >= target, timeout)
 
-    def join(self, timeout: float | None = None) -> None:
-        """Wait until every event went out, the late ones (the title) included."""
-        self._finished.wait(timeout)
+    def _run(self) -> None:
+        while True:
+            time.sleep(self._every)
+            with self._changed:
+                batch, self._queue = self._queue, []
+                if not batch:
+                    self._running = False
+                    return
+            self._hand_on(batch)
 
-    def dicts(self) -> list[dict[str, Any]]:
-        """The events so far."""
-        with self._lock:
-            return list(self._rows)
-
-    def resend(self, after: int) -> None:
-        """Send again every event already sent with a sequence number above `after` (a view that reloaded)."""
-        with self._lock:
-            rows = [r for r in self._rows[: self._sent] if r["sequence_number"] > after]
-        if rows:
-            self._emit(rows, token_pieces(self._tokenizer, rows))
-
-    def _read(self) -> None:
+    def _hand_on(self, batch: list[Event]) -> None:
         try:
-            for event in self._response:
-                self._keep(event.to_dict())
-            self._answered.set()
-            for event in self._response.after_end():
-                self._keep(event.to_dict())
-        finally:
-            self._answered.set()
-            self._read_all.set()
-
-    def _keep(self, row: dict[str, Any]) -> None:
-        if not self.turn_id:  # the view learns of the live turn before any of its events
-            self.turn_id = row["turn_id"]
-            self._on_start(self.turn_id)
-        with self._lock:
-            self._rows.append(row)
-
-    def _flush_loop(self) -> None:
-        try:
-            self._flush_until(self._answered)
-            rows = self.dicts()
-            turn = {"turn_id": self.turn_id, "events": rows, "pieces": token_pieces(self._tokenizer, rows)}
-            self._on_end(turn)
-            self._ended.set()
-            self._flush_until(self._read_all)
-            late = self.dicts()[len(rows) :]
-            if late:
-                self._on_late(late)
-        finally:
-            self._ended.set()
-            self._finished.set()
-
-    def _flush_until(self, done: threading.Event) -> None:
-        while not done.wait(self._every):
-            self._flush()
-        self._flush()
-
-    def _flush(self) -> None:
-        with self._lock:
-            rows, self._sent = self._rows[self._sent :], len(self._rows)
-        if rows:
-            self._emit(rows, token_pieces(self._tokenizer, rows, self._known))
-
-    def _emit(self, rows: list[dict[str, Any]], pieces: dict) -> None:
-        try:
-            self._send({"type": "events", "turn_id": self.turn_id, "events": rows, "pieces": pieces})
+            self._handle(batch)
             self.batches += 1
-        except Exception as error:  # the front end went away: the turn still runs to its end and is stored
-            warnings.warn(f"jupyter_chatflow could not send events to the panel: {error}", stacklevel=1)
+        except Exception as error:  # the front end went away, or a view's bug: the turn runs on and is stored
+            warnings.warn(f"jupyter_chatflow could not show events in the panel: {error!r}", stacklevel=1)
+        finally:
+            with self._changed:
+                self._handled += len(batch)
+                self._changed.notify_all()

@@ -5,9 +5,11 @@
 >>> panel                                      # type in its box, or:
 >>> panel.ask("What is the capital of France?")
 
-State that must survive a page reload (the finished turns, the settings, the title) lives in synced traits; the
-live turn's events go out as custom messages batched every ~40 ms (`relay.py`); attention matrices as float16
-binary buffers. The protocol is written down in js/README.md. The panel's own requests (send, stop, draft,
+The panel follows one path: every event of every turn of its chat (`Chat.watch`: turns sent from this panel,
+another panel, `%%chat` or code alike), batched every ~40 ms by `relay.py`. State that must survive a page reload
+(the finished turns, the settings, the title) lives in synced traits; the live turn's events go out as custom
+messages, and a view that reloads asks for those after the last sequence number it has; attention matrices go out
+as float16 binary buffers. The protocol is written down in js/README.md. The panel's own requests (send, stop, draft,
 attention, fork) arrive on the kernel's shell thread while the turn runs on the engine thread, so Stop works
 while tokens stream.
 """
@@ -18,6 +20,7 @@ import concurrent.futures
 import dataclasses
 import html
 import threading
+import time
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -28,13 +31,13 @@ from IPython.display import display
 
 from jupyter_chatflow.engine.loader import load_model
 from jupyter_chatflow.errors import ChatflowError
-from jupyter_chatflow.events import event_from_dict
+from jupyter_chatflow.events import TERMINAL, Event, TitleGenerated, TurnStarted, event_from_dict
 from jupyter_chatflow.model.files import resolve_model_path
 from jupyter_chatflow.pipeline.chat import Chat, Prewarm
 from jupyter_chatflow.pipeline.request import RequestError
 from jupyter_chatflow.pipeline.response import Response
 from jupyter_chatflow.settings import OPTIONS
-from jupyter_chatflow.store.sessions import TurnRecord
+from jupyter_chatflow.tokenizer.tokenizer import Tokenizer
 
 from .attention_map import AttentionRequestError, attention_map, turn_sequence
 from .comm_route import route_to_live_subshells
@@ -77,23 +80,27 @@ class ChatWidget(anywidget.AnyWidget):
             if chat_options.get("model") is None:  # the default model, its load shown in the cell
                 chat_options["model"] = _load_shown()
             chat = Chat(**chat_options)
+        history = chat.history()
         super().__init__(
             model_info=_model_info(chat), session=chat.session.name, title=chat.title,
-            settings={**panel_settings(), **(settings or {})}, turns=[self._record(r, chat) for r in chat.history()],
+            settings={**panel_settings(), **(settings or {})},
+            turns=[_row(r.id, r.events, chat.model.tokenizer) for r in history],
         )  # fmt: skip
         self.chat = chat
-        self._relay: Relay | None = None
-        self._lock = threading.Lock()  # the turns trait and the relay change on the shell, relay and engine threads
+        self._events: dict[str, list[Event]] = {r.id: list(r.events) for r in history}  # the session's turns
         self._session_id = chat.session.id
-        self._following = False  # this panel's own turn is live (set and read under the lock)
-        self._stored: list[TurnRecord] = []  # turns stored meanwhile: that turn, or ones that ran before it
+        self._lock = threading.Lock()  # the panel's state: changed on the relay's thread and the shell's
+        self._relay = Relay(self._show)
+        self._known: set[int] = set()  # token ids whose pieces went out
+        self._own: Response | None = None  # the latest turn sent from this panel
+        self._own_prewarm: dict[str, Any] | None = None
         self._unused_prewarm: dict[str, Any] | None = None
         self._drafts = 0
         self._attention: tuple[tuple[str, int], Any] | None = None  # the last layer computed, per turn
         self._displays: list[Any] = []
         self.on_msg(self._on_message)
         route_to_live_subshells(self.comm)
-        chat.watch(self._turn_stored)  # turns sent from another panel, %%chat or code show here too
+        chat.watch(self._relay.push)  # every turn of the chat streams here: this panel's, %%chat's, code's
 
     # ---- the Python API ----------------------------------------------------------------------------------------
 
@@ -101,25 +108,24 @@ class ChatWidget(anywidget.AnyWidget):
         """Send a message with the panel's settings (`options` override them); the panel streams the turn.
         (`send` is the widget's own method for messages to the front end.)"""
         self._check_idle()
-        response = self.chat.send(text, **{**self.options(), **options})
-        self._follow(response, fork_of="")
-        return response
+        return self._started(self.chat.send(text, **{**self.options(), **options}))
 
     def fork(self, turn_id: str, index: int, token_id: int) -> Response:
         """Regenerate the latest answer from its token `index` with `token_id` there (see `Chat.fork`)."""
         self._check_idle()
-        response = self.chat.fork(turn_id, index, token_id)
-        self._follow(response, fork_of=turn_id)
-        return response
+        return self._started(self.chat.fork(turn_id, index, token_id))
 
     def stop(self) -> None:
         """Stop the live turn between two decode steps."""
         self.chat.stop()
 
     def wait(self, timeout: float | None = None) -> None:
-        """Block until the live turn has ended and the panel has its last event (for scripts and tests)."""
-        if self._relay is not None:
-            self._relay.join(timeout)
+        """Block until this panel's latest turn has ended, its title included, and the panel shows all of it
+        (for scripts and tests)."""
+        deadline = None if timeout is None else time.monotonic() + timeout
+        if self._own is not None:
+            self._own.wait(timeout)
+        self._relay.sync(None if deadline is None else max(0.0, deadline - time.monotonic()))
 
     def options(self) -> dict[str, Any]:
         """The settings as `Chat.send` options (every option of a turn, `settings.OPTIONS`; None: its default)."""
@@ -151,7 +157,7 @@ class ChatWidget(anywidget.AnyWidget):
         self._check_idle()
         self.chat.new_session()
         with self._lock:
-            self._session_id = self.chat.session.id
+            self._session_id, self._events = self.chat.session.id, {}
             self.turns, self.title, self.session, self.error = [], "", self.chat.session.name, ""
 
     def _draft(self, message: dict[str, Any]) -> None:
@@ -171,9 +177,12 @@ class ChatWidget(anywidget.AnyWidget):
         self.send({"type": "prewarmed", "prewarm": info})
 
     def _resume(self, message: dict[str, Any]) -> None:
-        relay = self._relay
-        if relay is not None and relay.turn_id == message.get("turn_id"):
-            relay.resend(after=int(message.get("after", -1)))
+        """A view that reloaded mid-stream: every event of the turn after the last sequence number it has."""
+        turn_id, after = str(message.get("turn_id", "")), int(message.get("after", -1))
+        with self._lock:
+            events = [e for e in self._events.get(turn_id, []) if e.sequence_number > after]
+        if events:
+            self._send_events(turn_id, events, token_pieces(self.chat.model.tokenizer, events))
 
     def _attention_request(self, message: dict[str, Any]) -> None:
         request_id = message.get("request_id")
@@ -186,7 +195,7 @@ class ChatWidget(anywidget.AnyWidget):
         if error is not None:
             self.send({"type": "attention_error", "request_id": request_id, "message": str(error)})
 
-    def _attention_job(self, message: dict[str, Any], events: list[dict[str, Any]]) -> None:
+    def _attention_job(self, message: dict[str, Any], events: list[Event]) -> None:
         """On the engine thread: the layer's attention over the turn (kept for the next request), cut and sent."""
         sequence = turn_sequence(events)
         layer = int(message["layer"])
@@ -201,70 +210,72 @@ class ChatWidget(anywidget.AnyWidget):
         reply = {"type": "attention", "request_id": message.get("request_id"), "turn_id": key[0], "layer": layer}
         self.send({**reply, **meta}, buffers=[data])
 
-    # ---- the live turn -------------------------------------------------------------------------------------------
+    # ---- the live turn: the chat's events, as the relay hands them on ------------------------------------------
 
     def _check_idle(self) -> None:
-        if self._relay is not None and not self._relay.done:
+        own = self._own
+        if own is not None and not any(isinstance(e, TERMINAL) for e in own.seen()):
             raise RequestError("A turn is still generating: press Stop, or wait for it to end.")
 
-    def _follow(self, response: Response, fork_of: str) -> None:
-        prewarm, self._unused_prewarm = self._unused_prewarm, None
+    def _started(self, response: Response) -> Response:
+        self._own, self._own_prewarm, self._unused_prewarm = response, self._unused_prewarm, None
         self.error, self.status = "", "generating"
-        relay = Relay(
-            response, self.chat.model.tokenizer, send=self.send,
-            on_start=lambda turn_id: setattr(self, "live", {"turn_id": turn_id, "prewarm": prewarm,
-                                                            "fork_of": fork_of}),
-            on_end=lambda turn: self._ended({**turn, "prewarm": prewarm, "fork_of": fork_of}), on_late=self._late,
-        )  # fmt: skip
-        with self._lock:
-            self._relay, self._following = relay, True
-        relay.start()
+        response.start()
+        return response
 
-    def _ended(self, turn: dict[str, Any]) -> None:
-        """On the relay's thread, after the last batch went out: the turn joins the log, after any turn that ran
-        before it from elsewhere (the engine runs one turn at a time, in order)."""
+    def _show(self, events: list[Event]) -> None:
+        """On the relay's thread: a batch of the chat's events, turn by turn, to the front end and the traits."""
         with self._lock:
-            stored, self._stored, self._following = self._stored, [], False
-            self._add(stored, own=turn)
-            self.live = None  # type: ignore[assignment]  # traitlets: allow_none
-            self.status = "idle"
-        self._refresh_fallback()
+            for turn_id, group in _by_turn(events):
+                self._show_turn(turn_id, group)
+        if any(isinstance(e, (*TERMINAL, TitleGenerated)) for e in events):
+            self._refresh_fallback()
 
-    def _late(self, rows: list[dict[str, Any]]) -> None:
-        """On the relay's thread: events that followed the turn's end (the session's title) join its record."""
-        with self._lock:
-            turns = list(self.turns)
-            if any(t["turn_id"] == rows[0]["turn_id"] for t in turns):  # (not if a new session began meanwhile)
-                _put(turns, {"turn_id": rows[0]["turn_id"], "events": rows, "pieces": {}})
-                self.turns = turns
-            self.title = next((r["title"] for r in rows if r["type"] == "title_generated"), self.title)
-        self._refresh_fallback()
+    def _show_turn(self, turn_id: str, events: list[Event]) -> None:
+        """A turn begins (`TurnStarted`), streams, ends at its terminal event; late events (the title) join it."""
+        if isinstance(events[0], TurnStarted):
+            self._begin(events[0])
+        if turn_id not in self._events:  # it began before this panel was made, or in a session since left
+            return
+        self._events[turn_id] += events
+        self._send_events(turn_id, events, token_pieces(self.chat.model.tokenizer, events, self._known))
+        live = self.live is not None and self.live["turn_id"] == turn_id
+        if live and any(isinstance(e, TERMINAL) for e in events):
+            self._end(turn_id)
+        elif not live:
+            self._late(turn_id, events)
+        self.title = next((e.title for e in events if isinstance(e, TitleGenerated)), self.title)
 
-    def _turn_stored(self, record: TurnRecord) -> None:
-        """On the engine thread: a turn of the chat was stored. While this panel's own turn is live, it waits for
-        that turn's end (it is that turn, or one that ran before it)."""
-        with self._lock:
-            if self._following:
-                self._stored.append(record)
-                return
-            self._add([record])
-        self._refresh_fallback()
+    def _begin(self, started: TurnStarted) -> None:
+        if started.session_id != self._session_id:  # a new session (from here or elsewhere): the log starts afresh
+            self._session_id, self._events = started.session_id, {}
+            self.turns, self.title = [], ""
+        first = self._own.seen()[:1] if self._own is not None else []
+        own = bool(first) and first[0].turn_id == started.turn_id
+        self._events[started.turn_id] = []
+        self.live = {"turn_id": started.turn_id, "prewarm": self._own_prewarm if own else None,
+                     "fork_of": started.fork_of}  # fmt: skip
+        self.session, self.status = self.chat.session.name, "generating"
 
-    def _add(self, records: list[TurnRecord], own: dict[str, Any] | None = None) -> None:
-        """Append turns not shown yet (with the lock held); a turn of a newer session starts the log afresh; a
-        shown turn that gained events (the title, written after the answer) takes them in.
-        `own`: this panel's turn as its relay sent it (its record is among `records`, unless storing failed)."""
-        turns, title = list(self.turns), self.title
-        for record in records:
-            if record.session_id != self._session_id:
-                self._session_id, turns, title = record.session_id, [], ""
-            row = own if own is not None and record.id == own["turn_id"] else self._record(record, self.chat)
-            _put(turns, {**row, "events": _merged(row["events"], record.events)})
-        if own is not None:
-            _put(turns, own)
-        self.turns = turns
-        # (the title is written after the answer: until the chat has stored it, keep the one the relay brought)
-        self.session, self.title = self.chat.session.name, self.chat.title or title
+    def _end(self, turn_id: str) -> None:
+        live = self.live or {}
+        row = _row(turn_id, self._events[turn_id], self.chat.model.tokenizer)
+        self.turns = [*self.turns, {**row, "prewarm": live.get("prewarm"), "fork_of": live.get("fork_of", "")}]
+        self.live = None  # type: ignore[assignment]  # traitlets: allow_none
+        self._check_status()
+
+    def _late(self, turn_id: str, events: list[Event]) -> None:
+        """Events that follow a turn's end (the session's title) join its row in the turns trait."""
+        rows = [e.to_dict() for e in events]
+        self.turns = [{**t, "events": [*t["events"], *rows]} if t["turn_id"] == turn_id else t for t in self.turns]
+
+    def _check_status(self) -> None:
+        own = self._own
+        waiting = own is not None and not any(isinstance(e, TERMINAL) for e in own.seen())
+        self.status = "generating" if waiting else "idle"
+
+    def _send_events(self, turn_id: str, events: list[Event], pieces: dict) -> None:
+        self.send({"type": "events", "turn_id": turn_id, "events": [e.to_dict() for e in events], "pieces": pieces})
 
     def _refresh_fallback(self) -> None:
         """The static copy (nbconvert, GitHub) follows the conversation. Only the copy's display is updated: an
@@ -274,20 +285,12 @@ class ChatWidget(anywidget.AnyWidget):
         for handle in self._displays:
             handle.update(data, metadata=metadata, raw=True)
 
-    def _events_of(self, turn_id: str) -> list[dict[str, Any]]:
-        turn = next((t for t in self.turns if t["turn_id"] == turn_id), None)
-        if turn is not None:
-            return list(turn["events"])
-        if self._relay is not None and self._relay.turn_id == turn_id:
-            return self._relay.dicts()
-        raise AttentionRequestError(f"No turn {turn_id!r} in this panel.")
-
-    @staticmethod
-    def _record(record: TurnRecord, chat: Chat) -> dict[str, Any]:
-        events = list(record.events)
-        fork_of = events[0].get("fork_of", "") if events else ""
-        return {"turn_id": record.id, "events": events, "pieces": token_pieces(chat.model.tokenizer, events),
-                "prewarm": None, "fork_of": fork_of}  # fmt: skip
+    def _events_of(self, turn_id: str) -> list[Event]:
+        with self._lock:
+            events = self._events.get(turn_id)
+        if events is None:
+            raise AttentionRequestError(f"No turn {turn_id!r} in this panel.")
+        return list(events)
 
     def __repr__(self) -> str:
         """Also the panel output's text/plain (where no widget runs): the static copy beside it has the turns."""
@@ -329,21 +332,22 @@ def _user(turn: dict[str, Any]) -> str:
     return str(first.get("user", ""))
 
 
-def _merged(shown: Sequence[dict[str, Any]], stored: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
-    """A turn's events from two sources (what the relay sent, what was stored), by sequence number."""
-    by_number = {row["sequence_number"]: row for row in [*stored, *shown]}
-    return [by_number[n] for n in sorted(by_number)]
+def _row(turn_id: str, events: Sequence[Event], tokenizer: Tokenizer) -> dict[str, Any]:
+    """A finished turn as the `turns` trait holds it: its events as dicts, with its tokens' pieces."""
+    started = events[0] if events and isinstance(events[0], TurnStarted) else None
+    return {"turn_id": turn_id, "events": [e.to_dict() for e in events], "pieces": token_pieces(tokenizer, events),
+            "prewarm": None, "fork_of": started.fork_of if started else ""}  # fmt: skip
 
 
-def _put(turns: list[dict[str, Any]], turn: dict[str, Any]) -> None:
-    """Add `turn` to the log, or merge it into the shown turn with its id (keeping that turn's place)."""
-    index = next((i for i, t in enumerate(turns) if t["turn_id"] == turn["turn_id"]), None)
-    if index is None:
-        turns.append(turn)
-    else:
-        shown = turns[index]
-        turns[index] = {**shown, "events": _merged(shown["events"], turn["events"]),
-                        "pieces": {**turn["pieces"], **shown["pieces"]}}  # fmt: skip
+def _by_turn(events: list[Event]) -> list[tuple[str, list[Event]]]:
+    """Consecutive runs of one turn's events (a batch may hold the end of one turn and the start of the next)."""
+    runs: list[tuple[str, list[Event]]] = []
+    for event in events:
+        if runs and runs[-1][0] == event.turn_id:
+            runs[-1][1].append(event)
+        else:
+            runs.append((event.turn_id, [event]))
+    return runs
 
 
 def _model_info(chat: Chat) -> dict[str, Any]:

@@ -145,9 +145,11 @@ class Chat:
         """Run `work(*args)` on the engine thread, after the turns already queued (e.g. an attention pass)."""
         return self._worker.submit(work, *args)
 
-    def watch(self, method: Callable[[TurnRecord], Any]) -> None:
-        """Call `method(record)` after each turn of this chat is stored, whoever sent it (on the engine thread,
-        before the turn's last event goes out). Held weakly: a panel that is gone is no longer called."""
+    def watch(self, method: Callable[[Event], Any]) -> None:
+        """Call `method(event)` with every event of every turn of this chat, whoever sent it, in order: a turn's
+        events from `TurnStarted` to its terminal event, then its late ones (the session's title). Called on the
+        engine thread, once the event is in the turn's `Response` (and a terminal event once the turn is stored):
+        keep it short, hand the event on. Held weakly: a panel that is gone is no longer called."""
         self._watchers.append(weakref.WeakMethod(method))
 
     def stop(self) -> None:
@@ -179,6 +181,7 @@ class Chat:
             if isinstance(log[-1], TERMINAL):
                 self._store(log)
             out.append(log[-1])
+            self._tell(log[-1])
 
         setup = self._setup(request, tools, self._history() if history is None else history, prefix)
         setup.queued_ms = (time.perf_counter() - submitted) * 1000
@@ -207,13 +210,12 @@ class Chat:
         started = log[0]  # the turn's session (a new one may have begun while the title was written)
         session_id = started.session_id if isinstance(started, TurnStarted) else self.session.id
         try:
-            if self.sessions.add_event(log[0].turn_id, log[-1].to_dict()):  # else: reset while the title was written
+            if self.sessions.add_event(log[0].turn_id, log[-1]):  # else: reset while the title was written
                 self.sessions.set_title(session_id, event.title)
                 if self.session.id == session_id:
                     self.session = self.sessions.get(session_id)
         except Exception as error:
             warnings.warn(f"jupyter_chatflow could not store the session's title ({error}).", stacklevel=1)
-        self._tell(TurnRecord.from_events(log, session_id=session_id))
 
     def _tools(self, request: ChatRequest) -> list:
         """The tools the request names, from this chat's toolbox."""
@@ -241,7 +243,7 @@ class Chat:
     def _active(self) -> list[TurnRecord]:
         """The session's turns without those a fork replaced."""
         records = self.history()
-        forked = {e.get("fork_of") for r in records for e in r.events[:1]}
+        forked = {e.fork_of for r in records for e in r.events[:1] if isinstance(e, TurnStarted)}
         return [r for r in records if r.id not in forked]
 
     def _history(self, exclude: str = "") -> list[list[dict[str, str]]]:
@@ -259,8 +261,7 @@ class Chat:
         return turns
 
     def _store(self, events: list[Event]) -> None:
-        """Save the turn and its telemetry record, then tell the watchers; a storage failure is reported, the
-        answer still goes out."""
+        """Save the turn and its telemetry record; a storage failure is reported, the answer still goes out."""
         record = TurnRecord.from_events(events, session_id=self.session.id)
         if not self.persist:
             self._unsaved.append(record)
@@ -270,15 +271,14 @@ class Chat:
             except Exception as error:
                 warnings.warn(f"jupyter_chatflow could not store this turn ({error}); the answer is not lost from "
                               f"the output, but the session will not remember it.", stacklevel=1)  # fmt: skip
-        self._tell(record)
 
-    def _tell(self, record: TurnRecord) -> None:
+    def _tell(self, event: Event) -> None:
         self._watchers = [ref for ref in self._watchers if ref() is not None]
         for ref in self._watchers:
             method = ref()
             try:
                 if method is not None:
-                    method(record)
+                    method(event)
             except Exception as error:  # a watcher's bug must not break the turn
                 warnings.warn(f"jupyter_chatflow: a watcher of this chat failed: {error!r}", stacklevel=1)
 
@@ -289,10 +289,10 @@ class Chat:
 
 def _prompted_user_text(record: TurnRecord) -> str | None:
     """The user's message as it went into the prompt (its `user` segment), or None if no prompt was built."""
-    contexts = [e for e in record.events if e.get("type") == "context_assembled"]
-    if not contexts:
+    context = next((e for e in record.events if isinstance(e, ContextAssembled)), None)
+    if context is None:
         return None
-    return next((s["text"] for s in contexts[0]["segments"] if s["kind"] == "user"), record.user)
+    return next((s.text for s in context.segments if s.kind == "user"), record.user)
 
 
 def _window(asked: int | None, model_window: int) -> int:

@@ -8,10 +8,12 @@ model goes on. The kept tokens carry the logprobs, entropies and alternatives th
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
-from jupyter_chatflow.engine.generation import Alternative, Step
+from jupyter_chatflow.engine.generation import Step
 from jupyter_chatflow.engine.sampling import SamplingParams
+from jupyter_chatflow.events import ContextAssembled, Event, TokenDelta, ToolCall, TurnStarted
 from jupyter_chatflow.store.sessions import TurnRecord
 from jupyter_chatflow.tokenizer.tokenizer import StreamDecoder, Tokenizer
 
@@ -23,57 +25,54 @@ def fork_request(
 ) -> tuple[ChatRequest, tuple[Step, ...]]:
     """The request that repeats `parent` (same message, settings and features), and the answer's first tokens."""
     events = parent.events
-    started = events[0] if events and events[0].get("type") == "turn_started" else None
+    started = events[0] if events and isinstance(events[0], TurnStarted) else None
     if started is None:
         raise RequestError(f"Turn {parent.id} has no request to repeat.")
-    if any(e.get("type") == "tool_call" for e in events):
+    if any(isinstance(e, ToolCall) for e in events):
         raise RequestError("A turn with tool calls cannot be forked yet: fork a turn that answered directly.")
-    deltas = [e for e in events if e.get("type") == "token"]
+    deltas = [e for e in events if isinstance(e, TokenDelta)]
     if not 0 <= index < len(deltas):
         raise RequestError(f"Turn {parent.id} has tokens 0–{len(deltas) - 1}; there is no token {index} to fork from.")
-    chosen = _chosen(deltas[index], token_id)
+    chosen_logprob = _chosen_logprob(deltas[index], token_id)
     request = ChatRequest(
-        text=started["user"], session=session, system=_system(events), params=_params(started["params"]),
-        features=_features(started["features"]), fork_of=parent.id, fork_index=index,
+        text=started.user, session=session, system=_system(events), params=_params(started.params),
+        features=_features(started.features), fork_of=parent.id, fork_index=index,
     )  # fmt: skip
-    return request, _steps(deltas[:index], chosen, token_id, tokenizer)
+    return request, _steps(deltas[:index], deltas[index], chosen_logprob, token_id, tokenizer)
 
 
-def _chosen(delta: dict[str, Any], token_id: int) -> dict[str, Any]:
-    """The step at the fork with `token_id` in place of the sampled token."""
-    if token_id == delta["token_id"]:
-        return {**delta, "chosen_logprob": delta["logprob"]}
-    alternative = next((a for a in delta["alternatives"] if a["token_id"] == token_id), None)
+def _chosen_logprob(delta: TokenDelta, token_id: int) -> float:
+    """The logprob of `token_id` at the fork: the sampled token's, or the alternative's."""
+    if token_id == delta.token_id:
+        return delta.logprob
+    alternative = next((a for a in delta.alternatives if a.token_id == token_id), None)
     if alternative is None:
-        known = ", ".join(str(a["token_id"]) for a in delta["alternatives"])
-        raise RequestError(f"Token {token_id} was not among the alternatives at token {delta['index']} ({known}).")
-    return {**delta, "chosen_logprob": alternative["logprob"]}
+        known = ", ".join(str(a.token_id) for a in delta.alternatives)
+        raise RequestError(f"Token {token_id} was not among the alternatives at token {delta.index} ({known}).")
+    return alternative.logprob
 
 
-def _steps(kept: list[dict[str, Any]], chosen: dict[str, Any], token_id: int, tokenizer: Tokenizer) -> tuple[Step, ...]:
+def _steps(
+    kept: list[TokenDelta], at: TokenDelta, chosen_logprob: float, token_id: int, tokenizer: Tokenizer
+) -> tuple[Step, ...]:
     decoder = StreamDecoder(tokenizer)
     steps = [
-        Step(index=i, token_id=d["token_id"], text=decoder.push(d["token_id"]), logprob=d["logprob"],
-             entropy=d["entropy"], top_alternatives=_alternatives(d), elapsed_ms=0.0)
+        Step(index=i, token_id=d.token_id, text=decoder.push(d.token_id), logprob=d.logprob, entropy=d.entropy,
+             top_alternatives=d.alternatives, elapsed_ms=0.0)
         for i, d in enumerate(kept)
     ]  # fmt: skip
     ends = token_id in tokenizer.stop_ids  # choosing to end the answer here: the token shows no text
     text = decoder.flush() if ends else decoder.push(token_id) + decoder.flush()
-    steps.append(Step(index=len(kept), token_id=token_id, text=text,
-                      logprob=chosen["chosen_logprob"], entropy=chosen["entropy"],
-                      top_alternatives=_alternatives(chosen), elapsed_ms=0.0))  # fmt: skip
+    steps.append(Step(index=len(kept), token_id=token_id, text=text, logprob=chosen_logprob, entropy=at.entropy,
+                      top_alternatives=at.alternatives, elapsed_ms=0.0))  # fmt: skip
     return tuple(steps)
 
 
-def _alternatives(delta: dict[str, Any]) -> tuple[Alternative, ...]:
-    return tuple(Alternative(**a) for a in delta["alternatives"])
-
-
-def _system(events: tuple[dict[str, Any], ...]) -> str | None:
+def _system(events: Sequence[Event]) -> str | None:
     """The system prompt the forked turn used (its `system` segment)."""
-    context = next((e for e in events if e.get("type") == "context_assembled"), None)
-    segments = context["segments"] if context else []
-    return next((s["text"] for s in segments if s["kind"] == "system"), None)
+    context = next((e for e in events if isinstance(e, ContextAssembled)), None)
+    segments = context.segments if context else ()
+    return next((s.text for s in segments if s.kind == "system"), None)
 
 
 def _params(params: dict[str, Any]) -> SamplingParams:

@@ -6,6 +6,7 @@ anywhere in a reader (Ctrl-C, Kernel → Interrupt) loses nothing: iterate again
 
 from __future__ import annotations
 
+import sys
 import threading
 from collections.abc import Callable, Iterable, Iterator
 from typing import Any, Protocol
@@ -22,6 +23,18 @@ class EventLog(Protocol):
 
     def cancel(self) -> None:
         """Ask the producer to stop (it still ends the log with its terminal event)."""
+        ...
+
+    def start(self) -> None:
+        """Begin producing, without waiting for anything."""
+        ...
+
+    def wait(self, timeout: float | None) -> bool:
+        """Wait until the log has ended (no event follows); False if `timeout` passed first."""
+        ...
+
+    def seen(self) -> list[Event]:
+        """The events produced so far (never waits, never starts anything)."""
         ...
 
 
@@ -45,6 +58,18 @@ class PulledLog:
 
     def cancel(self) -> None:
         """Nothing to stop: a plain iterable produces on demand."""
+
+    def start(self) -> None:
+        """Nothing to start: a plain iterable produces on demand."""
+
+    def wait(self, timeout: float | None) -> bool:
+        """Pull every event (a plain iterable has no one else to produce them)."""
+        self.get(sys.maxsize)
+        return True
+
+    def seen(self) -> list[Event]:
+        with self._lock:
+            return list(self._events)
 
 
 class WrittenLog:
@@ -70,7 +95,7 @@ class WrittenLog:
             self._changed.notify_all()
 
     def get(self, index: int) -> Event | None:
-        self._begin()
+        self.start()
         with self._changed:
             try:
                 while index >= len(self._events) and not self._ended:
@@ -83,11 +108,20 @@ class WrittenLog:
     def cancel(self) -> None:
         self._cancel.set()
 
-    def _begin(self) -> None:
+    def start(self) -> None:
         with self._changed:
             start, self._start = self._start, None
         if start is not None:
             start()
+
+    def wait(self, timeout: float | None) -> bool:
+        self.start()
+        with self._changed:
+            return self._changed.wait_for(lambda: self._ended, timeout)
+
+    def seen(self) -> list[Event]:
+        with self._changed:
+            return list(self._events)
 
 
 class Response:
@@ -132,6 +166,19 @@ class Response:
     def cancel(self) -> None:
         """Stop the turn between two decode steps; it ends with a `Cancelled` event (safe from any thread)."""
         self._log.cancel()
+
+    def start(self) -> None:
+        """Begin the turn now without reading it (it runs on the engine thread; `Chat.watch` sees its events)."""
+        self._log.start()
+
+    def wait(self, timeout: float | None = None) -> bool:
+        """Block until the engine is done with the turn, its late events (the title) included; False if `timeout`
+        seconds passed first. Starts the turn if nothing has."""
+        return self._log.wait(timeout)
+
+    def seen(self) -> list[Event]:
+        """The events so far, without waiting or starting the turn."""
+        return self._log.seen()
 
     def follow(self, handle: Callable[[Event], Any]) -> None:
         """Pass every event to `handle` once, in order, until the end. Ctrl-C (Kernel → Interrupt) on the way

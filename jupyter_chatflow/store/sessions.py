@@ -19,9 +19,8 @@ import sqlite3
 import time
 import uuid
 from collections.abc import Sequence
-from typing import Any
 
-from jupyter_chatflow.events import Cancelled, Completed, Event, Failed, TurnStarted
+from jupyter_chatflow.events import Cancelled, Completed, Event, Failed, TurnStarted, event_from_dict
 
 from .database import Database, StorageError
 
@@ -48,7 +47,7 @@ class SessionRecord:
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
 class TurnRecord:
-    """One stored turn: the message, the answer as shown, how it ended, and its events as `Event.to_dict()` rows."""
+    """One stored turn: the message, the answer as shown, how it ended, and its events."""
 
     id: str
     """The turn id (the events' `turn_id`)."""
@@ -60,7 +59,7 @@ class TurnRecord:
     seq: int = -1
     """0, 1, 2… within the session; assigned by `Sessions.add_turn`."""
     created: float = dataclasses.field(default_factory=time.time)
-    events: tuple[dict[str, Any], ...] = ()
+    events: tuple[Event, ...] = ()
 
     def __post_init__(self) -> None:
         if self.status not in STATUSES:
@@ -83,7 +82,7 @@ class TurnRecord:
             answer=last.text,
             status=status,
             created=started.created,
-            events=tuple(e.to_dict() for e in events),
+            events=tuple(events),
         )
 
 
@@ -144,7 +143,7 @@ class Sessions:
                     "INSERT INTO turns (id, session_id, seq, user, answer, status, created, events)"
                     " VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
                     (stored.id, stored.session_id, seq, stored.user, stored.answer, stored.status, stored.created,
-                     json.dumps(list(stored.events))),
+                     _json(stored.events)),
                 )  # fmt: skip
             except sqlite3.IntegrityError as error:
                 raise StorageError(
@@ -154,13 +153,13 @@ class Sessions:
             conn.execute("UPDATE sessions SET updated = ? WHERE id = ?", (time.time(), turn.session_id))
         return stored
 
-    def add_event(self, turn_id: str, event: dict[str, Any]) -> bool:
-        """Append one event row to a stored turn's log (a late event: the session's title); False when the turn
-        is no longer stored (the session was reset in the meantime)."""
+    def add_event(self, turn_id: str, event: Event) -> bool:
+        """Append one event to a stored turn's log (a late event: the session's title); False when the turn is no
+        longer stored (the session was reset in the meantime)."""
         with self.db.transaction() as conn:
             row = conn.execute("SELECT events FROM turns WHERE id = ?", (turn_id,)).fetchone()
             if row is not None:
-                events = [*json.loads(row["events"]), event]
+                events = [*json.loads(row["events"]), event.to_dict()]
                 conn.execute("UPDATE turns SET events = ? WHERE id = ?", (json.dumps(events), turn_id))
         return row is not None
 
@@ -174,12 +173,12 @@ class Sessions:
         with self.db.transaction() as conn:
             return conn.execute("DELETE FROM turns WHERE session_id = ?", (session_id,)).rowcount
 
-    def events(self, turn_id: str) -> builtins.list[dict[str, Any]]:
-        """A stored turn's events as `Event.to_dict()` rows (`Response.from_dicts` replays them)."""
+    def events(self, turn_id: str) -> builtins.list[Event]:
+        """A stored turn's events (`Response(events)` replays them)."""
         rows = self.db.query("SELECT events FROM turns WHERE id = ?", (turn_id,))
         if not rows:
             raise StorageError(f"No stored turn {turn_id!r}; Sessions.turns(session_id) lists a session's turns")
-        return json.loads(rows[0]["events"])
+        return _events(rows[0]["events"])
 
 
 def _session(row: sqlite3.Row) -> SessionRecord:
@@ -187,4 +186,13 @@ def _session(row: sqlite3.Row) -> SessionRecord:
 
 
 def _turn(row: sqlite3.Row) -> TurnRecord:
-    return TurnRecord(**{**dict(row), "events": tuple(json.loads(row["events"]))})
+    return TurnRecord(**{**dict(row), "events": _events(row["events"])})
+
+
+def _json(events: Sequence[Event]) -> str:
+    """A turn's events as stored: a JSON list of `Event.to_dict()` rows."""
+    return json.dumps([event.to_dict() for event in events])
+
+
+def _events(stored: str) -> builtins.list[Event]:
+    return [event_from_dict(row) for row in json.loads(stored)]

@@ -8,6 +8,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from jupyter_chatflow.events import Event, TokenDelta, Tokenized, event_from_dict
 from jupyter_chatflow.frontends.attention_map import (
     MAX_SIDE,
     AttentionRequestError,
@@ -20,8 +21,8 @@ from jupyter_chatflow.frontends.attention_map import (
 FIXTURES = Path(__file__).resolve().parents[2] / "js" / "test" / "fixtures"
 
 
-def fixture(name: str) -> list[dict]:
-    return json.loads((FIXTURES / f"{name}.json").read_text())["events"]
+def fixture(name: str) -> list[Event]:
+    return [event_from_dict(row) for row in json.loads((FIXTURES / f"{name}.json").read_text())["events"]]
 
 
 def causal_softmax(heads: int, n: int, seed: int = 0) -> np.ndarray:
@@ -34,9 +35,9 @@ def causal_softmax(heads: int, n: int, seed: int = 0) -> np.ndarray:
 def test_the_sequence_is_the_last_prompt_then_the_tokens_generated_after_it():
     events = fixture("tool")  # two rounds: the call, then the answer
     sequence = turn_sequence(events)
-    last = [e for e in events if e["type"] == "tokenized"][-1]
-    answer = [e["token_id"] for e in events[events.index(last) :] if e["type"] == "token"]
-    assert sequence.ids == last["ids"] + answer and sequence.prompt_tokens == len(last["ids"])
+    last = [e for e in events if isinstance(e, Tokenized)][-1]
+    answer = [e.token_id for e in events[events.index(last) :] if isinstance(e, TokenDelta)]
+    assert sequence.ids == list(last.ids) + answer and sequence.prompt_tokens == len(last.ids)
     assert sequence.segments[-1]["kind"] == "generated"
     assert sequence.column.min() >= 0 and sequence.column.max() == len(sequence.segments) - 1
     kinds = [s["kind"] for s in sequence.segments]

@@ -3,7 +3,6 @@ fork and the static fallback, on the tiny random model (the front end's own test
 
 from __future__ import annotations
 
-import threading
 import time
 
 import numpy as np
@@ -11,11 +10,9 @@ import pytest
 
 from jupyter_chatflow.events import Completed, TitleGenerated, TokenDelta, event_from_dict
 from jupyter_chatflow.frontends import widget as widget_module
-from jupyter_chatflow.frontends.relay import Relay
 from jupyter_chatflow.frontends.widget import ChatWidget
 from jupyter_chatflow.pipeline import chat as chat_module
 from jupyter_chatflow.pipeline.chat import Chat
-from jupyter_chatflow.pipeline.response import Response
 from jupyter_chatflow.store.database import Database
 
 QUICK = {"max_tokens": 24, "temperature": 0.0, "seed": 1, "memory": False}
@@ -61,69 +58,32 @@ def test_a_turn_streams_as_batches_and_lands_in_the_turns_trait(panel):
     assert {str(i) for i in prompt + generated} <= pieces
 
 
-def test_events_are_batched_every_40_ms_not_sent_one_by_one():
-    def slow():
-        for event in Response.from_dicts(_events(60)):
-            time.sleep(0.004)  # 60 events over ~0.25 s
-            yield event
-
-    sent, ended = [], threading.Event()
-    relay = Relay(Response(slow()), _Tokenizer(), send=sent.append, on_start=lambda _: None,
-                  on_end=lambda _: ended.set())  # fmt: skip
-    relay.start()
-    assert ended.wait(10)
-    assert sum(len(m["events"]) for m in sent) == 60
-    assert 3 <= len(sent) <= 15  # ~40 ms apart, not 60 messages
-
-
-def test_the_relay_ends_the_turn_at_its_terminal_event_and_still_sends_late_ones():
-    rows = _events(6)
-    rows.append({"type": "title_generated", "title": "A Title", "latency_ms": 5.0, "sequence_number": 6,
-                 "turn_id": "turn_t", "timestamp": 6.0})  # fmt: skip
-    gate, log = threading.Event(), []
-
-    def late():  # the title comes a while after the answer
-        for event in map(event_from_dict, rows):
-            if event.type == "title_generated":
-                gate.wait(10)
-            yield event
-
-    relay = Relay(Response(late()), _Tokenizer(), send=lambda m: log.append(("events", m)), on_start=lambda _: None,
-                  on_end=lambda turn: log.append(("end", turn)))  # fmt: skip
-    relay.start()
-    deadline = time.monotonic() + 5
-    while not relay.done and time.monotonic() < deadline:
-        time.sleep(0.01)
-    assert relay.done and log[-1][0] == "end"  # the turn ended before its title was written
-    assert [e["type"] for e in log[-1][1]["events"]][-1] == "completed"
-    gate.set()
-    relay.join(5)
-    assert log[-1][0] == "events" and [e["type"] for e in log[-1][1]["events"]] == ["title_generated"]
+def test_the_panel_ends_the_live_turn_at_its_terminal_event_and_a_late_title_joins_it(panel):
+    """The chat's events as the relay hands them on: the turn is live from `turn_started`, lands in the turns
+    trait at its terminal event, and its title (written after the answer) is still sent and joins its row."""
+    events = [event_from_dict(row) for row in _events(6, session_id=panel.chat.session.id)]
+    panel._show(events[:3])
+    assert panel.live["turn_id"] == "turn_t" and panel.status == "generating" and panel.turns == []
+    panel._show(events[3:])
+    assert panel.live is None and panel.status == "idle"
+    assert [r["type"] for r in panel.turns[0]["events"]][-1] == "completed"
+    panel._show([TitleGenerated(title="A Title", sequence_number=6, turn_id="turn_t")])
+    assert [r["type"] for r in panel.turns[0]["events"]][-1] == "title_generated" and panel.title == "A Title"
+    streamed = [e for content, _ in panel.send.of("events") for e in content["events"]]
+    assert [e["sequence_number"] for e in streamed] == list(range(7))
 
 
-def test_a_view_that_reloads_mid_stream_gets_every_event_after_its_last_sequence_number():
-    gate = threading.Event()
-
-    def paused():
-        for event in Response.from_dicts(_events(30)):
-            if event.sequence_number == 20:
-                gate.wait(10)  # the turn is mid-stream here
-            yield event
-
-    sent, ended = [], threading.Event()
-    relay = Relay(Response(paused()), _Tokenizer(), send=sent.append, on_start=lambda _: None,
-                  on_end=lambda _: ended.set())  # fmt: skip
-    relay.start()
-    deadline = time.monotonic() + 5
-    while sum(len(m["events"]) for m in sent) < 20 and time.monotonic() < deadline:
-        time.sleep(0.01)
-    before = len(sent)
-    relay.resend(after=12)  # the reloaded view had events 0–12
-    assert [e["sequence_number"] for e in sent[before]["events"]] == list(range(13, 20))
-    gate.set()
-    assert ended.wait(10)
-    got = {e["sequence_number"] for m in sent for e in m["events"]}
-    assert got == set(range(30))
+def test_a_view_that_reloads_mid_stream_gets_every_event_after_its_last_sequence_number(panel):
+    events = [event_from_dict(row) for row in _events(30, session_id=panel.chat.session.id)]
+    panel._show(events[:20])  # the turn is mid-stream here
+    before = len(panel.send.messages)
+    message(panel, type="resume", turn_id="turn_t", after=12)  # the reloaded view had events 0–12
+    (resent, _), *rest = panel.send.messages[before:]
+    assert [e["sequence_number"] for e in resent["events"]] == list(range(13, 20)) and rest == []
+    assert set(resent["pieces"]) == {str(i) for i in range(12, 19)}  # tokens 12-18 (after turn_started), again
+    panel._show(events[20:])
+    got = {e["sequence_number"] for content, _ in panel.send.of("events") for e in content["events"]}
+    assert got == set(range(30)) and panel.live is None
 
 
 def test_stop_from_the_panel_ends_the_live_turn_cancelled(panel):
@@ -233,9 +193,14 @@ def test_a_panel_shows_the_turns_sent_from_another_panel_or_from_code(panel):
     other.wait(60)
     second = panel.chat.send("From code", **QUICK)
     second.events()
+    panel.wait(10)  # (the panels show it ~40 ms later: the relay's next batch)
+    other.wait(10)
     ids = [first.turn_id, second.turn_id]
     assert [t["turn_id"] for t in panel.turns] == ids and [t["turn_id"] for t in other.turns] == ids
     assert panel.turns[0]["pieces"] and panel.status == "idle" and panel.live is None
+    streamed = [e for content, _ in panel.send.of("events") if content["turn_id"] == second.turn_id
+                for e in content["events"]]  # fmt: skip
+    assert streamed == [e.to_dict() for e in second]  # streamed live, like the panel's own turns
 
 
 def test_turns_from_elsewhere_that_run_before_the_panels_own_come_before_it(panel):
@@ -266,8 +231,8 @@ def test_a_watcher_that_is_gone_is_not_called(panel):
         def __init__(self) -> None:
             self.seen: list[str] = []
 
-        def stored(self, record) -> None:
-            self.seen.append(record.id)
+        def stored(self, event) -> None:
+            self.seen.append(event.turn_id)
 
     kept, gone = Watcher(), Watcher()
     panel.chat.watch(kept.stored)
@@ -275,8 +240,10 @@ def test_a_watcher_that_is_gone_is_not_called(panel):
     del gone
     gc.collect()
     response = panel.chat.send("Hello", **QUICK)
-    response.events()
-    assert kept.seen == [response.turn_id] and len(panel.chat._watchers) == 2  # the panel's and kept's
+    response.wait(60)
+    every = [*response.events(), *response.after_end()]
+    assert kept.seen == [response.turn_id] * len(every)  # every event of the turn, once
+    assert len(panel.chat._watchers) == 2  # the panel's and kept's
 
 
 def test_the_static_copy_renders_answers_as_sanitized_markdown(panel):
@@ -383,14 +350,14 @@ class _Tokenizer:
         return bytes([token_id % 256])
 
 
-def _events(count: int) -> list[dict]:
-    rows = [{"type": "turn_started", "request_id": "r", "session_id": "s", "user": "u", "params": {},
+def _events(count: int, session_id: str = "s", turn_id: str = "turn_t") -> list[dict]:
+    rows = [{"type": "turn_started", "request_id": "r", "session_id": session_id, "user": "u", "params": {},
              "features": {}, "created": 0.0}]  # fmt: skip
     rows += [{"type": "token", "index": i, "token_id": i, "text": "x", "logprob": -1.0, "entropy": 1.0}
              for i in range(count - 2)]  # fmt: skip
     rows.append({"type": "completed", "finish_reason": "stop", "text": "x" * (count - 2), "usage": {}, "timings": {}})
     for number, row in enumerate(rows):
-        row.update(sequence_number=number, turn_id="turn_t", timestamp=float(number))
+        row.update(sequence_number=number, turn_id=turn_id, timestamp=float(number))
     assert isinstance(event_from_dict(rows[-1]), Completed)
     return rows
 
@@ -405,18 +372,11 @@ def test_a_panel_made_without_a_chat_shows_the_model_loading(tiny_path, monkeypa
     assert "Loading" not in err and panel.chat.model.path == tiny_path
 
 
-def test_a_turn_stored_before_the_chat_has_the_title_keeps_the_title_the_relay_brought(panel):
-    """The title arrives as a late event (the relay) a moment before the chat stores it: a turn that lands in
-    between must not blank it; a turn of a new session does."""
-    from jupyter_chatflow.store.sessions import TurnRecord
-
-    panel.title = "Capital of France"
-    same = TurnRecord(id="turn_t", session_id=panel.chat.session.id, user="u", answer="xx", status="completed",
-                      events=tuple({"alternatives": [], **row} for row in _events(4)))  # fmt: skip
-    with panel._lock:
-        panel._add([same])
-    assert panel.title == "Capital of France" and len(panel.turns) == 1
-    other = TurnRecord(id="turn_u", session_id="another", user="u", answer="xx", status="completed")
-    with panel._lock:
-        panel._add([other])
-    assert panel.title == "" and [t["turn_id"] for t in panel.turns] == ["turn_u"]
+def test_the_title_stays_for_the_sessions_next_turns_and_a_new_sessions_turn_clears_it(panel):
+    session = panel.chat.session.id
+    first = [event_from_dict(row) for row in _events(4, session_id=session)]
+    panel._show([*first, TitleGenerated(title="Capital of France", sequence_number=4, turn_id="turn_t")])
+    panel._show([event_from_dict(row) for row in _events(4, session_id=session, turn_id="turn_u")])
+    assert panel.title == "Capital of France" and [t["turn_id"] for t in panel.turns] == ["turn_t", "turn_u"]
+    panel._show([event_from_dict(row) for row in _events(4, session_id="another", turn_id="turn_v")])
+    assert panel.title == "" and [t["turn_id"] for t in panel.turns] == ["turn_v"]

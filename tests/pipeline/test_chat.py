@@ -369,3 +369,23 @@ def test_a_smaller_context_window_trims_real_turns_early(wide_model, tmp_path):
     assert contexts[-1].trimmed, [c.prompt_tokens for c in contexts]
     with pytest.raises(RequestError, match="context_window must be a whole number from 16"):
         Chat(model=wide_model, db=Database(tmp_path / "bad.db"), context_window=10**6)
+
+
+def test_start_runs_a_turn_nobody_reads_and_watchers_see_every_event_in_order(chat):
+    """What a panel does: start the turn, follow it through `watch`, wait for the engine to be done with it."""
+    watched: list = []
+
+    class Panel:
+        def take(self, event) -> None:
+            watched.append(event)
+
+    panel = Panel()
+    chat.watch(panel.take)
+    response = chat.send("Hello there", max_tokens=6, temperature=0.0, seed=1)
+    assert response.seen() == []  # lazy: nothing runs until it is started or read
+    response.start()
+    assert response.wait(60)
+    every = [*response.events(), *response.after_end()]  # the answer, then the session's title
+    assert watched == every and response.seen() == every
+    assert [e.sequence_number for e in watched] == list(range(len(every)))
+    assert watched[-1].type == "title_generated" and isinstance(watched[-2], TERMINAL)

@@ -74,8 +74,8 @@ def test_only_the_latest_turn_can_be_forked_and_only_to_a_token_the_sampler_saw(
     latest = chat._active()[-1]
     with pytest.raises(RequestError, match="no token 99"):
         chat.fork(latest.id, 99, 0)
-    step = next(e for e in latest.events if e["type"] == "token")
-    seen = {a["token_id"] for a in step["alternatives"]} | {step["token_id"]}
+    step = next(e for e in latest.events if isinstance(e, TokenDelta))
+    seen = {a.token_id for a in step.alternatives} | {step.token_id}
     unseen = next(i for i in range(400) if i not in seen)
     with pytest.raises(RequestError, match="not among the alternatives"):
         chat.fork(latest.id, 0, unseen)

@@ -93,7 +93,7 @@ def test_the_title_is_a_late_event_after_the_answer(wide_model, tmp_path):
     assert (title.title, title.source) == ("Capital of France", "fallback") and response.title() == title.title
     assert chat.title == "Capital of France"
     stored = chat.sessions.events(events[0].turn_id)
-    assert stored[-1]["type"] == "title_generated"
+    assert isinstance(stored[-1], TitleGenerated) and stored[-1].title == "Capital of France"
     assert chat.send("and of Spain?", max_tokens=4, temperature=0.0).after_end() == []  # one title per session
 
 

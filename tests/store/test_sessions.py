@@ -111,7 +111,7 @@ def test_turn_from_events_round_trips_through_the_store(sessions):
         "completed",
         1.5,
     )
-    replay = Response.from_dicts(sessions.events("t1"))
+    replay = Response(sessions.events("t1"))
     assert replay.events() == events
     assert replay.text() == "Paris."
 
