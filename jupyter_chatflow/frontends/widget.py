@@ -302,13 +302,13 @@ class ChatWidget(anywidget.AnyWidget):
         """The conversation as HTML (answers rendered from Markdown, sanitized; see `safe_markdown`), also as the
         text/markdown of the same output. Wrapped in `.cf-static-copy`, which the panel's stylesheet hides while
         the panel itself is shown (the stylesheet only loads with a live panel)."""
-        views = [(t, _view(t["events"])) for t in self.turns]
-        turns = "".join(view.html(_user(t)) for t, view in views) or "<p>(no turns yet)</p>"
+        views = [_view([event_from_dict(row) for row in t["events"]]) for t in self.turns]
+        turns = "".join(view.html(user) for user, view in views) or "<p>(no turns yet)</p>"
         heading = f"<p><b>jupyter_chatflow</b> · session {html.escape(self.session)} · {html.escape(self.title)}</p>"
         marks = f'data-model-id="{self.model_id}" data-turns="{len(views)}"'  # (which panel, for tests of exports)
         copy = f'<div class="cf-static-copy" {marks}>{heading}{turns}</div>'
         plain = "\n\n".join([f"jupyter_chatflow · session {self.session} · {self.title}".rstrip(" ·"),
-                               *(f"> {_user(t)}\n{view.plain()}" for t, view in views)])  # fmt: skip
+                               *(f"> {user}\n{view.plain()}" for user, view in views)])  # fmt: skip
         return {"text/html": copy, "text/markdown": copy, "text/plain": plain}, {}
 
     def _ipython_display_(self) -> None:
@@ -320,16 +320,12 @@ class ChatWidget(anywidget.AnyWidget):
         self._displays.append(display(copy, metadata=copy_metadata, raw=True, display_id=True))
 
 
-def _view(events: list[dict[str, Any]]) -> TurnView:
+def _view(events: list[Event]) -> tuple[str, TurnView]:
+    """A turn's user message and its static view."""
     view = TurnView()
-    for row in events:
-        view.add(event_from_dict(row))
-    return view
-
-
-def _user(turn: dict[str, Any]) -> str:
-    first = turn["events"][0] if turn["events"] else {}
-    return str(first.get("user", ""))
+    for event in events:
+        view.add(event)
+    return next((e.user for e in events[:1] if isinstance(e, TurnStarted)), ""), view
 
 
 def _row(turn_id: str, events: Sequence[Event], tokenizer: Tokenizer) -> dict[str, Any]:
