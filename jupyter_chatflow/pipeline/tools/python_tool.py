@@ -39,6 +39,14 @@ class _Stop(BaseException):
     """Raised in the code's thread at the deadline; a BaseException so that `except Exception` misses it."""
 
 
+class _Settled(BaseException):
+    """Raised in the code's thread by itself once it has ended, to take the place of a stop still pending."""
+
+
+def _checkpoint() -> None:
+    """Nothing: entering a Python function is where the interpreter delivers a pending async exception."""
+
+
 def python_tool(namespace: dict[str, Any], *, timeout_s: float = 10.0, name: str = "python") -> Tool:
     """A tool that runs Python code in `namespace` (the kernel's `user_ns`), stopped after `timeout_s`."""
 
@@ -172,25 +180,37 @@ class _Run:
             self.error = error
         finally:
             # Inline, before any call (calls are where a _Stop lands): from here the stopper raises at most once
-            # more, and one may be pending already, so two can still arrive; both are caught here.
+            # more, and one may be pending already; one that lands before _settle has replaced it is caught here.
             self.running = False
-            try:
+            while True:
                 try:
-                    self._clear()
+                    self._settle()
+                    break
                 except _Stop:
-                    self._clear()
-            except _Stop:
-                pass
+                    pass
 
-    def _clear(self) -> None:
-        with self.lock:  # a raise in progress has finished, and none follows (running is unset)
-            _async_raise(threading.get_ident(), None)
+    def _settle(self) -> None:
+        """End with no exception pending for this thread, and the interpreter's "async exception" signal off.
+
+        Cancelling with `PyThreadState_SetAsyncExc(id, NULL)` is not enough: in CPython 3.11 and 3.12 that call
+        turns on the interpreter-wide signal as well, and only an exception delivered turns it off. Left on, it
+        sends every thread to the eval breaker at each call and loop from then on, and on 3.11 a tracer
+        (`sys.settrace`: pdb, coverage) then spins forever at the next function entry. So a pending stop is
+        replaced by a marker, which is delivered and caught here; its signal is set again until it arrives, in case
+        another thread's delivery turned it off first.
+        """
+        while True:
+            try:
+                with self.lock:  # a raise in progress has finished, and none follows (running is unset)
+                    _async_raise(threading.get_ident(), _Settled)
+                _checkpoint()
+            except _Settled:
+                return
 
 
-def _async_raise(thread_id: int, exception: type[BaseException] | None) -> None:
-    """Make `exception` be raised in the thread (None: cancel a pending one)."""
-    target = None if exception is None else ctypes.py_object(exception)  # None passes NULL
-    ctypes.pythonapi.PyThreadState_SetAsyncExc(ctypes.c_ulong(thread_id), target)
+def _async_raise(thread_id: int, exception: type[BaseException]) -> None:
+    """Make `exception` be raised in the thread at its next check (replacing one still pending there)."""
+    ctypes.pythonapi.PyThreadState_SetAsyncExc(ctypes.c_ulong(thread_id), ctypes.py_object(exception))
 
 
 class _ThreadStream:

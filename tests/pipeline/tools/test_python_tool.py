@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import subprocess
 import sys
 import threading
 import time
@@ -69,6 +70,42 @@ def test_the_stop_never_lands_in_the_callers_thread():
         with pytest.raises(ToolError, match="limit"):
             run_code(catcher, {}, timeout_s=0.02)
     time.sleep(0.1)  # and none arrives later
+
+
+_TRACE_AFTER_RUNS = """
+import sys
+import threading
+from jupyter_chatflow.pipeline.tools import run_code
+from jupyter_chatflow.pipeline.tools.schema import ToolError
+
+print(run_code("1 + 1", {}))
+catcher = "while True:\\n    try:\\n        sum(range(100))\\n    except BaseException:\\n        pass"
+try:  # stopped while it catches the stop: one may still be pending as the code ends
+    run_code(catcher, {}, timeout_s=0.05)
+except ToolError as error:
+    print(error.args[0].split(":")[0])
+for thread in threading.enumerate():  # the code may go on being stopped after the call returns: let it end
+    if thread.name.startswith("chatflow-python"):
+        thread.join()
+calls = []
+def traced():
+    return 1
+sys.settrace(lambda frame, event, arg: calls.append(frame.f_code.co_name) if event == "call" else None)
+traced()
+sys.settrace(None)
+print(calls)
+"""
+
+
+def test_a_tracer_set_after_the_tool_ran_is_not_stuck():
+    """No signal is left on once the code has ended: on Python 3.11 one made `sys.settrace` (pdb, coverage) spin
+    forever at the next call. In a subprocess, so that a hang fails this test instead of hanging the suite."""
+    try:
+        result = subprocess.run([sys.executable, "-c", _TRACE_AFTER_RUNS], capture_output=True, text=True, timeout=60)
+    except subprocess.TimeoutExpired:
+        pytest.fail("a function call under sys.settrace did not return after the python tool had run")
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.splitlines() == ["2", "stopped", "['traced']"]
 
 
 def test_output_of_other_threads_is_not_captured(capsys):
