@@ -389,3 +389,15 @@ def test_start_runs_a_turn_nobody_reads_and_watchers_see_every_event_in_order(ch
     assert watched == every and response.seen() == every
     assert [e.sequence_number for e in watched] == list(range(len(every)))
     assert watched[-1].type == "title_generated" and isinstance(watched[-2], TERMINAL)
+
+
+def test_a_reader_that_breaks_out_of_the_stream_stops_the_turn(chat):
+    """Nobody reads the rest: the model must not go on generating it (a closed connection, a `break`)."""
+    response = chat.send("Tell me a long story", max_tokens=200, temperature=1.0, seed=3)
+    for event in response:
+        if event.type == "token":
+            break
+    assert response.wait(60)
+    done = response.terminal()
+    assert isinstance(done, Cancelled) and len([e for e in response if e.type == "token"]) < 200
+    assert chat.history()[-1].status == "cancelled"
