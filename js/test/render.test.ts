@@ -2,8 +2,9 @@ import { describe, expect, it, vi } from "vitest";
 import { summarize } from "../src/state";
 import type { AttentionRequest, ChatEvent, SafetyDecision, TurnRecord } from "../src/types";
 import { safetyBadge } from "../src/views/safety";
+import { tokenDetails } from "../src/views/token_details";
 import { toolCard } from "../src/views/tools";
-import { baseTraits, FakeModel } from "./fake_model";
+import { baseTraits, FakeModel, MODEL_INFO } from "./fake_model";
 import { completedOf, FIX, tokensOf } from "./helpers";
 import { usePanelPage } from "./mount";
 
@@ -81,6 +82,27 @@ describe("render from the turns trait", () => {
     const prompt = q("prompt-tokens");
     expect(prompt.querySelectorAll(".cf-ptok").length).toBe(379);
     expect(prompt.querySelectorAll(".cf-special").length).toBeGreaterThan(0);
+  });
+
+  it("context tab lists what was trimmed to fit, with a strip as wide as its share of the window", () => {
+    const trimmed = [
+      { label: "turn 1", tokens: 300, action: "dropped", reason: "oldest first" },
+      { label: "turn 2", tokens: 100, action: "summarized", reason: "over budget" },
+    ];
+    const events = FIX.answer.events.map((e) => (e.type === "context_assembled" ? { ...e, trimmed } : e));
+    mount({ turns: [{ ...FIX.answer, events }] });
+    const strip = page.host.querySelector(".cf-trim-bar") as HTMLElement;
+    expect(strip.title).toBe("400 tokens left out");
+    expect(strip.textContent).toBe("400 tokens trimmed to fit");
+    expect(parseFloat((strip.firstElementChild as HTMLElement).style.width)).toBeCloseTo((400 / 8192) * 100, 3);
+    expect([...q("trimmed").children].map((li) => li.textContent)).toEqual([
+      "droppedturn 1300 tokens — oldest first",
+      "summarizedturn 2100 tokens — over budget",
+    ]);
+    expect(page.host.querySelector(".cf-legend")!.textContent).toContain("system17");
+    expect(
+      [...page.host.querySelectorAll(".cf-seg-list > .cf-seg")].map((s) => s.getAttribute("data-segment")),
+    ).toEqual(["0", "1", "2"]);
   });
 });
 
@@ -229,6 +251,34 @@ describe("fake model: live stream, controls and messages", () => {
     python.dispatchEvent(new Event("change"));
     expect((model.traits.settings as { tools: string[] }).tools).toEqual(["calculator", "python"]);
     expect(model.saves).toBe(2);
+  });
+
+  it("settings form: seed may be emptied, integer fields round, an empty required field is ignored", () => {
+    const model = mount({});
+    const field = (name: string) => page.host.querySelector(`input[name="${name}"]`) as HTMLInputElement;
+    const change = (name: string, value: string) => {
+      field(name).value = value;
+      field(name).dispatchEvent(new Event("change"));
+    };
+    expect([field("top_k").step, field("top_p").max, field("seed").value]).toEqual(["1", "1", "1"]);
+    change("seed", "");
+    change("max_tokens", "99.6");
+    change("temperature", "");
+    change("top_p", "abc");
+    expect(model.traits.settings).toMatchObject({ seed: null, max_tokens: 100, temperature: 0.2, top_p: 0.9 });
+    const choice = page.host.querySelector('select[name="tool_choice"]') as HTMLSelectElement;
+    expect([...choice.options].map((o) => o.value)).toEqual(["auto", "none", "required", "calculator", "python"]);
+    choice.value = "calculator";
+    choice.dispatchEvent(new Event("change"));
+    const memory = page.host.querySelector('input[name="memory"]') as HTMLInputElement;
+    memory.checked = false;
+    memory.dispatchEvent(new Event("change"));
+    expect(model.traits.settings).toMatchObject({ tool_choice: "calculator", memory: false, safety: "all" });
+  });
+
+  it("settings form without tools says none are available", () => {
+    mount({ model_info: { ...MODEL_INFO, tools: [] } });
+    expect(page.host.querySelector(".cf-tools-field")!.textContent).toBe("toolsnone available");
   });
 
   it("fork from a token alternative of the latest idle turn", () => {
@@ -412,6 +462,29 @@ describe("token popover", () => {
     expect(cutReason(alts[2], 2, alts, { temperature: 1, min_p: 0.05 })).toBe("below min-p 0.05");
     expect(cutReason(alts[1], 1, alts, { temperature: 0 })).toBe("greedy (temperature 0): only the top token");
     expect(cutReason(alts[0], 0, alts, { temperature: 1 })).toBe("");
+  });
+});
+
+describe("token details card", () => {
+  it("lists the facts, badges a redacted token, and says when no alternatives were recorded", () => {
+    const token = { ...tokensOf(FIX.answer)[0], alternatives: [], redacted: true, text: "a\nb" };
+    const card = tokenDetails(
+      token,
+      { [String(token.token_id)]: ["a\nb", "610a62"] },
+      {
+        canFork: true,
+        params: {},
+        onFork: () => {},
+      },
+    );
+    const facts = [...card.querySelectorAll("dt")].map((dt) => [dt.textContent, dt.nextElementSibling!.textContent]);
+    expect(facts.map(([name]) => name)).toEqual(["id", "index", "probability", "after sampling", "entropy", "bytes"]);
+    expect(facts[3][1]).toBe("—");
+    expect(facts[5][1]).toBe("61 0a 62");
+    expect(card.querySelector(".cf-badge")!.textContent).toBe("redacted");
+    expect(card.querySelector("table")).toBeNull();
+    expect(card.textContent).toContain("No alternatives recorded.");
+    expect(card.querySelector(".cf-td-settings")!.textContent).toBe("");
   });
 });
 
