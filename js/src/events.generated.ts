@@ -301,9 +301,19 @@ export type ChatEvent =
   | Cancelled
   | Failed;
 
+/** The name of a number option of `settings.py`: a key of the panel's `Settings` that the form edits. */
+export type SettingFieldKey =
+  | "temperature"
+  | "top_k"
+  | "top_p"
+  | "min_p"
+  | "repetition_penalty"
+  | "max_tokens"
+  | "seed";
+
 /** A number field of the panel's settings form: one sampler option of `settings.py`. */
 export interface SettingField {
-  key: string;
+  key: SettingFieldKey;
   label: string;
   min?: number;
   max?: number;

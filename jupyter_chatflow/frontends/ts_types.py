@@ -155,7 +155,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 _FIELD_TYPE = """\
 /** A number field of the panel's settings form: one sampler option of `settings.py`. */
 export interface SettingField {
-  key: string;
+  key: SettingFieldKey;
   label: string;
   min?: number;
   max?: number;
@@ -167,17 +167,27 @@ export interface SettingField {
 }"""
 
 
+_KEY_DOC = "The name of a number option of `settings.py`: a key of the panel's `Settings` that the form edits."
+
+
 def _setting_fields() -> str:
-    """The settings form's number fields, from `settings.OPTIONS` (each a line, as Biome writes it)."""
+    """The settings form's number fields, from `settings.OPTIONS` (each a line, as Biome writes it).
+
+    Their keys are a union of string literals, so the panel indexes its `Settings` with a field's key without a cast
+    (and `tsc` fails if `Settings` lacks one of them).
+    """
+    options = sampler_numbers()
+    keys = _type_alias("SettingFieldKey", " | ".join(json.dumps(o.name) for o in options), _KEY_DOC)
     rows = []
-    for o in sampler_numbers():
+    for o in options:
         field: dict[str, Any] = {"key": o.name, "label": o.name.replace("_", " ")}
         field.update({k: v for k, v in (("min", o.low), ("max", o.high)) if v is not None})
         field.update(step=1 if o.type is int else 0.05, hint=o.note or o.help, optional=o.optional)
         items = [f"{k}: {json.dumps(_plain(v))}" for k, v in field.items()]
         line = f"  {{ {', '.join(items)} }},"
         rows.append(line if len(line) <= WIDTH else "  {\n" + "".join(f"    {i},\n" for i in items) + "  },")
-    return _FIELD_TYPE + "\n\nexport const SETTING_FIELDS: readonly SettingField[] = [\n" + "\n".join(rows) + "\n];"
+    fields = "export const SETTING_FIELDS: readonly SettingField[] = [\n" + "\n".join(rows) + "\n];"
+    return "\n\n".join([keys, _FIELD_TYPE, fields])
 
 
 def _plain(value: Any) -> Any:

@@ -1,7 +1,7 @@
 /** The header (title · session · model · status, buttons), the settings form, the chat box and the error notice. */
 import { clear, el, fmtMs } from "../dom";
 import { SETTING_FIELDS } from "../events.generated";
-import type { ModelInfo, Prewarm, Settings, ViewMessage } from "../types";
+import type { ModelInfo, Prewarm, SettingField, Settings, ViewMessage } from "../types";
 
 export const DRAFT_DELAY_MS = 400;
 
@@ -69,73 +69,71 @@ export class SettingsForm {
 
   /** Redraws from the trait unless a field has focus (so typing isn't interrupted). */
   update(settings: Settings, info: ModelInfo | null): void {
-    const key = JSON.stringify([settings, info?.tools ?? []]);
+    const tools = info?.tools ?? [];
+    const key = JSON.stringify([settings, tools]);
     if (key === this.drawnKey || this.el.contains(document.activeElement)) return;
     this.drawnKey = key;
     clear(this.el);
-    const set = (patch: Partial<Settings>) => this.host.setSettings({ ...this.host.settings(), ...patch });
     const grid = el("div", { class: "cf-settings-grid" });
-    for (const f of SETTING_FIELDS) {
-      const value = (settings as unknown as Record<string, number | null | undefined>)[f.key];
-      const input = el("input", {
-        class: "cf-input",
-        type: "number",
-        name: f.key,
-        min: f.min,
-        max: f.max,
-        step: f.step,
-        value: value === null || value === undefined ? "" : String(value),
-      });
-      input.addEventListener("change", () => {
-        const v = input.value.trim();
-        if (f.optional && v === "") set({ [f.key]: null } as Partial<Settings>);
-        else if (f.step === 1 && v !== "") set({ [f.key]: Math.round(Number(v)) } as Partial<Settings>);
-        else if (v !== "" && Number.isFinite(Number(v))) set({ [f.key]: Number(v) } as Partial<Settings>);
-      });
-      grid.appendChild(
-        el(
-          "label",
-          { class: "cf-field", title: f.hint },
-          el("span", { class: "cf-field-label", text: f.label }),
-          input,
-        ),
-      );
-    }
-    const safety = select("safety", ["off", "input", "all"], settings.safety, (v) => set({ safety: v }));
-    const memory = el("input", { type: "checkbox", name: "memory", checked: !!settings.memory });
-    memory.addEventListener("change", () => set({ memory: memory.checked }));
-    grid.append(
-      el("label", { class: "cf-field" }, el("span", { class: "cf-field-label", text: "safety" }), safety),
-      el("label", { class: "cf-field cf-check" }, memory, el("span", { text: "memory" })),
-    );
-    const tools = info?.tools ?? [];
-    const toolBox = el(
-      "div",
-      { class: "cf-field cf-tools-field" },
-      el("span", { class: "cf-field-label", text: "tools" }),
-    );
-    const toolRow = el("div", { class: "cf-row" });
-    for (const name of tools) {
-      const box = el("input", { type: "checkbox", name: `tool-${name}`, checked: settings.tools?.includes(name) });
-      box.addEventListener("change", () => {
-        const now = new Set(this.host.settings().tools ?? []);
-        if (box.checked) now.add(name);
-        else now.delete(name);
-        set({ tools: tools.filter((t) => now.has(t)) });
-      });
-      toolRow.appendChild(el("label", { class: "cf-check" }, box, el("span", { text: name })));
-    }
-    if (!tools.length) toolRow.appendChild(el("span", { class: "cf-muted", text: "none available" }));
-    toolBox.appendChild(toolRow);
-    const choice = select("tool_choice", ["auto", "none", "required", ...tools], settings.tool_choice, (v) =>
-      set({ tool_choice: v }),
-    );
-    grid.append(
-      toolBox,
-      el("label", { class: "cf-field" }, el("span", { class: "cf-field-label", text: "tool choice" }), choice),
-    );
+    grid.append(...SETTING_FIELDS.map((f) => this.numberField(f, settings[f.key])));
+    grid.append(...this.safetyAndMemory(settings), ...this.toolFields(settings, tools));
     this.el.appendChild(grid);
   }
+
+  /** Writes `patch` over the trait's settings as they are now (not as they were drawn). */
+  private set(patch: Partial<Settings>): void {
+    this.host.setSettings({ ...this.host.settings(), ...patch });
+  }
+
+  /** A number input: empty clears an optional field, integer fields round, anything else not a number is ignored. */
+  private numberField(f: SettingField, value: number | null): HTMLElement {
+    const { key, min, max, step } = f;
+    const input = el("input", { class: "cf-input", type: "number", name: key, min, max, step, value: value ?? "" });
+    input.addEventListener("change", () => {
+      const v = input.value.trim();
+      if (f.optional && v === "") this.set({ [key]: null });
+      else if (step === 1 && v !== "") this.set({ [key]: Math.round(Number(v)) });
+      else if (v !== "" && Number.isFinite(Number(v))) this.set({ [key]: Number(v) });
+    });
+    return field(f.label, input, f.hint);
+  }
+
+  private safetyAndMemory(settings: Settings): HTMLElement[] {
+    const safety = select("safety", ["off", "input", "all"], settings.safety, (v) => this.set({ safety: v }));
+    const memory = el("input", { type: "checkbox", name: "memory", checked: !!settings.memory });
+    memory.addEventListener("change", () => this.set({ memory: memory.checked }));
+    return [
+      field("safety", safety),
+      el("label", { class: "cf-field cf-check" }, memory, el("span", { text: "memory" })),
+    ];
+  }
+
+  /** A checkbox per tool the model offers (kept in the model's order), and the tool choice. */
+  private toolFields(settings: Settings, tools: string[]): HTMLElement[] {
+    const row = el("div", { class: "cf-row" });
+    for (const name of tools) row.appendChild(this.toolBox(name, tools, !!settings.tools?.includes(name)));
+    if (!tools.length) row.appendChild(el("span", { class: "cf-muted", text: "none available" }));
+    const label = el("span", { class: "cf-field-label", text: "tools" });
+    const choices = ["auto", "none", "required", ...tools];
+    const choice = select("tool_choice", choices, settings.tool_choice, (v) => this.set({ tool_choice: v }));
+    return [el("div", { class: "cf-field cf-tools-field" }, label, row), field("tool choice", choice)];
+  }
+
+  private toolBox(name: string, tools: string[], checked: boolean): HTMLElement {
+    const box = el("input", { type: "checkbox", name: `tool-${name}`, checked });
+    box.addEventListener("change", () => {
+      const now = new Set(this.host.settings().tools ?? []);
+      if (box.checked) now.add(name);
+      else now.delete(name);
+      this.set({ tools: tools.filter((t) => now.has(t)) });
+    });
+    return el("label", { class: "cf-check" }, box, el("span", { text: name }));
+  }
+}
+
+/** A labelled form field (its label above the control). */
+function field(label: string, control: HTMLElement, hint?: string): HTMLElement {
+  return el("label", { class: "cf-field", title: hint }, el("span", { class: "cf-field-label", text: label }), control);
 }
 
 function select(name: string, options: string[], value: string, onChange: (v: string) => void): HTMLSelectElement {
