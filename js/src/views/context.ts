@@ -1,6 +1,7 @@
 /** The context window: a stacked bar by segment kind (plus what was trimmed), and the exact prompt's tokens. */
 import { clear, el } from "../dom";
 import { type BarPart, contextBar, promptTokens, type Round, summarize, type TurnData } from "../state";
+import type { Segment, Trim } from "../types";
 
 /** The bar's parts as elements (widths in % of the window). */
 export function contextBarElement(parts: BarPart[]): HTMLElement {
@@ -107,61 +108,9 @@ export class ContextView {
   private drawBar(round: Round, generated: number): void {
     const a = round.assembled;
     const parts = contextBar(a, generated);
-    this.body.appendChild(contextBarElement(parts));
-    const legend = el("div", { class: "cf-legend" });
-    for (const p of parts) {
-      legend.appendChild(
-        el(
-          "span",
-          { class: "cf-legend-item" },
-          el("span", { class: `cf-swatch cf-kind-${p.kind}` }),
-          el("span", { text: p.label }),
-          el("span", { class: "cf-muted", text: p.tokens.toLocaleString() }),
-        ),
-      );
-    }
-    this.body.appendChild(legend);
-    if (a.trimmed.length) {
-      const trimmedTokens = a.trimmed.reduce((n, t) => n + t.tokens, 0);
-      const strip = el("div", { class: "cf-trim-bar", title: `${trimmedTokens} tokens left out` });
-      const block = el("span", { class: "cf-trim-block" });
-      block.style.width = `${Math.min(100, (trimmedTokens / Math.max(a.window, 1)) * 100).toFixed(3)}%`;
-      strip.append(
-        block,
-        el("span", { class: "cf-muted", text: `${trimmedTokens.toLocaleString()} tokens trimmed to fit` }),
-      );
-      const list = el("ul", { class: "cf-trim-list", "data-testid": "trimmed" });
-      for (const t of a.trimmed) {
-        list.appendChild(
-          el(
-            "li",
-            {},
-            el("span", { class: `cf-pill cf-trim-${t.action}`, text: t.action }),
-            el("span", { class: "cf-strong", text: t.label }),
-            el("span", { class: "cf-muted", text: `${t.tokens} tokens — ${t.reason}` }),
-          ),
-        );
-      }
-      this.body.append(strip, list);
-    }
-    const segs = el("div", { class: "cf-seg-list" });
-    a.segments.forEach((s, i) => {
-      const item = el(
-        "details",
-        { class: "cf-seg" },
-        el(
-          "summary",
-          {},
-          el("span", { class: `cf-swatch cf-kind-${s.kind}` }),
-          el("span", { text: s.label }),
-          el("span", { class: "cf-muted", text: `${s.tokens} tokens` }),
-        ),
-      );
-      if (s.text) item.appendChild(el("pre", { class: "cf-pre", text: s.text }));
-      item.setAttribute("data-segment", String(i));
-      segs.appendChild(item);
-    });
-    this.body.appendChild(segs);
+    this.body.append(contextBarElement(parts), legend(parts));
+    if (a.trimmed.length) this.body.append(trimStrip(a.trimmed, a.window), trimList(a.trimmed));
+    this.body.appendChild(segmentList(a.segments));
   }
 
   private drawPrompt(turn: TurnData, round: Round): void {
@@ -193,4 +142,63 @@ export class ContextView {
       chip.style.setProperty("--cf-att", weights ? w.toFixed(3) : "");
     });
   }
+}
+
+/** A swatch, label and token count per part of the bar. */
+function legend(parts: BarPart[]): HTMLElement {
+  const items = parts.map((p) =>
+    el(
+      "span",
+      { class: "cf-legend-item" },
+      el("span", { class: `cf-swatch cf-kind-${p.kind}` }),
+      el("span", { text: p.label }),
+      el("span", { class: "cf-muted", text: p.tokens.toLocaleString() }),
+    ),
+  );
+  return el("div", { class: "cf-legend" }, ...items);
+}
+
+/** A strip as wide as the trimmed tokens' share of the window (at most all of it), and their count. */
+function trimStrip(trimmed: Trim[], windowTokens: number): HTMLElement {
+  const tokens = trimmed.reduce((n, t) => n + t.tokens, 0);
+  const block = el("span", { class: "cf-trim-block" });
+  block.style.width = `${Math.min(100, (tokens / Math.max(windowTokens, 1)) * 100).toFixed(3)}%`;
+  return el(
+    "div",
+    { class: "cf-trim-bar", title: `${tokens} tokens left out` },
+    block,
+    el("span", { class: "cf-muted", text: `${tokens.toLocaleString()} tokens trimmed to fit` }),
+  );
+}
+
+/** What was trimmed: each piece's action, label, size and why. */
+function trimList(trimmed: Trim[]): HTMLElement {
+  const items = trimmed.map((t) =>
+    el(
+      "li",
+      {},
+      el("span", { class: `cf-pill cf-trim-${t.action}`, text: t.action }),
+      el("span", { class: "cf-strong", text: t.label }),
+      el("span", { class: "cf-muted", text: `${t.tokens} tokens — ${t.reason}` }),
+    ),
+  );
+  return el("ul", { class: "cf-trim-list", "data-testid": "trimmed" }, ...items);
+}
+
+/** One collapsible entry per segment of the prompt, its text inside. */
+function segmentList(segments: Segment[]): HTMLElement {
+  const items = segments.map((s, i) => {
+    const summary = el(
+      "summary",
+      {},
+      el("span", { class: `cf-swatch cf-kind-${s.kind}` }),
+      el("span", { text: s.label }),
+      el("span", { class: "cf-muted", text: `${s.tokens} tokens` }),
+    );
+    const item = el("details", { class: "cf-seg" }, summary);
+    if (s.text) item.appendChild(el("pre", { class: "cf-pre", text: s.text }));
+    item.setAttribute("data-segment", String(i));
+    return item;
+  });
+  return el("div", { class: "cf-seg-list" }, ...items);
 }
