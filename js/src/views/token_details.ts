@@ -53,17 +53,36 @@ export function cutReason(
   return "not allowed here (tool-call schema)";
 }
 
+/** The card a chip's popover shows: the token's facts, its alternatives, and the settings it was sampled with. */
 export function tokenDetails(token: TokenDelta, pieces: Pieces, options: TokenDetailsOptions): HTMLElement {
-  const prob = Math.exp(token.logprob);
+  return el(
+    "div",
+    { class: "cf-token-details", "data-testid": "token-details" },
+    el(
+      "div",
+      { class: "cf-td-head" },
+      el("code", { class: "cf-td-text", text: visibleText(token.text) }),
+      token.redacted ? el("span", { class: "cf-badge cf-act-redact", text: "redacted" }) : null,
+    ),
+    tokenFacts(token, pieces),
+    token.alternatives.length
+      ? alternativesTable(token, options)
+      : el("div", { class: "cf-muted", text: "No alternatives recorded." }),
+    el("div", { class: "cf-muted cf-td-settings", text: settingsLine(options.params) }),
+  );
+}
+
+/** Id, index, both probabilities, entropy and bytes, each with a tooltip that says what it measures. */
+function tokenFacts(token: TokenDelta, pieces: Pieces): HTMLElement {
   const chosen = token.alternatives.find((a) => a.token_id === token.token_id);
-  const facts = el(
+  return el(
     "dl",
     { class: "cf-facts" },
     ...fact("id", String(token.token_id)),
     ...fact("index", String(token.index)),
     ...fact(
       "probability",
-      `${(prob * 100).toFixed(1)} % (logprob ${token.logprob.toFixed(3)})`,
+      `${(Math.exp(token.logprob) * 100).toFixed(1)} % (logprob ${token.logprob.toFixed(3)})`,
       "under the model: its softmax at temperature 1, before any sampling setting",
     ),
     ...fact(
@@ -74,57 +93,29 @@ export function tokenDetails(token: TokenDelta, pieces: Pieces, options: TokenDe
     ...fact("entropy", `${token.entropy.toFixed(2)} nats`, "of the model's distribution: how unsure it was"),
     ...fact("bytes", tokenHex(pieces, token.token_id) || "—", "the token's raw bytes, hex", "cf-nowrap"),
   );
+}
+
+/** A row per alternative the sampler saw, in rank order, under headers that say which probability is which. */
+function alternativesTable(token: TokenDelta, options: TokenDetailsOptions): HTMLElement {
+  const head = el(
+    "tr",
+    {},
+    el("th", { text: "alternative" }),
+    el("th", { class: "cf-num", text: "probability", title: "under the model (temperature 1, no cut)" }),
+    el("th", {
+      class: "cf-num",
+      text: "after sampling",
+      title: "after repetition penalty, temperature and top-k / top-p / min-p: what the sampler drew from",
+    }),
+    el("th", {}),
+  );
   const rows = token.alternatives.map((alt, rank) => altRow(alt, rank, token, options));
-  const table = el(
-    "table",
-    { class: "cf-alts" },
-    el(
-      "thead",
-      {},
-      el(
-        "tr",
-        {},
-        el("th", { text: "alternative" }),
-        el("th", { class: "cf-num", text: "probability", title: "under the model (temperature 1, no cut)" }),
-        el("th", {
-          class: "cf-num",
-          text: "after sampling",
-          title: "after repetition penalty, temperature and top-k / top-p / min-p: what the sampler drew from",
-        }),
-        el("th", {}),
-      ),
-    ),
-    el("tbody", {}, ...rows),
-  );
-  return el(
-    "div",
-    { class: "cf-token-details", "data-testid": "token-details" },
-    el(
-      "div",
-      { class: "cf-td-head" },
-      el("code", { class: "cf-td-text", text: visibleText(token.text) }),
-      token.redacted ? el("span", { class: "cf-badge cf-act-redact", text: "redacted" }) : null,
-    ),
-    facts,
-    token.alternatives.length ? table : el("div", { class: "cf-muted", text: "No alternatives recorded." }),
-    el("div", { class: "cf-muted cf-td-settings", text: settingsLine(options.params) }),
-  );
+  return el("table", { class: "cf-alts" }, el("thead", {}, head), el("tbody", {}, ...rows));
 }
 
 function altRow(alt: Alternative, rank: number, token: TokenDelta, options: TokenDetailsOptions): HTMLElement {
   const reason = cutReason(alt, rank, token.alternatives, options.params);
   const chosen = alt.token_id === token.token_id;
-  const action =
-    options.canFork && !chosen
-      ? el("button", {
-          class: "cf-link",
-          type: "button",
-          "data-testid": "fork",
-          title: "Regenerate the answer from here with this token",
-          text: "regenerate from here",
-        })
-      : el("span", { class: "cf-muted", text: chosen ? "chosen" : "" });
-  if (action instanceof HTMLButtonElement) action.addEventListener("click", () => options.onFork(alt.token_id));
   return el(
     "tr",
     { class: `${reason ? "cf-alt-cut" : ""}${chosen ? " cf-alt-chosen" : ""}`.trim() || null },
@@ -135,8 +126,22 @@ function altRow(alt: Alternative, rank: number, token: TokenDelta, options: Toke
       { class: "cf-num" },
       reason ? el("span", { class: "cf-cut", "data-testid": "cut-reason", text: reason }) : probBar(alt.sampling_prob),
     ),
-    el("td", {}, action),
+    el("td", {}, altAction(alt, chosen, options)),
   );
+}
+
+/** "regenerate from here" on another token when forking is offered; else whether this is the chosen one. */
+function altAction(alt: Alternative, chosen: boolean, options: TokenDetailsOptions): HTMLElement {
+  if (!options.canFork || chosen) return el("span", { class: "cf-muted", text: chosen ? "chosen" : "" });
+  const button = el("button", {
+    class: "cf-link",
+    type: "button",
+    "data-testid": "fork",
+    title: "Regenerate the answer from here with this token",
+    text: "regenerate from here",
+  });
+  button.addEventListener("click", () => options.onFork(alt.token_id));
+  return button;
 }
 
 function settingsLine(params: Record<string, unknown>): string {
