@@ -528,6 +528,33 @@ describe("safety & tools tab", () => {
     expect(detail.textContent).toContain("391");
     expect(detail.hasAttribute("open")).toBe(true);
   });
+
+  it("lists the decisions, says when no tool ran, and shows recalled and written memories", () => {
+    const [first, ...rest] = FIX.answer.events;
+    const at = { turn_id: FIX.answer.turn_id, timestamp: first.timestamp, sequence_number: 0 };
+    const recalled = { ...at, type: "memory_recalled", query: "capital", latency_ms: 3 };
+    const snippets = [{ memory_id: 1, text: "likes Paris", score: 0.876 }];
+    const written = { ...at, type: "memory_written", operation: "add", text: "asked about France", memory_ids: [2] };
+    const events = [first, { ...recalled, snippets }, ...rest, written].map((e, i) => ({
+      ...e,
+      sequence_number: i,
+    })) as ChatEvent[];
+    mount({ turns: [{ ...FIX.answer, events }] });
+    (q("tab-safety") as HTMLButtonElement).click();
+    const tab = page.host.querySelector(".cf-safety-tab")!;
+    expect([...tab.querySelectorAll(".cf-label")].map((l) => l.textContent)).toEqual([
+      "Safety decisions",
+      "Tool calls",
+      "Memory",
+    ]);
+    expect(tab.querySelectorAll(".cf-safety-list > *").length).toBe(summarize(FIX.answer.events).safety.length);
+    expect(tab.querySelector(".cf-empty")!.textContent).toBe("No tools were called.");
+    expect([...tab.querySelectorAll(".cf-mem")].map((m) => m.textContent)).toEqual([
+      "0.88likes Paris",
+      "addasked about France",
+    ]);
+    expect(tab.textContent).toContain("recalled 1 for “capital”");
+  });
 });
 
 describe("popover", () => {
