@@ -347,6 +347,26 @@ describe("answers: rendered text, or tokens", () => {
     expect(q("view-tokens").getAttribute("aria-pressed")).toBe("true");
   });
 
+  it("the footer gives tokens, speed, TTFT and finish; a failed turn says why; a turn with nothing yet is thinking", () => {
+    const fx = FIX.answer;
+    const done = completedOf(fx);
+    const failed = { ...done, type: "error", error: "ModelError", message: "Out of memory: use a smaller model." };
+    const noTokens = fx.events.filter((e) => e.type !== "token" && e.type !== "completed");
+    const model = mount({ turns: [fx, { ...fx, turn_id: "failed", events: [...noTokens, failed] as ChatEvent[] }] });
+    const feet = [...page.host.querySelectorAll(".cf-turn-foot")].map((f) => f.textContent);
+    expect(feet).toEqual(["12 tokens · 12.8 tok/s · TTFT 2.01 s · finish: stop", "0 tokens"]);
+    expect(page.host.querySelector(".cf-end-error")!.textContent).toBe(
+      "ModelError: Out of memory: use a smaller model.",
+    );
+    model.set("live", { turn_id: "live", prewarm: null, fork_of: "" });
+    model.set("status", "generating");
+    const started = { ...noTokens[0], turn_id: "live" };
+    model.message({ type: "events", turn_id: "live", events: [started], pieces: {} });
+    const live = page.host.querySelector('[data-turn="live"]')!;
+    expect(live.querySelector(".cf-thinking")!.textContent).toBe("thinking…");
+    expect(live.querySelector(".cf-turn-foot")!.textContent).toBe("0 tokens · generating…");
+  });
+
   it("a stopped turn says [stopped], as the magic and the CLI do", () => {
     const fx = FIX.answer;
     const done = completedOf(fx);
