@@ -85,14 +85,7 @@ class TurnView {
         this.addText(e.text);
       } else if (e.type === "tool_call") {
         flush();
-        this.drawRun();
-        this.run = null;
-        const nodes: [HTMLElement, HTMLElement] = [0, 1].map(() =>
-          toolCard({ call: e, result: null, afterTokens: this.tokens.length }),
-        ) as [HTMLElement, HTMLElement];
-        this.cards.set(e.call_id, { call: e, result: null, nodes, after: this.tokens.length });
-        this.tokensBox.appendChild(nodes[0]);
-        this.textBox.appendChild(nodes[1]);
+        this.addCards(e);
       } else if (e.type === "tool_result") {
         this.settleCard(e);
       } else if (e.type === "safety_decision") {
@@ -102,6 +95,18 @@ class TurnView {
     flush();
     this.drawRun();
     this.refreshFrame(turn);
+  }
+
+  /** A tool call ends the text view's run of Markdown; its card goes into both views, to be filled in later. */
+  private addCards(call: ToolCall): void {
+    this.drawRun();
+    this.run = null;
+    const after = this.tokens.length;
+    const card = () => toolCard({ call, result: null, afterTokens: after });
+    const nodes: [HTMLElement, HTMLElement] = [card(), card()];
+    this.cards.set(call.call_id, { call, result: null, nodes, after });
+    this.tokensBox.appendChild(nodes[0]);
+    this.textBox.appendChild(nodes[1]);
   }
 
   private addText(text: string): void {
@@ -139,42 +144,30 @@ class TurnView {
     const summary = summarizeLight(turn.events);
     clear(this.user);
     if (summary.user !== null) this.user.appendChild(userText(summary.user, summary.safety));
-    const block = summary.block;
     clear(this.endBox);
-    const t = summary.terminal;
+    const end = this.endNote(summary);
+    if (end) this.endBox.appendChild(end);
+    this.el.classList.toggle("cf-live", !summary.terminal);
+    this.footer.textContent = footerText(this.tokens.length, summary.terminal);
+  }
+
+  /** Under the answer: the block message (nothing was said), [stopped], the error, or "thinking…" before a token. */
+  private endNote({ block, terminal: t, finalText }: FrameSummary): HTMLElement | null {
     if (block && this.tokens.length === 0) {
-      this.endBox.appendChild(
-        el(
-          "div",
-          { class: "cf-block-msg" },
-          el("span", { class: "cf-badge cf-act-block", text: `blocked · ${block.layer}` }),
-          " ",
-          block.replacement || summary.finalText || "This was blocked.",
-        ),
-      );
-    } else if (t?.type === "cancelled") {
-      this.endBox.appendChild(
-        el("span", {
-          class: "cf-end-note",
-          "data-testid": "stopped",
-          title: "Stopped (Stop, Ctrl-C or Kernel → Interrupt): the partial answer is kept",
-          text: STOPPED,
-        }),
-      );
-    } else if (t?.type === "error") {
-      this.endBox.appendChild(el("div", { class: "cf-end-note cf-end-error", text: `${t.error}: ${t.message}` }));
-    } else if (!t && this.tokens.length === 0 && !this.cards.size) {
-      this.endBox.appendChild(el("span", { class: "cf-end-note cf-thinking", text: "thinking…" }));
+      const badge = el("span", { class: "cf-badge cf-act-block", text: `blocked · ${block.layer}` });
+      return el("div", { class: "cf-block-msg" }, badge, " ", block.replacement || finalText || "This was blocked.");
     }
-    this.el.classList.toggle("cf-live", !t);
-    const bits: string[] = [`${this.tokens.length} tokens`];
-    if (t?.type === "completed") {
-      if (t.tokens_per_s) bits.push(`${t.tokens_per_s.toFixed(1)} tok/s`);
-      if (t.timings.ttft_ms !== undefined) bits.push(`TTFT ${fmtMs(t.timings.ttft_ms)}`);
-      bits.push(`finish: ${t.finish_reason}`);
-    } else if (t?.type === "cancelled") bits.push("stopped");
-    else if (!t) bits.push("generating…");
-    this.footer.textContent = bits.join(" · ");
+    if (t?.type === "cancelled")
+      return el("span", {
+        class: "cf-end-note",
+        "data-testid": "stopped",
+        title: "Stopped (Stop, Ctrl-C or Kernel → Interrupt): the partial answer is kept",
+        text: STOPPED,
+      });
+    if (t?.type === "error") return el("div", { class: "cf-end-note cf-end-error", text: `${t.error}: ${t.message}` });
+    if (!t && this.tokens.length === 0 && !this.cards.size)
+      return el("span", { class: "cf-end-note cf-thinking", text: "thinking…" });
+    return null;
   }
 
   setNote(text: string, superseded: boolean): void {
@@ -184,10 +177,32 @@ class TurnView {
   }
 }
 
+/** "12 tokens · 12.8 tok/s · TTFT 2.01 s · finish: stop", "… · stopped" or "… · generating…". */
+function footerText(tokens: number, t: ChatEvent | null): string {
+  const bits: string[] = [`${tokens} tokens`];
+  if (t?.type === "completed") {
+    if (t.tokens_per_s) bits.push(`${t.tokens_per_s.toFixed(1)} tok/s`);
+    if (t.timings.ttft_ms !== undefined) bits.push(`TTFT ${fmtMs(t.timings.ttft_ms)}`);
+    bits.push(`finish: ${t.finish_reason}`);
+  } else if (t?.type === "cancelled") bits.push("stopped");
+  else if (!t) bits.push("generating…");
+  return bits.join(" · ");
+}
+
 /** The mark of a stopped answer, the same word as the magic's and the CLI's (the event's type stays `cancelled`). */
 export const STOPPED = "[stopped]";
 
-function summarizeLight(events: readonly ChatEvent[]) {
+/** What the frame of a turn (user text, end note, footer) needs from its events. */
+interface FrameSummary {
+  user: string | null;
+  safety: SafetyDecision[];
+  terminal: ChatEvent | null;
+  block: SafetyDecision | null;
+  /** The terminal event's text ("" when none). */
+  finalText: string;
+}
+
+function summarizeLight(events: readonly ChatEvent[]): FrameSummary {
   let user: string | null = null;
   const safety: SafetyDecision[] = [];
   let terminal: ChatEvent | null = null;
