@@ -68,28 +68,31 @@ export class ContextView {
     clear(this.head);
     clear(this.body);
     if (index < 0) {
-      this.body.appendChild(
-        el("div", {
-          class: "cf-empty",
-          text: "No context was assembled for this turn (it may have been blocked before).",
-        }),
-      );
-      clear(this.prompt);
-      this.chips = [];
+      this.drawNoContext();
       return;
     }
-    clear(this.roundSelect);
-    for (let i = 0; i < rounds.length; i++) {
-      this.roundSelect.appendChild(
-        el("option", { value: i, text: `round ${i + 1} of ${rounds.length}`, selected: i === index }),
-      );
-    }
-    this.roundSelect.hidden = rounds.length < 2;
-    const round = rounds[index];
+    this.fillRounds(rounds.length, index);
     const generated = index === rounds.length - 1 ? summary.tokens.length : 0;
-    this.drawHead(round, generated);
-    this.drawBar(round, generated);
-    if (promptChanged) this.drawPrompt(turn, round);
+    this.drawHead(rounds[index], generated);
+    this.drawBar(rounds[index], generated);
+    if (promptChanged) this.drawPrompt(turn, rounds[index]);
+  }
+
+  private drawNoContext(): void {
+    const text = "No context was assembled for this turn (it may have been blocked before).";
+    this.body.appendChild(el("div", { class: "cf-empty", text }));
+    clear(this.prompt);
+    this.chips = [];
+  }
+
+  /** The round picker: one option per prompt the turn assembled (hidden when there was one). */
+  private fillRounds(count: number, index: number): void {
+    clear(this.roundSelect);
+    for (let i = 0; i < count; i++)
+      this.roundSelect.appendChild(
+        el("option", { value: i, text: `round ${i + 1} of ${count}`, selected: i === index }),
+      );
+    this.roundSelect.hidden = count < 2;
   }
 
   private drawHead(round: Round, generated: number): void {
