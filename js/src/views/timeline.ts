@@ -85,7 +85,17 @@ function grid(w: Waterfall): HTMLElement {
 function row(s: Stage, pct: (s: number) => string, ttftAt: number | null): HTMLElement[] {
   const took = fmtMs((s.end - s.start) * 1000);
   const tip = `${s.label}: ${fmtMs(s.start * 1000)} → ${fmtMs(s.end * 1000)} (${took})\n${s.detail}`;
-  const track = el("div", { class: "cf-tl-track", title: tip });
+  const label = el(
+    "span",
+    { class: "cf-tl-label", title: tip },
+    el("span", { class: "cf-tl-name", text: s.label }),
+    el("span", { class: "cf-tl-detail cf-muted", text: s.detail }),
+  );
+  return [label, track(s, pct, ttftAt, tip), el("span", { class: "cf-tl-dur", text: took })];
+}
+
+/** The stage's bar (at least 2 px wide), a tick per token shown, and the time-to-first-token line. */
+function track(s: Stage, pct: (s: number) => string, ttftAt: number | null, tip: string): HTMLElement {
   const bar = el("span", {
     class: `cf-tl-bar cf-tl-${s.kind}`,
     "data-kind": s.kind,
@@ -94,24 +104,16 @@ function row(s: Stage, pct: (s: number) => string, ttftAt: number | null): HTMLE
   });
   bar.style.left = pct(s.start);
   bar.style.width = `max(2px, calc(${pct(s.end)} - ${pct(s.start)}))`;
-  track.appendChild(bar);
-  for (const t of s.ticks ?? []) {
-    const tick = el("span", { class: "cf-tl-tok" });
-    tick.style.left = pct(t);
-    track.appendChild(tick);
-  }
-  if (ttftAt !== null) {
-    const line = el("span", { class: "cf-tl-ttft" });
-    line.style.left = pct(ttftAt);
-    track.appendChild(line);
-  }
-  const label = el(
-    "span",
-    { class: "cf-tl-label", title: tip },
-    el("span", { class: "cf-tl-name", text: s.label }),
-    el("span", { class: "cf-tl-detail cf-muted", text: s.detail }),
-  );
-  return [label, track, el("span", { class: "cf-tl-dur", text: took })];
+  const tokenTicks = (s.ticks ?? []).map((t) => mark("cf-tl-tok", pct(t)));
+  const ttft = ttftAt === null ? null : mark("cf-tl-ttft", pct(ttftAt));
+  return el("div", { class: "cf-tl-track", title: tip }, bar, ...tokenTicks, ttft);
+}
+
+/** A mark on a track, `left` from its start. */
+function mark(cls: string, left: string): HTMLElement {
+  const node = el("span", { class: cls });
+  node.style.left = left;
+  return node;
 }
 
 /** An axis label: "0", "250 ms", "2 s", "1.5 s" (as many decimals as the step needs). */
