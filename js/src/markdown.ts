@@ -62,48 +62,51 @@ function walk(tokens: readonly Token[], w: Walk): void {
 
 /** Tokens that stand alone; false when `t` opens or closes an element. */
 function leaf(t: Token, w: Walk): boolean {
-  const add = (node: Node) => w.stack[w.stack.length - 1].appendChild(node);
+  if (t.type === "inline") {
+    walk(t.children ?? [], w);
+    return true;
+  }
+  const node = standalone(t);
+  if (node) w.stack[w.stack.length - 1].appendChild(node);
+  return node !== null;
+}
+
+/** The node of a token that neither opens nor closes an element nor holds others; null for the rest. */
+function standalone(t: Token): Node | null {
   switch (t.type) {
-    case "inline":
-      walk(t.children ?? [], w);
-      return true;
     case "text":
     case "html_inline": // (never made with html off; text if it were)
     case "html_block":
-      add(document.createTextNode(t.content));
-      return true;
+      return document.createTextNode(t.content);
     case "softbreak": // a single newline: a line break (`breaks` above)
     case "hardbreak":
-      add(document.createElement("br"));
-      return true;
+      return document.createElement("br");
     case "hr":
-      add(document.createElement("hr"));
-      return true;
+      return document.createElement("hr");
     case "code_inline":
-      add(textElement("code", t.content));
-      return true;
+      return textElement("code", t.content);
     case "fence":
-    case "code_block": {
-      const code = textElement("code", t.content);
-      const lang = t.info.trim().split(/\s+/)[0];
-      if (/^[\w+#.-]{1,32}$/.test(lang)) code.className = `language-${lang}`;
-      const pre = document.createElement("pre");
-      pre.appendChild(code);
-      add(pre);
-      return true;
-    }
-    case "image":
-      add(
-        textElement(
-          "span",
-          `[image: ${t.children?.map((c) => c.content).join("") ?? ""} — ${t.attrGet("src") ?? ""}]`,
-          "cf-md-url",
-        ),
+    case "code_block":
+      return codeBlock(t);
+    case "image": // never loaded: its alt text and address, as text
+      return textElement(
+        "span",
+        `[image: ${t.children?.map((c) => c.content).join("") ?? ""} — ${t.attrGet("src") ?? ""}]`,
+        "cf-md-url",
       );
-      return true;
     default:
-      return false;
+      return null;
   }
+}
+
+/** `<pre><code>`, the code's language as its class when the fence names a plausible one. */
+function codeBlock(t: Token): HTMLElement {
+  const code = textElement("code", t.content);
+  const lang = t.info.trim().split(/\s+/)[0];
+  if (/^[\w+#.-]{1,32}$/.test(lang)) code.className = `language-${lang}`;
+  const pre = document.createElement("pre");
+  pre.appendChild(code);
+  return pre;
 }
 
 function nest(t: Token, w: Walk): void {
