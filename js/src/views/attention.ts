@@ -49,6 +49,10 @@ const LABEL_PX = 11;
 
 type Send = (msg: ViewMessage) => void;
 
+/** The note under the heatmap: how to read it. */
+const HINT =
+  "Rows are query positions (what attends), columns key positions (what is attended to): the prompt, then the generated tokens. Hover a cell for its tokens and weight; in tokens view, hover a token chip to mark its row and shade the prompt by what it attended to.";
+
 export class AttentionView {
   readonly el = el("div", { class: "cf-att" });
   private layer = el("select", { class: "cf-select", "data-testid": "attention-layer", "aria-label": "Layer" });
@@ -87,7 +91,16 @@ export class AttentionView {
     );
     this.showBtn.addEventListener("click", () => this.request());
     this.box.append(this.canvas, this.marker);
-    const controls = el(
+    this.wrap.append(this.grid(), this.tip);
+    this.el.append(this.controls(), this.wrap, this.scale, el("div", { class: "cf-muted cf-att-hint", text: HINT }));
+    this.canvas.addEventListener("mousemove", (ev) => this.hover(ev));
+    this.canvas.addEventListener("mouseleave", () => (this.tip.hidden = true));
+    this.canvas.addEventListener("click", (ev) => this.drill(ev));
+  }
+
+  /** Layer, head and mode pickers, Show, and the status line. */
+  private controls(): HTMLElement {
+    return el(
       "div",
       { class: "cf-row cf-att-controls" },
       label("layer", this.layer),
@@ -96,7 +109,11 @@ export class AttentionView {
       this.showBtn,
       this.status,
     );
-    const grid = el(
+  }
+
+  /** The heatmap with the key labels above and below it and the query labels to its left. */
+  private grid(): HTMLElement {
+    return el(
       "div",
       { class: "cf-heat-grid" },
       el("span", { class: "cf-heat-corner cf-muted", text: "query ↓ · key →" }),
@@ -106,19 +123,6 @@ export class AttentionView {
       el("span", {}),
       this.colLabels,
     );
-    this.wrap.append(grid, this.tip);
-    this.el.append(
-      controls,
-      this.wrap,
-      this.scale,
-      el("div", {
-        class: "cf-muted cf-att-hint",
-        text: "Rows are query positions (what attends), columns key positions (what is attended to): the prompt, then the generated tokens. Hover a cell for its tokens and weight; in tokens view, hover a token chip to mark its row and shade the prompt by what it attended to.",
-      }),
-    );
-    this.canvas.addEventListener("mousemove", (ev) => this.hover(ev));
-    this.canvas.addEventListener("mouseleave", () => (this.tip.hidden = true));
-    this.canvas.addEventListener("click", (ev) => this.drill(ev));
   }
 
   setModelInfo(info: ModelInfo): void {
