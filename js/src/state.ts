@@ -190,53 +190,65 @@ export interface TurnSummary {
   title: string;
 }
 
+/** What the views draw of a turn, from its events in sequence order. */
 export function summarize(events: readonly ChatEvent[]): TurnSummary {
   const out: TurnSummary = { started: null, tokens: [], tools: [], safety: [], rounds: [], terminal: null, title: "" };
   const calls = new Map<string, ToolCard>();
   for (const e of events) {
-    switch (e.type) {
-      case "turn_started":
-        out.started = e;
-        break;
-      case "token":
-        out.tokens.push(e);
-        break;
-      case "safety_decision":
-        out.safety.push(e);
-        break;
-      case "context_assembled":
-        out.rounds.push({ assembled: e, tokenized: null, prefill: null });
-        break;
-      case "tokenized":
-        if (out.rounds.length) out.rounds[out.rounds.length - 1].tokenized = e;
-        break;
-      case "prefill":
-        if (out.rounds.length) out.rounds[out.rounds.length - 1].prefill = e;
-        break;
-      case "tool_call": {
-        const card = { call: e, result: null, afterTokens: out.tokens.length };
-        calls.set(e.call_id, card);
-        out.tools.push(card);
-        break;
-      }
-      case "tool_result": {
-        const card = calls.get(e.call_id);
-        if (card) card.result = e;
-        break;
-      }
-      case "title_generated":
-        out.title = e.title;
-        break;
-      case "completed":
-      case "cancelled":
-      case "error":
-        out.terminal = e;
-        break;
-      default:
-        break;
-    }
+    if (e.type === "tool_call" || e.type === "tool_result") addTool(out, calls, e);
+    else if (e.type === "context_assembled" || e.type === "tokenized" || e.type === "prefill")
+      addToRound(out.rounds, e);
+    else addOther(out, e);
   }
   return out;
+}
+
+/** A call gets a card where the answer stands (after its tokens so far); its result fills the card in. */
+function addTool(out: TurnSummary, calls: Map<string, ToolCard>, e: ToolCall | ToolResult): void {
+  if (e.type === "tool_call") {
+    const card = { call: e, result: null, afterTokens: out.tokens.length };
+    calls.set(e.call_id, card);
+    out.tools.push(card);
+  } else {
+    const card = calls.get(e.call_id);
+    if (card) card.result = e;
+  }
+}
+
+/** A context starts a round (a prompt); its tokenization and prefill belong to the last one. */
+function addToRound(rounds: Round[], e: ContextAssembled | Tokenized | PrefillDone): void {
+  if (e.type === "context_assembled") {
+    rounds.push({ assembled: e, tokenized: null, prefill: null });
+    return;
+  }
+  const last = rounds[rounds.length - 1];
+  if (!last) return;
+  if (e.type === "tokenized") last.tokenized = e;
+  else last.prefill = e;
+}
+
+function addOther(out: TurnSummary, e: ChatEvent): void {
+  switch (e.type) {
+    case "turn_started":
+      out.started = e;
+      break;
+    case "token":
+      out.tokens.push(e);
+      break;
+    case "safety_decision":
+      out.safety.push(e);
+      break;
+    case "title_generated":
+      out.title = e.title;
+      break;
+    case "completed":
+    case "cancelled":
+    case "error":
+      out.terminal = e;
+      break;
+    default:
+      break;
+  }
 }
 
 /** The text the answer shows: the tokens' visible text, or the terminal event's text (e.g. a block message). */
