@@ -42,38 +42,14 @@ const TERMINAL = new Set(["completed", "cancelled", "error"]);
 /** The stages of one turn, from its events. */
 export function waterfall(turn: TurnData): Waterfall {
   const started = turn.events.find((e): e is TurnStarted => e.type === "turn_started");
-  const empty = {
-    stages: [],
-    total: 0,
-    queuedMs: 0,
-    ttftMs: null,
-    ttftAt: null,
-    tokensPerS: null,
-    compileMs: 0,
-    prewarm: "",
-    live: true,
-  };
-  if (!started) return empty;
+  if (!started) return noWaterfall();
   const queuedMs = started.queued_ms ?? 0;
   const origin = started.timestamp - queuedMs / 1000;
-  const b = new Builder(origin);
-  if (queuedMs > 0)
-    b.add(
-      "queue",
-      "queue",
-      0,
-      queuedMs / 1000,
-      `waited ${ms(queuedMs)} for the engine thread (a turn, a title or a prewarm ran first)`,
-    );
-  for (const e of turn.events) b.take(e);
-  b.endDecode();
+  const b = build(turn.events, origin, queuedMs);
   const terminal = turn.events.find((e) => TERMINAL.has(e.type)) ?? null;
   const timings = terminal && (terminal.type === "completed" || terminal.type === "cancelled") ? terminal.timings : {};
   const ttftMs = timings.ttft_ms ?? b.firstTokenMs(started);
-  const stages = b.stages
-    .map((s, i) => ({ s, i }))
-    .sort((x, y) => x.s.start - y.s.start || x.i - y.i)
-    .map(({ s }) => s);
+  const stages = inStartOrder(b.stages);
   const last = turn.events[turn.events.length - 1].timestamp - origin;
   return {
     stages,
@@ -86,6 +62,41 @@ export function waterfall(turn: TurnData): Waterfall {
     prewarm: prewarmNote(turn),
     live: !terminal,
   };
+}
+
+/** The waterfall of a turn that has not started yet: no rows. */
+function noWaterfall(): Waterfall {
+  return {
+    stages: [],
+    total: 0,
+    queuedMs: 0,
+    ttftMs: null,
+    ttftAt: null,
+    tokensPerS: null,
+    compileMs: 0,
+    prewarm: "",
+    live: true,
+  };
+}
+
+/** The stages of `events`, seconds from `origin`; the wait for the engine thread first, when there was one. */
+function build(events: readonly ChatEvent[], origin: number, queuedMs: number): Builder {
+  const b = new Builder(origin);
+  if (queuedMs > 0) {
+    const detail = `waited ${ms(queuedMs)} for the engine thread (a turn, a title or a prewarm ran first)`;
+    b.add("queue", "queue", 0, queuedMs / 1000, detail);
+  }
+  for (const e of events) b.take(e);
+  b.endDecode();
+  return b;
+}
+
+/** Sorted by start; stages that start together keep the order of their events. */
+function inStartOrder(stages: Stage[]): Stage[] {
+  return stages
+    .map((s, i) => ({ s, i }))
+    .sort((x, y) => x.s.start - y.s.start || x.i - y.i)
+    .map(({ s }) => s);
 }
 
 /** Folds events into stages; a decode row runs from its round's prefill to its last token (or tool call). */
