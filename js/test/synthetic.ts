@@ -47,54 +47,62 @@ export function longTurn(base: TurnRecord, n: number, turn_id = "turn_long"): Tu
   const pieces: Pieces = { ...base.pieces };
   const tokens: TokenDelta[] = [];
   for (let i = 0; i < n; i++) {
-    const text = i % 47 === 46 ? "\n" : WORDS[i % WORDS.length];
-    const id = 1000 + (i % WORDS.length) + (text === "\n" ? 500 : 0);
-    pieces[String(id)] = [
-      text,
-      Array.from(new TextEncoder().encode(text), (b) => b.toString(16).padStart(2, "0")).join(""),
-    ];
-    const lp = -((i * 7919) % 23) / 8;
-    tokens.push({
-      type: "token",
-      sequence_number: head.length + i,
-      turn_id,
-      timestamp: t0 + 0.03 * (i + 1),
-      index: i,
-      token_id: id,
-      text,
-      logprob: lp,
-      entropy: 1 + ((i * 31) % 17) / 10,
-      elapsed_ms: 30,
-      compile_ms: 0,
-      redacted: i === 120,
-      alternatives: [
-        { token_id: id, text, logprob: lp, sampling_prob: 0.6 },
-        { token_id: 2000 + i, text: " alt", logprob: lp - 0.4, sampling_prob: 0.4 },
-        { token_id: 3000 + i, text: " cut", logprob: lp - 1.2, sampling_prob: 0 },
-      ],
-    });
-    pieces[String(2000 + i)] = [" alt", "20616c74"];
-    pieces[String(3000 + i)] = [" cut", "20637574"];
+    const token = syntheticToken(i, turn_id, head.length + i, t0 + 0.03 * (i + 1));
+    for (const alt of token.alternatives) pieces[String(alt.token_id)] = [alt.text, hex(alt.text)];
+    tokens.push(token);
   }
-  const last = tokens[tokens.length - 1];
-  const completed: ChatEvent = {
-    type: "completed",
-    sequence_number: last.sequence_number + 1,
-    turn_id,
-    timestamp: last.timestamp + 0.001,
-    finish_reason: "length",
-    text: tokens.map((t) => t.text).join(""),
-    usage: { prompt_tokens: 38, completion_tokens: n, reused_tokens: 0 },
-    timings: {
-      ttft_ms: (tokens[0].timestamp - head[0].timestamp) * 1000,
-      total_ms: (last.timestamp - head[0].timestamp) * 1000,
-    },
-    tokens_per_s: 33.3,
-  };
   const started = head[0];
   if (started.type === "turn_started")
     head[0] = { ...started, user: "Explain how a language model generates text, in detail." };
+  const completed = completedAfter(tokens, started.timestamp);
   return { turn_id, events: [...head, ...tokens, completed], pieces, prewarm: null, fork_of: "" };
+}
+
+/** Token `i` of the long answer: a word (a newline every 47th), its chosen token and two alternatives, one cut. */
+function syntheticToken(i: number, turn_id: string, sequence_number: number, timestamp: number): TokenDelta {
+  const text = i % 47 === 46 ? "\n" : WORDS[i % WORDS.length];
+  const id = 1000 + (i % WORDS.length) + (text === "\n" ? 500 : 0);
+  const lp = -((i * 7919) % 23) / 8;
+  return {
+    type: "token",
+    sequence_number,
+    turn_id,
+    timestamp,
+    index: i,
+    token_id: id,
+    text,
+    logprob: lp,
+    entropy: 1 + ((i * 31) % 17) / 10,
+    elapsed_ms: 30,
+    compile_ms: 0,
+    redacted: i === 120,
+    alternatives: [
+      { token_id: id, text, logprob: lp, sampling_prob: 0.6 },
+      { token_id: 2000 + i, text: " alt", logprob: lp - 0.4, sampling_prob: 0.4 },
+      { token_id: 3000 + i, text: " cut", logprob: lp - 1.2, sampling_prob: 0 },
+    ],
+  };
+}
+
+/** The completed event a millisecond after the last token; times from `start` (the turn_started event's). */
+function completedAfter(tokens: TokenDelta[], start: number): ChatEvent {
+  const last = tokens[tokens.length - 1];
+  return {
+    type: "completed",
+    sequence_number: last.sequence_number + 1,
+    turn_id: last.turn_id,
+    timestamp: last.timestamp + 0.001,
+    finish_reason: "length",
+    text: tokens.map((t) => t.text).join(""),
+    usage: { prompt_tokens: 38, completion_tokens: tokens.length, reused_tokens: 0 },
+    timings: { ttft_ms: (tokens[0].timestamp - start) * 1000, total_ms: (last.timestamp - start) * 1000 },
+    tokens_per_s: 33.3,
+  };
+}
+
+/** The UTF-8 bytes of `text` as hex, as the pieces carry them. */
+function hex(text: string): string {
+  return Array.from(new TextEncoder().encode(text), (b) => b.toString(16).padStart(2, "0")).join("");
 }
 
 /** A causal float16 attention matrix (rows ≥ cols are zero above the diagonal) with a sink and a local band. */
