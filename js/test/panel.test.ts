@@ -108,6 +108,33 @@ describe("the inspector's turn", () => {
   });
 });
 
+describe("the conversation's scroll", () => {
+  /** jsdom lays nothing out: the conversation's heights are set by hand. */
+  function geometry(node: HTMLElement, size: { height: number; client: number }): void {
+    Object.defineProperty(node, "scrollHeight", { get: () => size.height });
+    Object.defineProperty(node, "clientHeight", { get: () => size.client });
+  }
+  const scrollTo = (node: HTMLElement, top: number) => {
+    node.scrollTop = top;
+    node.dispatchEvent(new Event("scroll"));
+  };
+
+  it("stays where the user scrolled when the layout grows around it, and follows again at the bottom", () => {
+    const model = mount({ turns: [FIX.answer] });
+    const conversation = q("conversation");
+    const size = { height: 500, client: 300 };
+    geometry(conversation, size);
+    scrollTo(conversation, 40); // 160 px above the bottom: the user is reading
+    size.client = 430; // a taller timeline beside it stretches the conversation: now 30 px from the bottom
+    model.set("turns", [FIX.answer, FIX.tool]);
+    expect(conversation.scrollTop).toBe(40);
+    scrollTo(conversation, 70); // back at the bottom (500 - 430)
+    size.height = 900;
+    model.set("turns", [FIX.answer, FIX.tool, FIX.redacted]);
+    expect(conversation.scrollTop).toBe(900); // follows the new text
+  });
+});
+
 describe("cleanup", () => {
   it("unsubscribes from every trait and message and removes the panel", () => {
     const model = mount({ turns: [FIX.answer] });

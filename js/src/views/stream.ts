@@ -224,6 +224,9 @@ export class StreamView {
     text: "Ask something below. The answer streams in; switch to tokens to see each one as a chip — hover one to see what the sampler saw.",
   });
   private views = new Map<string, TurnView>();
+  /** New text scrolls into view unless the user scrolled away from the bottom (decided by the user's scrolls
+   * only: a layout that grows around them, e.g. a taller timeline beside the conversation, leaves them be). */
+  private following = true;
 
   /** Shows answers as rendered text or as token chips (both are kept drawn: switching is instant). */
   setView(view: AnswerView): void {
@@ -239,6 +242,9 @@ export class StreamView {
         this.hooks.hoverToken(chip.getAttribute("data-turn") ?? "", null, null);
     });
     this.el.addEventListener("click", (ev) => this.onPointer(ev, true));
+    this.el.addEventListener("scroll", () => {
+      this.following = this.el.scrollHeight - this.el.scrollTop - this.el.clientHeight < 40;
+    });
   }
 
   private onPointer(ev: Event, click: boolean): void {
@@ -261,7 +267,6 @@ export class StreamView {
 
   /** Applies a change: new turns and out-of-order ones are drawn whole, in-order batches appended. */
   update(conv: Conversation, change: Change): void {
-    const stick = this.el.scrollHeight - this.el.scrollTop - this.el.clientHeight < 40;
     for (const [id, events] of change.appended) {
       const turn = conv.turns.get(id);
       const view = this.views.get(id);
@@ -281,7 +286,7 @@ export class StreamView {
       view.rebuild(turn);
     }
     if (change.structure || change.redraw.size) this.layout(conv);
-    if (stick) this.el.scrollTop = this.el.scrollHeight;
+    if (this.following) this.el.scrollTop = this.el.scrollHeight;
   }
 
   /** Puts the turn views in the conversation's order, moving only those out of place (a move resets nothing the
