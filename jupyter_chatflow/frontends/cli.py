@@ -5,6 +5,7 @@ chatflow chat --json --temperature 0 "Hi"               # one JSON object per li
 echo "Why is the sky blue?" | chatflow chat -            # the prompt from stdin (also when PROMPT is left out)
 chatflow tokens "Hello world"                           # ids and pieces
 chatflow model info                                      # what the model file holds
+chatflow serve --port 8000                               # an OpenAI-compatible server (the `serve` extra)
 """
 
 from __future__ import annotations
@@ -39,16 +40,32 @@ def build_parser() -> argparse.ArgumentParser:
     model = commands.add_parser("model", help="about the model")
     model.add_argument("action", choices=["info"])
     model.add_argument("--json", action="store_true")
-    for sub in (chat, tokens, model):
+    serve = _serve_parser(commands)
+    for sub in (chat, tokens, model, serve):
         sub.add_argument("--model", default=None, metavar="PATH", help="a GGUF file (default: SmolLM2-135M)")
     return parser
+
+
+def _serve_parser(commands: Any) -> argparse.ArgumentParser:
+    """`chatflow serve`'s flags (the server's own, not a turn's: see frontends/server/config.py)."""
+    serve = commands.add_parser("serve", help="an OpenAI-compatible HTTP server (needs the `serve` extra)")
+    serve.add_argument("--host", default="127.0.0.1", help="address to listen on (default: 127.0.0.1)")
+    serve.add_argument("--port", type=int, default=8000, help="port (default: 8000)")
+    serve.add_argument("--api-key", action="append", metavar="KEY", dest="api_key",
+                       help="a key clients must send as 'Authorization: Bearer KEY' (repeatable; also "
+                            "CHATFLOW_API_KEYS=KEY[,KEY…]); required to listen beyond loopback")  # fmt: skip
+    serve.add_argument("--rate-limit", type=int, metavar="N", help="requests per minute per key (default: no limit)")
+    serve.add_argument("--token-limit", type=int, metavar="N", help="tokens per minute per key (default: no limit)")
+    serve.add_argument("--max-batch", type=int, default=8, metavar="N", help="sequences decoded together (default: 8)")
+    return serve
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the `chatflow` console script; returns the exit status."""
     args = build_parser().parse_args(argv)
     try:
-        return {"chat": run_chat, "tokens": run_tokens, "model": run_model_info}[args.command](args)
+        commands = {"chat": run_chat, "tokens": run_tokens, "model": run_model_info, "serve": run_serve}
+        return commands[args.command](args)
     except KeyboardInterrupt:  # Ctrl-C before streaming started (while loading, say): no traceback
         print("\nchatflow: interrupted", file=sys.stderr)
         return 130
@@ -126,6 +143,24 @@ def _print_ending(last, out: TextIO) -> None:
         if last.finish_reason == "content_filter":
             out.write(last.text)
         out.write("\n")
+
+
+def run_serve(args: argparse.Namespace) -> int:
+    """`chatflow serve`: the OpenAI-compatible server until Ctrl-C (exit 0)."""
+    try:
+        from jupyter_chatflow.frontends.server.config import ServerConfig, keys_from
+        from jupyter_chatflow.frontends.server.main import serve
+    except ImportError as error:
+        extra = "pip install 'jupyter_chatflow[serve]'"
+        raise ChatflowError(f"chatflow serve needs the serve extra: {extra} ({error})") from None
+    config = ServerConfig(
+        host=args.host, port=args.port, api_keys=keys_from(args.api_key), rate_limit=args.rate_limit,
+        token_limit=args.token_limit, max_batch=args.max_batch,
+    )  # fmt: skip
+    url = f"http://{args.host}:{args.port}/v1"
+    print(f"chatflow serve: {url} (GET /health says when the model is ready)", file=sys.stderr, flush=True)
+    serve(config, args.model)
+    return 0
 
 
 def run_tokens(args: argparse.Namespace) -> int:

@@ -1,0 +1,17 @@
+"""`chatflow serve`: an OpenAI-compatible HTTP server over the engine (FastAPI + uvicorn, SSE, Prometheus).
+
+>>> from jupyter_chatflow.frontends.server import ServerConfig, create_app
+>>> app = create_app(ModelHost.ready(model), ServerConfig())   # serve it with uvicorn
+
+Modules, one concern each: config.py (the flags' values), engine.py (what the server needs of the engine, and
+today's one-at-a-time engine), host.py (the model as it loads), errors.py (OpenAI-shaped errors), auth.py (API
+keys), limits.py (per-key rate limits), idempotency.py (stored answers), metrics.py (Prometheus), log.py (one JSON
+line per request), requests.py (a chat completion's body, checked), pump.py (a generation's steps as OpenAI chunks,
+off the event loop), completions.py (the route), app.py (the routes and middleware), main.py (uvicorn).
+"""
+
+from .app import create_app
+from .config import ServerConfig
+from .host import ModelHost
+
+__all__ = ["ModelHost", "ServerConfig", "create_app"]

@@ -1,0 +1,197 @@
+"""The FastAPI app: routes, and the middleware every request passes (request id, body size, its log line).
+
+Auth: /v1/* and /tokenize need a key when the server has keys; /health and /metrics never do (probes and
+scrapers; they show no request's content). Rate limits and idempotency keys apply to /v1/chat/completions.
+"""
+
+from __future__ import annotations
+
+import uuid
+from typing import Any
+
+from fastapi import FastAPI, Request
+from fastapi.exceptions import RequestValidationError
+from starlette.exceptions import HTTPException
+from starlette.responses import JSONResponse, Response
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
+
+from . import log
+from .completions import chat_completions
+from .config import ServerConfig
+from .errors import APIError, server_error
+from .host import ModelHost
+from .idempotency import HEADER, Answer, Claim
+from .log import RequestRecord
+from .metrics import CONTENT_TYPE
+from .requests import check_model, parse_json, parse_messages
+from .state import ServerState
+
+CLIENT_ID_HEADER = "x-client-request-id"
+
+
+def create_app(host: ModelHost, config: ServerConfig | None = None) -> FastAPI:
+    """The server's ASGI app over `host`'s model (serve it with uvicorn)."""
+    state = ServerState(host, config or ServerConfig())
+    app = FastAPI(title="chatflow", docs_url=None, redoc_url=None, openapi_url=None)
+    app.state.chatflow = state
+    _routes(app, state)
+    app.add_exception_handler(APIError, _api_error)  # type: ignore[arg-type]
+    app.add_exception_handler(HTTPException, _http_error)  # type: ignore[arg-type]
+    app.add_exception_handler(RequestValidationError, _validation_error)  # type: ignore[arg-type]
+    app.add_middleware(RequestMiddleware, state=state)
+    return app
+
+
+def _routes(app: FastAPI, state: ServerState) -> None:
+    @app.get("/health")
+    def health() -> Response:
+        ready = state.host.status == "ready"
+        body = {"status": state.host.status} | ({"error": state.host.error} if state.host.error else {})
+        return JSONResponse(body, status_code=200 if ready else 503)
+
+    @app.get("/metrics")
+    def metrics() -> Response:
+        return Response(state.metrics.exposition(), media_type=CONTENT_TYPE)
+
+    @app.get("/v1/models")
+    def models(request: Request) -> Response:
+        _authorize(request, state)
+        model, _ = state.host.require()
+        card = {"id": state.host.name, "object": "model", "created": 0, "owned_by": "chatflow",
+                "max_model_len": model.config.context_length}  # fmt: skip
+        return JSONResponse({"object": "list", "data": [card]})
+
+    @app.post("/tokenize")
+    async def tokenize(request: Request) -> Response:
+        _authorize(request, state)
+        data = parse_json(await _body(request, state))
+        model, _ = state.host.require()
+        if "model" in data:
+            check_model(data, state.host.name)
+        ids = _tokens(model.tokenizer, data)
+        return JSONResponse({"tokens": ids, "count": len(ids), "max_model_len": model.config.context_length})
+
+    @app.post("/v1/chat/completions")
+    async def completions(request: Request) -> Response:
+        key = _authorize(request, state)
+        request.state.headers.update(state.limiter.admit(key))
+        body = await _body(request, state)
+        data = parse_json(body)
+        request.state.claim = None
+        idempotency_key = request.headers.get(HEADER)
+        if idempotency_key is not None:
+            held = await state.answers.claim(key, idempotency_key, body)
+            if isinstance(held, Answer):
+                request.state.headers["x-idempotent-replay"] = "true"
+                return Response(held.body, status_code=held.status, media_type=held.media_type)
+            request.state.claim = held
+        return await chat_completions(request, state, data)
+
+
+def _authorize(request: Request, state: ServerState) -> str:
+    key = state.keys.check(request.headers.get("authorization"))
+    request.state.record.key_id = key
+    return key
+
+
+async def _body(request: Request, state: ServerState) -> bytes:
+    """The body, or 413 past the limit (a body sent without Content-Length is measured as it is read)."""
+    body = b""
+    async for part in request.stream():
+        body += part
+        if len(body) > state.config.max_body_bytes:
+            raise _too_large(state.config.max_body_bytes)
+    return body
+
+
+def _too_large(limit: int) -> APIError:
+    return APIError(413, f"The request body is larger than this server takes ({limit} bytes).",
+                    code="request_too_large")  # fmt: skip
+
+
+def _tokens(tokenizer: Any, data: dict[str, Any]) -> list[int]:
+    """/tokenize: `prompt` as user text, or `messages` through the chat template (as a completion would)."""
+    if isinstance(data.get("prompt"), str):
+        return list(tokenizer.encode(data["prompt"]))
+    if "messages" in data:
+        return list(tokenizer.apply_chat_template(list(parse_messages(data["messages"]))))
+    raise APIError(400, "Give prompt (a string) or messages (a list of {role, content}).", param="prompt")
+
+
+class RequestMiddleware:
+    """Gives each request its id (the client's X-Client-Request-Id if it sent one) and record, adds the id and the
+    rate-limit headers to the answer, refuses a declared oversize body, and writes the request's log line."""
+
+    def __init__(self, app: ASGIApp, state: ServerState):
+        self.app = app
+        self.chatflow = state
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        headers = {k.decode("latin-1").lower(): v.decode("latin-1") for k, v in scope["headers"]}
+        request_id = _request_id(headers.get(CLIENT_ID_HEADER))
+        record = RequestRecord(request_id=request_id, method=scope["method"], path=scope["path"])
+        extra: dict[str, str] = {}
+        started: list[bool] = []
+        scope.setdefault("state", {}).update(record=record, headers=extra, claim=None)
+
+        async def send_with_headers(message: Message) -> None:
+            if message["type"] == "http.response.start":
+                started.append(True)
+                record.status = message["status"]
+                present = {k.decode("latin-1").lower() for k, _ in message.get("headers", [])}
+                added = {"x-request-id": request_id} | extra
+                message["headers"] = [
+                    *message.get("headers", []),
+                    *((k.encode(), v.encode()) for k, v in added.items() if k.lower() not in present),
+                ]
+            await send(message)
+
+        try:
+            if int(headers.get("content-length") or 0) > self.chatflow.config.max_body_bytes:
+                await _too_large(self.chatflow.config.max_body_bytes).response()(scope, receive, send_with_headers)
+            else:
+                await self.app(scope, receive, send_with_headers)
+        except Exception:
+            log.LOGGER.exception("unexpected error in %s %s", scope["method"], scope["path"])
+            if started:
+                raise
+            record.error = "internal_error"
+            error = server_error("Internal error; the server goes on. Retry, or report it with the x-request-id.")
+            await error.response()(scope, receive, send_with_headers)
+        finally:
+            claim: Claim | None = scope["state"].get("claim")
+            if claim is not None:
+                claim.release()  # stored if it succeeded; otherwise a retry runs again
+            self.chatflow.metrics.requests.labels(route=_route(scope["path"]), status=str(record.status)).inc()
+            log.write(record)
+
+
+def _request_id(client: str | None) -> str:
+    """The client's id if it is printable ASCII of at most 512 characters, else a new one."""
+    if client and len(client) <= 512 and client.isascii() and client.isprintable():
+        return client
+    return f"req_{uuid.uuid4().hex}"
+
+
+def _route(path: str) -> str:
+    """The metrics label of a path: known routes as they are, anything else as "other" (bounded labels)."""
+    known = {"/health", "/metrics", "/v1/models", "/tokenize", "/v1/chat/completions"}
+    return path if path in known else "other"
+
+
+async def _api_error(request: Request, error: APIError) -> Response:
+    request.state.record.error = error.code or error.type
+    return error.response()
+
+
+async def _http_error(request: Request, error: HTTPException) -> Response:
+    code = "not_found" if error.status_code == 404 else None
+    message = f"{request.method} {request.url.path}: {error.detail}"
+    return await _api_error(request, APIError(error.status_code, message, code=code))
+
+
+async def _validation_error(request: Request, error: RequestValidationError) -> Response:
+    return await _api_error(request, APIError(400, str(error)))

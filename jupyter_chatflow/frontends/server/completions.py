@@ -1,0 +1,122 @@
+"""`POST /v1/chat/completions`: the plain model, as vLLM serves it (chat template + sampler; no safety, memory or
+tools pipeline: that is `/v1/chatflow/conversation`'s), streamed as SSE or answered whole.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import json
+import threading
+import time
+import uuid
+from collections.abc import AsyncIterator
+from typing import Any
+
+from sse_starlette import EventSourceResponse
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response
+
+from jupyter_chatflow.errors import GenerationError
+
+from ..adapters import DONE, Item, sse
+from .errors import APIError, bad_request
+from .idempotency import Answer
+from .pump import ChunkOptions, Pump
+from .requests import ChatRequest, parse_chat
+from .state import ServerState
+
+
+async def chat_completions(request: Request, state: ServerState, data: dict[str, Any]) -> Response:
+    """Run one chat completion; the caller has checked the key, the limits and the idempotency key."""
+    record = request.state.record
+    model, engine = state.host.require()
+    chat = parse_chat(data, state.host.name)
+    record.model, record.stream = chat.model, chat.stream
+    prompt = model.tokenizer.apply_chat_template(list(chat.messages))
+    params = chat.params
+    if not chat.max_tokens_given:  # OpenAI's default: as long as the window allows
+        params = dataclasses.replace(params, max_tokens=max(1, model.config.context_length - len(prompt)))
+    if engine.queued >= state.config.max_queue:
+        raise APIError(503, f"The server is busy: {engine.queued} requests are queued. Retry shortly.",
+                       type="server_error", code="queue_full", headers={"Retry-After": "1"})  # fmt: skip
+    cancel = threading.Event()
+    try:
+        stream = engine.submit(prompt, params, cancel=cancel)
+    except GenerationError as error:
+        raise bad_request(str(error), param="messages", code="context_length_exceeded") from None
+    options = ChunkOptions(
+        model=chat.model, completion_id=f"chatcmpl-{uuid.uuid4().hex[:24]}", created=int(time.time()),
+        include_usage=chat.include_usage or not chat.stream, logprobs=chat.logprobs, top_logprobs=chat.top_logprobs,
+        tokenizer=model.tokenizer,
+    )  # fmt: skip
+    pump = Pump(stream, cancel, options, record.started, lambda t: state.finished(record, t))
+    if chat.stream:
+        return _streamed(pump, state, request)
+    return await _whole(pump, chat, request)
+
+
+def _streamed(pump: Pump, state: ServerState, request: Request) -> Response:
+    frames = _frames(pump, request.state.claim)
+    return EventSourceResponse(frames, ping=state.config.keepalive_s, sep="\n")
+
+
+async def _frames(pump: Pump, claim) -> AsyncIterator[bytes]:
+    """SSE frames of the chunks; a client gone (the task cancelled) cancels the generation."""
+    sent: list[bytes] = []
+    try:
+        async for item in pump:
+            frame = "".join(sse([item])).encode()
+            sent.append(frame)
+            yield frame
+    finally:
+        pump.cancel()
+    if claim is not None and sent and sent[-1] == b"data: " + DONE.encode() + b"\n\n":
+        claim.store(Answer(200, "text/event-stream", b"".join(sent)))
+
+
+async def _whole(pump: Pump, chat: ChatRequest, request: Request) -> Response:
+    """Collect the chunks into one `chat.completion`; a client that disconnects meanwhile cancels it."""
+    gone = asyncio.ensure_future(_disconnect(request))
+    gone.add_done_callback(lambda task: None if task.cancelled() else pump.cancel())
+    try:
+        items = [item async for item in pump]
+    finally:
+        gone.cancel()
+    if gone.done() and not gone.cancelled():
+        return Response(status_code=499)  # the client went away: nobody reads this
+    body = completion(items, chat.logprobs)
+    if "error" in body:
+        raise APIError(500, body["error"]["message"], type="server_error", code="generation_failed")
+    if request.state.claim is not None:
+        request.state.claim.store(Answer(200, "application/json", json.dumps(body).encode()))
+    return JSONResponse(body)
+
+
+async def _disconnect(request: Request) -> None:
+    """Return when the client goes away (the body is read, so the next message is the disconnect)."""
+    while (await request.receive())["type"] != "http.disconnect":
+        pass
+
+
+def completion(items: list[Item], logprobs: bool = False) -> dict[str, Any]:
+    """A `chat.completion` object from the chunks of one choice (the last chunk carries usage)."""
+    chunks = [i for i in items if isinstance(i, dict)]
+    errors = [c for c in chunks if "error" in c]
+    if errors:
+        return errors[0]
+    head = chunks[0]
+    text, entries, finish = [], [], None
+    for chunk in chunks:
+        for choice in chunk["choices"]:
+            text.append(choice["delta"].get("content") or "")
+            if choice.get("logprobs"):
+                entries.extend(choice["logprobs"]["content"])
+            finish = choice.get("finish_reason") or finish
+    message = {"role": "assistant", "content": "".join(text), "refusal": None}
+    shown = {"content": entries, "refusal": None} if logprobs else None
+    return {
+        "id": head["id"], "object": "chat.completion", "created": head["created"], "model": head["model"],
+        "choices": [{"index": 0, "message": message, "logprobs": shown, "finish_reason": finish}],
+        "usage": chunks[-1].get("usage"), "system_fingerprint": None,
+    }  # fmt: skip

@@ -1,0 +1,75 @@
+"""The server's settings: what `chatflow serve`'s flags set, checked once at start."""
+
+from __future__ import annotations
+
+import dataclasses
+import ipaddress
+import os
+
+from jupyter_chatflow.errors import ChatflowError
+
+KEYS_VARIABLE = "CHATFLOW_API_KEYS"
+"""Comma-separated API keys, added to those given with --api-key."""
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class ServerConfig:
+    """How the server listens, whom it lets in and how much it takes."""
+
+    host: str = "127.0.0.1"
+    port: int = 8000
+    api_keys: tuple[str, ...] = ()
+    """Bearer keys a request must carry; none: no key is asked (allowed on loopback only)."""
+    rate_limit: int | None = None
+    """Requests per minute per key; None: unlimited."""
+    token_limit: int | None = None
+    """Tokens (prompt + completion) per minute per key; None: unlimited."""
+    max_batch: int = 8
+    """Sequences the engine decodes together (today's engine runs one at a time and queues the rest)."""
+    max_queue: int = 64
+    """Requests waiting for the engine beyond which new ones get 503."""
+    max_body_bytes: int = 1 << 20
+    """A request body larger than this gets 413."""
+    keepalive_s: float = 15.0
+    """Seconds between SSE keep-alive comments (a queued stream gets them before its first token)."""
+    idempotency_ttl_s: float = 24 * 3600
+    """How long an answer stays stored for a retry with the same Idempotency-Key."""
+    model_name: str | None = None
+    """The model id clients send and /v1/models lists (default: the model file's name without .gguf)."""
+
+    def __post_init__(self) -> None:
+        for name in ("port", "max_batch", "max_queue", "max_body_bytes"):
+            if getattr(self, name) < 1:
+                raise ChatflowError(f"{name} must be at least 1; got {getattr(self, name)}")
+        for name in ("rate_limit", "token_limit"):
+            value = getattr(self, name)
+            if value is not None and value < 1:
+                raise ChatflowError(f"--{name.replace('_', '-')} must be at least 1 per minute; got {value}")
+        if any(not key or key != key.strip() for key in self.api_keys):
+            raise ChatflowError("An API key cannot be empty or start or end with a space.")
+        check_exposure(self.host, self.api_keys)
+
+
+def keys_from(flags: list[str] | None, environ: dict[str, str] | os._Environ[str] = os.environ) -> tuple[str, ...]:
+    """The API keys: each --api-key, then the comma-separated ones in $CHATFLOW_API_KEYS (duplicates once)."""
+    variable = [k.strip() for k in environ.get(KEYS_VARIABLE, "").split(",") if k.strip()]
+    return tuple(dict.fromkeys([*(flags or []), *variable]))
+
+
+def is_loopback(host: str) -> bool:
+    """True for localhost and the 127.0.0.0/8 and ::1 addresses; any other name or address reaches a network."""
+    if host.lower() == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host.strip("[]")).is_loopback
+    except ValueError:
+        return False
+
+
+def check_exposure(host: str, api_keys: tuple[str, ...]) -> None:
+    """Refuse to listen beyond loopback without a key: anyone on the network could use the model."""
+    if not api_keys and not is_loopback(host):
+        raise ChatflowError(
+            f"Refusing to listen on {host} without an API key: anyone who reaches it could use the model. "
+            f"Give --api-key KEY (or set {KEYS_VARIABLE}=KEY[,KEY…]), or listen on --host 127.0.0.1."
+        )

@@ -1,0 +1,74 @@
+"""The model behind the server as it comes up: loading, then compiling (a first short generation), then ready.
+
+`/health` answers 503 until `status` is "ready"; the routes that need the model answer 503 too. Loading runs on
+a thread of its own so the server listens (and says it is loading) from the start.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable
+from pathlib import Path
+from typing import Literal
+
+from jupyter_chatflow.engine.model import Model
+from jupyter_chatflow.engine.sampling import SamplingParams
+
+from .engine import Engine, SerialEngine
+from .errors import APIError
+
+Status = Literal["loading", "compiling", "ready", "failed"]
+
+
+class ModelHost:
+    """Holds the model, its engine and the served name once they are there."""
+
+    def __init__(self, make_engine: Callable[[Model], Engine] = SerialEngine):
+        self.status: Status = "loading"
+        self.error = ""
+        self.model: Model | None = None
+        self.engine: Engine | None = None
+        self.name = ""
+        self._make_engine = make_engine
+
+    @classmethod
+    def ready(cls, model: Model, name: str | None = None, make_engine: Callable[[Model], Engine] = SerialEngine):
+        """A host over a model already loaded (compiled on its first request)."""
+        host = cls(make_engine)
+        host._install(model, name)
+        host.status = "ready"
+        return host
+
+    def load_in_background(self, path: str | None, name: str | None = None, warm: bool = True) -> threading.Thread:
+        """Load (and compile, with `warm`) the model on a thread; `status` tells how far it got."""
+        thread = threading.Thread(target=self._load, args=(path, name, warm), name="chatflow-load", daemon=True)
+        thread.start()
+        return thread
+
+    def _load(self, path: str | None, name: str | None, warm: bool) -> None:
+        from jupyter_chatflow.engine.loader import load_model
+
+        try:
+            model = load_model(path)
+            self.status = "compiling"
+            self._install(model, name)
+            if warm:  # the prefill and decode programs, compiled (or read from the XLA cache) before any request
+                prompt = model.tokenizer.apply_chat_template([{"role": "user", "content": "Hi"}])
+                list(model.generate(prompt, params=SamplingParams(temperature=0.0, max_tokens=2)))
+            self.status = "ready"
+        except Exception as error:  # the server stays up and says why in /health
+            self.error = f"{type(error).__name__}: {error}"
+            self.status = "failed"
+
+    def _install(self, model: Model, name: str | None) -> None:
+        self.model = model
+        self.engine = self._make_engine(model)
+        self.name = name or (Path(model.path).name.removesuffix(".gguf") if model.path else "chatflow")
+
+    def require(self) -> tuple[Model, Engine]:
+        """The model and engine, or 503 while they are not ready."""
+        if self.status != "ready" or self.model is None or self.engine is None:
+            why = self.error or f"the model is {self.status}"
+            raise APIError(503, f"Not ready: {why}. Poll GET /health until it answers 200.", type="server_error",
+                           code="model_not_ready", headers={"Retry-After": "1"})  # fmt: skip
+        return self.model, self.engine

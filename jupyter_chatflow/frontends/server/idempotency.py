@@ -1,0 +1,90 @@
+"""Idempotency keys: a POST retried with the same `Idempotency-Key` and body gets the stored answer, not a new one.
+
+Keys are per API key. A retry that arrives while the first attempt still runs waits for it; an attempt that
+failed or was cut off stores nothing, so its retry runs again. The same key with another body is a 400.
+All calls come from the event loop's thread.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import collections
+import dataclasses
+import hashlib
+import time
+from collections.abc import Callable
+
+from .errors import bad_request
+
+HEADER = "Idempotency-Key"
+MAX_ENTRIES = 1000
+
+
+@dataclasses.dataclass(frozen=True)
+class Answer:
+    """A finished response as sent: status, media type, body (the SSE frames of a stream, joined)."""
+
+    status: int
+    media_type: str
+    body: bytes
+
+
+@dataclasses.dataclass
+class _Entry:
+    digest: str
+    created: float
+    settled: asyncio.Event = dataclasses.field(default_factory=asyncio.Event)
+    answer: Answer | None = None
+
+
+class Claim:
+    """One attempt's hold on a key: `store` its answer, or `release` it for a retry."""
+
+    def __init__(self, store: IdempotencyStore, slot: tuple[str, str], entry: _Entry):
+        self._store, self._slot, self._entry = store, slot, entry
+
+    def store(self, answer: Answer) -> None:
+        self._entry.answer = answer
+        self._entry.settled.set()
+
+    def release(self) -> None:
+        if self._entry.answer is None:
+            self._store._entries.pop(self._slot, None)
+            self._entry.settled.set()
+
+
+class IdempotencyStore:
+    """Answers by (key id, Idempotency-Key), kept `ttl_s` seconds, the newest `MAX_ENTRIES`."""
+
+    def __init__(self, ttl_s: float, clock: Callable[[], float] = time.monotonic):
+        self.ttl_s = ttl_s
+        self._clock = clock
+        self._entries: collections.OrderedDict[tuple[str, str], _Entry] = collections.OrderedDict()
+
+    async def claim(self, key_id: str, idempotency_key: str, body: bytes) -> Answer | Claim:
+        """The stored answer for this key and body, or a `Claim` to produce it (waiting for an attempt underway)."""
+        if not idempotency_key or len(idempotency_key) > 255:
+            raise bad_request(f"{HEADER} must be 1 to 255 characters.", param=HEADER)
+        slot, digest = (key_id, idempotency_key), hashlib.sha256(body).hexdigest()
+        while True:
+            self._expire()
+            entry = self._entries.get(slot)
+            if entry is None:
+                entry = self._entries[slot] = _Entry(digest, self._clock())
+                return Claim(self, slot, entry)
+            if entry.digest != digest:
+                raise bad_request(
+                    f"This {HEADER} was used with another request body: use a new key for a new request.",
+                    param=HEADER, code="idempotency_key_reused",
+                )  # fmt: skip
+            if entry.answer is not None:
+                return entry.answer
+            await entry.settled.wait()  # the first attempt is still running
+
+    def _expire(self) -> None:
+        now = self._clock()
+        while self._entries:
+            entry = next(iter(self._entries.values()))
+            if now - entry.created < self.ttl_s and len(self._entries) <= MAX_ENTRIES:
+                break
+            self._entries.popitem(last=False)

@@ -1,0 +1,138 @@
+"""A generation's steps as OpenAI chunks, made on a thread of its own and handed to the event loop one by one.
+
+The engine's `Stream` blocks between steps, so a thread per request iterates it: each `Step` becomes a
+`TokenDelta` event and the end a `Completed` or `Cancelled` one, and `adapters.openai_chunks` (the same encoder the
+notebook's turns use) turns those into `chat.completion.chunk` objects. The loop side reads them with `async for`;
+`cancel()` (a disconnected client) stops the generation before its next step.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import threading
+import time
+from collections.abc import AsyncIterator, Callable, Iterator
+
+from jupyter_chatflow.events import Cancelled, Completed, Emitter, Event, Failed, FinishReason, TokenDelta
+
+from ..adapters import Item, TokenBytes, openai_chunks
+from .engine import Stream
+
+_END = object()
+
+
+@dataclasses.dataclass
+class Timings:
+    """What the pump measured of one request (milliseconds; the clock starts at the request's arrival)."""
+
+    arrived: float
+    first_token_s: float | None = None
+    queue_ms: float | None = None
+    prefill_ms: float | None = None
+    decode_ms: float | None = None
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    finish_reason: str | None = None
+    gaps_s: list[float] = dataclasses.field(default_factory=list)
+    """Seconds between consecutive tokens (inter-token latency)."""
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class ChunkOptions:
+    """How the chunks are spoken: the served model's name and the request's logprobs and usage wishes."""
+
+    model: str
+    completion_id: str
+    created: int
+    include_usage: bool
+    logprobs: bool
+    top_logprobs: int
+    tokenizer: TokenBytes
+
+
+class Pump:
+    """Runs one stream on a thread; `async for item in pump` gets its chunks, then `"[DONE]"`."""
+
+    def __init__(self, stream: Stream, cancel: threading.Event, options: ChunkOptions, arrived: float,
+                 on_end: Callable[[Timings], None]):  # fmt: skip
+        self.stream = stream
+        self.timings = Timings(arrived=arrived, prompt_tokens=stream.usage.prompt_tokens)
+        self._cancel = cancel
+        self._options = options
+        self._on_end = on_end
+        self._loop = asyncio.get_running_loop()
+        self._items: asyncio.Queue[object] = asyncio.Queue()
+        self._thread = threading.Thread(target=self._run, name="chatflow-request", daemon=True)
+        self._thread.start()
+
+    def cancel(self) -> None:
+        """Stop the generation before its next step (any thread)."""
+        self._cancel.set()
+        self.stream.cancel()
+
+    async def __aiter__(self) -> AsyncIterator[Item]:
+        while True:
+            item = await self._items.get()
+            if item is _END:
+                return
+            yield item  # type: ignore[misc]
+
+    def _run(self) -> None:
+        options = self._options
+        try:
+            chunks = openai_chunks(
+                self._events(), model=options.model, created=options.created, include_usage=options.include_usage,
+                tokenizer=options.tokenizer, logprobs=options.logprobs,
+            )  # fmt: skip
+            for item in chunks:
+                self._put(item)
+        finally:
+            self._on_end(self.timings)  # before the end is read: the request's log line has its numbers
+            self._put(_END)
+
+    def _put(self, item: object) -> None:
+        try:
+            self._loop.call_soon_threadsafe(self._items.put_nowait, item)
+        except RuntimeError:  # the loop is gone (the server stopped): nobody reads on
+            self.cancel()
+
+    def _events(self) -> Iterator[Event]:
+        """The stream as the pipeline's events, stamped with the completion's id."""
+        emit = Emitter(self._options.completion_id.removeprefix("chatcmpl-"))
+        try:
+            for step in self._timed(iter(self.stream)):
+                alternatives = step.top_alternatives[: self._options.top_logprobs]
+                yield emit(TokenDelta(index=step.index, token_id=step.token_id, text=step.text, logprob=step.logprob,
+                                      entropy=step.entropy, alternatives=alternatives, elapsed_ms=step.elapsed_ms,
+                                      compile_ms=step.compile_ms))  # fmt: skip
+        except Exception as error:  # an engine failure mid-stream: the client gets an error object, then [DONE]
+            yield emit(Failed(error="server_error", message=f"The generation failed: {type(error).__name__}."))
+            return
+        yield emit(self._terminal())
+
+    def _timed(self, steps: Iterator) -> Iterator:
+        last = None
+        for step in steps:
+            now = time.perf_counter()
+            if last is None:
+                self.timings.first_token_s = now - self.timings.arrived
+            else:
+                self.timings.gaps_s.append(now - last)
+            last = now
+            yield step
+
+    def _terminal(self) -> Event:
+        stream, timings = self.stream, self.timings
+        usage = stream.usage
+        timings.completion_tokens, timings.finish_reason = usage.completion_tokens, stream.finish_reason
+        timings.prefill_ms, timings.decode_ms = usage.prefill_ms, usage.decode_ms
+        if timings.first_token_s is not None:  # the wait before the engine began this sequence
+            timings.queue_ms = max(0.0, timings.first_token_s * 1000 - usage.prefill_ms)
+        counts = {"prompt_tokens": usage.prompt_tokens, "completion_tokens": usage.completion_tokens}
+        if stream.finish_reason == "cancelled":
+            return Cancelled(text=stream.text, usage=counts)
+        reason: FinishReason = "length" if stream.finish_reason == "length" else "stop"
+        spent = {"prefill_ms": usage.prefill_ms, "decode_ms": usage.decode_ms}
+        return Completed(finish_reason=reason, text=stream.text, usage=counts, timings=spent,
+                         tokens_per_s=usage.decode_tokens_per_s)  # fmt: skip

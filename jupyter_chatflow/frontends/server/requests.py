@@ -1,0 +1,190 @@
+"""A chat completion request's body, checked field by field: a wrong one is a 400 whose message and `param` name it.
+
+The knobs are OpenAI's (temperature 1 and top_p 1 unless given; no max_tokens: up to the window) plus vLLM's
+extras `top_k`, `min_p`, `repetition_penalty` and `ignore_eos`. Unknown fields are left alone, as OpenAI's own
+clients send some this server has no use for (`user`, `metadata`, `store`).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from typing import Any
+
+from jupyter_chatflow.engine.programs import N_ALTERNATIVES
+from jupyter_chatflow.engine.sampling import SamplingParams
+from jupyter_chatflow.errors import GenerationError
+from jupyter_chatflow.settings import number_error, shown
+
+from .errors import APIError, bad_request
+
+ROLES = {"system": "system", "developer": "system", "user": "user", "assistant": "assistant"}
+MAX_TOP_LOGPROBS = N_ALTERNATIVES  # the alternatives the engine computes at each step (OpenAI allows 20)
+_KNOBS = ("temperature", "top_p", "top_k", "min_p", "repetition_penalty", "seed")
+_UNSUPPORTED_ZERO = ("frequency_penalty", "presence_penalty")
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class ChatRequest:
+    """What a /v1/chat/completions body asks for, checked."""
+
+    model: str
+    messages: tuple[dict[str, str], ...]
+    params: SamplingParams
+    max_tokens_given: bool
+    stream: bool = False
+    include_usage: bool = False
+    logprobs: bool = False
+    top_logprobs: int = 0
+
+
+def parse_json(body: bytes) -> dict[str, Any]:
+    """The body as a JSON object, or a 400 that says where it broke."""
+    try:
+        data = json.loads(body)
+    except (UnicodeDecodeError, json.JSONDecodeError) as error:
+        raise bad_request(f"The request body is not valid JSON: {error}.") from None
+    if not isinstance(data, dict):
+        raise bad_request(f"The request body must be a JSON object; got {type(data).__name__}.")
+    return data
+
+
+def parse_chat(data: dict[str, Any], served: str) -> ChatRequest:
+    """Check a chat completion body against the model this server serves (`served`)."""
+    model = check_model(data, served)
+    stream = _bool(data, "stream")
+    return ChatRequest(
+        model=model,
+        messages=parse_messages(data.get("messages")),
+        params=_params(data),
+        max_tokens_given=_max_tokens(data) is not None,
+        stream=stream,
+        include_usage=_include_usage(data.get("stream_options"), stream),
+        logprobs=_bool(data, "logprobs"),
+        top_logprobs=_top_logprobs(data),
+    )
+
+
+def check_model(data: dict[str, Any], served: str) -> str:
+    """The body's `model`: 400 when missing, 404 when it is not the served one."""
+    model = data.get("model")
+    if not isinstance(model, str) or not model:
+        raise bad_request("model is required: the id of a model from GET /v1/models.", param="model")
+    if model != served:
+        raise APIError(404, f"The model {model!r} does not exist on this server; it serves {served!r} "
+                       "(GET /v1/models).", param="model", code="model_not_found")  # fmt: skip
+    return model
+
+
+def parse_messages(value: Any) -> tuple[dict[str, str], ...]:
+    """The messages as the chat template takes them ({role, content} strings; "developer" is "system")."""
+    if not isinstance(value, list) or not value:
+        raise bad_request("messages must be a non-empty list of {role, content} objects.", param="messages")
+    return tuple(_message(m, f"messages[{i}]") for i, m in enumerate(value))
+
+
+def _message(message: Any, where: str) -> dict[str, str]:
+    if not isinstance(message, dict):
+        raise bad_request(f"{where} must be an object with role and content.", param=where)
+    role = message.get("role")
+    if role not in ROLES:
+        known = ", ".join(ROLES)
+        raise bad_request(f"{where}.role must be one of {known}; got {shown(role)}.", param=f"{where}.role")
+    return {"role": ROLES[role], "content": _content(message.get("content"), f"{where}.content")}
+
+
+def _content(content: Any, where: str) -> str:
+    """A message's text: a string, or a list of text parts joined."""
+    if isinstance(content, str):
+        return content
+    if isinstance(content, list) and all(isinstance(p, dict) and p.get("type") == "text" for p in content):
+        texts = [p.get("text") for p in content]
+        if all(isinstance(t, str) for t in texts):
+            return "".join(texts)  # type: ignore[arg-type]
+    raise bad_request(f"{where} must be a string or a list of text parts; only text is supported.", param=where)
+
+
+def _params(data: dict[str, Any]) -> SamplingParams:
+    for name in _UNSUPPORTED_ZERO:
+        if data.get(name) not in (None, 0, 0.0):
+            raise bad_request(f"{name} is not supported by this server; use repetition_penalty.", param=name)
+    if data.get("n") not in (None, 1):
+        raise bad_request("n must be 1: this server makes one choice per request.", param="n")
+    for name in ("tools", "functions", "logit_bias"):
+        if data.get(name):
+            raise bad_request(f"{name} is not supported by this server yet.", param=name)
+    _response_format(data.get("response_format"))
+    knobs: dict[str, Any] = {k: data[k] for k in _KNOBS if data.get(k) is not None}
+    for name, value in knobs.items():
+        error = number_error(name, value)
+        if error:
+            raise bad_request(error, param=name)
+    max_tokens = _max_tokens(data)
+    if max_tokens is not None:
+        knobs["max_tokens"] = max_tokens
+    stop = data.get("stop")
+    if stop is not None:
+        knobs["stop"] = _stop(stop)
+    knobs["ignore_eos"] = _bool(data, "ignore_eos")
+    return SamplingParams(**knobs)
+
+
+def _max_tokens(data: dict[str, Any]) -> int | None:
+    """max_completion_tokens, else max_tokens (its older name), else None (up to the window)."""
+    for name in ("max_completion_tokens", "max_tokens"):
+        value = data.get(name)
+        if value is not None:
+            error = number_error("max_tokens", value)
+            if error:
+                raise bad_request(error.replace("max_tokens", name, 1), param=name)
+            return int(value)
+    return None
+
+
+def _stop(stop: Any) -> tuple[str, ...]:
+    strings = [stop] if isinstance(stop, str) else stop
+    if not isinstance(strings, list) or not 1 <= len(strings) <= 4:
+        raise bad_request(f"stop must be a string or a list of 1 to 4 strings; got {shown(stop)}.", param="stop")
+    try:
+        return SamplingParams(stop=tuple(strings)).stop
+    except GenerationError as error:
+        raise bad_request(str(error), param="stop") from None
+
+
+def _response_format(value: Any) -> None:
+    if value is None:
+        return
+    if not isinstance(value, dict) or value.get("type") != "text":
+        raise bad_request("response_format: only {\"type\": \"text\"} is supported by this server yet.",
+                          param="response_format")  # fmt: skip
+
+
+def _include_usage(options: Any, stream: bool) -> bool:
+    if options is None:
+        return False
+    if not stream:
+        raise bad_request("stream_options is only allowed when stream is true.", param="stream_options")
+    if not isinstance(options, dict):
+        raise bad_request("stream_options must be an object.", param="stream_options")
+    return _bool(options, "include_usage", "stream_options.")
+
+
+def _top_logprobs(data: dict[str, Any]) -> int:
+    value = data.get("top_logprobs")
+    if value is None:
+        return 0
+    if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value <= MAX_TOP_LOGPROBS:
+        raise bad_request(f"top_logprobs must be a whole number from 0 to {MAX_TOP_LOGPROBS}; got {shown(value)}.",
+                          param="top_logprobs")  # fmt: skip
+    if not data.get("logprobs"):
+        raise bad_request("top_logprobs needs logprobs set to true.", param="top_logprobs")
+    return value
+
+
+def _bool(data: dict[str, Any], name: str, prefix: str = "") -> bool:
+    value = data.get(name)
+    if value is None:
+        return False
+    if not isinstance(value, bool):
+        raise bad_request(f"{prefix}{name} must be true or false; got {shown(value)}.", param=prefix + name)
+    return value

@@ -1,0 +1,39 @@
+"""What every route shares: the settings, the model host, keys, limits, stored answers and metrics."""
+
+from __future__ import annotations
+
+from .auth import Keys
+from .config import ServerConfig
+from .host import ModelHost
+from .idempotency import IdempotencyStore
+from .limits import Limiter
+from .log import RequestRecord
+from .metrics import Metrics
+from .pump import Timings
+
+
+class ServerState:
+    """One server's parts, made from its config."""
+
+    def __init__(self, host: ModelHost, config: ServerConfig):
+        self.host = host
+        self.config = config
+        self.keys = Keys(config.api_keys)
+        self.limiter = Limiter(config.rate_limit, config.token_limit)
+        self.answers = IdempotencyStore(config.idempotency_ttl_s)
+        self.metrics = Metrics(
+            queued=lambda: host.engine.queued if host.engine else 0,
+            active=lambda: host.engine.active if host.engine else 0,
+        )
+
+    def finished(self, record: RequestRecord, timings: Timings) -> None:
+        """A generation ended (on its thread): count its tokens and latencies, fill its log line."""
+        if timings.first_token_s is not None:
+            self.metrics.ttft.observe(timings.first_token_s)
+        for gap in timings.gaps_s:
+            self.metrics.itl.observe(gap)
+        self.metrics.count_tokens(timings.prompt_tokens, timings.completion_tokens)
+        self.limiter.spend_tokens(record.key_id, timings.prompt_tokens + timings.completion_tokens)
+        record.prompt_tokens, record.completion_tokens = timings.prompt_tokens, timings.completion_tokens
+        record.finish_reason = timings.finish_reason
+        record.queue_ms, record.prefill_ms, record.decode_ms = timings.queue_ms, timings.prefill_ms, timings.decode_ms

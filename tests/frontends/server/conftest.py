@@ -1,0 +1,107 @@
+"""A live server on the tiny model: uvicorn on a free loopback port in a thread, per test (a fresh state each)."""
+
+from __future__ import annotations
+
+import contextlib
+import socket
+import threading
+import time
+from collections.abc import Iterator
+
+import httpx
+import pytest
+import uvicorn
+
+from jupyter_chatflow.frontends.server import ModelHost, ServerConfig, create_app
+from jupyter_chatflow.frontends.server.engine import SerialEngine
+
+
+class Paced:
+    """An engine that takes `delay` seconds per step (so a test can act between two steps) and counts them."""
+
+    def __init__(self, inner: SerialEngine, delay: float):
+        self.inner, self.delay = inner, delay
+        self.streams: list[PacedStream] = []
+
+    @property
+    def queued(self) -> int:
+        return self.inner.queued
+
+    @property
+    def active(self) -> int:
+        return self.inner.active
+
+    def submit(self, prompt_ids, params=None, constraint=None, cancel=None):
+        stream = PacedStream(self.inner.submit(prompt_ids, params, constraint, cancel), self.delay)
+        self.streams.append(stream)
+        return stream
+
+    def close(self) -> None:
+        self.inner.close()
+
+
+class PacedStream:
+    def __init__(self, stream, delay: float):
+        self.stream, self.delay, self.steps = stream, delay, 0
+        self.step_times: list[float] = []
+
+    finish_reason = property(lambda self: self.stream.finish_reason)
+    text = property(lambda self: self.stream.text)
+    usage = property(lambda self: self.stream.usage)
+
+    def cancel(self) -> None:
+        self.stream.cancel()
+
+    def __iter__(self):
+        for step in self.stream:
+            time.sleep(self.delay)
+            self.steps += 1
+            self.step_times.append(time.perf_counter())
+            yield step
+
+
+@contextlib.contextmanager
+def running(app) -> Iterator[str]:
+    """Serve `app` on 127.0.0.1 at a free port; yields the base URL."""
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning", lifespan="off"))
+    thread = threading.Thread(target=server.run, daemon=True)
+    thread.start()
+    deadline = time.monotonic() + 10
+    while not server.started:
+        assert time.monotonic() < deadline, "the server did not start"
+        time.sleep(0.01)
+    try:
+        yield f"http://127.0.0.1:{port}"
+    finally:
+        server.should_exit = True
+        thread.join(timeout=10)
+
+
+@pytest.fixture
+def serve(tiny_model):
+    """serve(config=None, host=None, delay=None) -> (base URL, app state): a live server for this test."""
+    with contextlib.ExitStack() as stack:
+
+        def start(config: ServerConfig | None = None, host: ModelHost | None = None, delay: float | None = None):
+            if host is None:
+                make = SerialEngine if delay is None else (lambda m: Paced(SerialEngine(m), delay))
+                host = ModelHost.ready(tiny_model, name="tiny", make_engine=make)
+            app = create_app(host, config)
+            return stack.enter_context(running(app)), app.state.chatflow
+
+        yield start
+
+
+@pytest.fixture
+def http() -> Iterator[httpx.Client]:
+    with httpx.Client(timeout=30) as client:
+        yield client
+
+
+def chat_body(content: str = "Hi", **fields) -> dict:
+    """A chat completion body for the tiny model (greedy, 8 tokens unless changed)."""
+    return {"model": "tiny", "messages": [{"role": "user", "content": content}], "temperature": 0, "max_tokens": 8,
+            **fields}  # fmt: skip
