@@ -133,11 +133,13 @@ class _Turn:
         self._generation = generation
         self._cancel = cancel
         self._cancelled = threading.Event()
-        self._skipped = False  # cancelled before it ran
+        self._started = False
 
     @property
     def finish_reason(self) -> str | None:
-        return "cancelled" if self._skipped else self._generation.finish_reason
+        if not self._started and self.stopping():  # cancelled before it ran
+            return "cancelled"
+        return self._generation.finish_reason
 
     @property
     def text(self) -> str:
@@ -157,8 +159,8 @@ class _Turn:
 
     def __iter__(self) -> Iterator[Step]:
         if not self._engine._wait_for(self):
-            self._skipped = True
             return
+        self._started = True
         try:
             yield from self._generation
         finally:

@@ -105,3 +105,11 @@ def chat_body(content: str = "Hi", **fields) -> dict:
     """A chat completion body for the tiny model (greedy, 8 tokens unless changed)."""
     return {"model": "tiny", "messages": [{"role": "user", "content": content}], "temperature": 0, "max_tokens": 8,
             **fields}  # fmt: skip
+
+
+def wait_until(condition, timeout: float = 10) -> None:
+    """Poll `condition` until it holds (a server thread's state, say); fail after `timeout` seconds."""
+    deadline = time.monotonic() + timeout
+    while not condition():
+        assert time.monotonic() < deadline, "timed out"
+        time.sleep(0.01)

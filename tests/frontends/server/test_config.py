@@ -1,0 +1,48 @@
+"""`chatflow serve`'s settings: keys from flags and the environment, and no network exposure without one."""
+
+from __future__ import annotations
+
+import pytest
+
+from jupyter_chatflow.errors import ChatflowError
+from jupyter_chatflow.frontends.cli import build_parser, main
+from jupyter_chatflow.frontends.server.config import ServerConfig, is_loopback, keys_from
+
+
+def test_the_flags_as_the_issue_spells_them():
+    args = build_parser().parse_args(["serve", "--api-key", "a", "--api-key", "b", "--rate-limit", "60",
+                                      "--token-limit", "9000", "--max-batch", "4", "--model", "m.gguf"])  # fmt: skip
+    assert (args.host, args.port, args.api_key, args.rate_limit, args.token_limit, args.max_batch, args.model) == (
+        "127.0.0.1", 8000, ["a", "b"], 60, 9000, 4, "m.gguf")  # fmt: skip
+    defaults = build_parser().parse_args(["serve"])
+    assert (defaults.max_batch, defaults.api_key, defaults.rate_limit) == (8, None, None)
+
+
+def test_keys_come_from_the_flags_and_the_environment():
+    assert keys_from(["a"], {"CHATFLOW_API_KEYS": "b, c,,a"}) == ("a", "b", "c")
+    assert keys_from(None, {}) == ()
+
+
+@pytest.mark.parametrize(("host", "loopback"), [("127.0.0.1", True), ("127.8.0.1", True), ("localhost", True),
+                                                ("::1", True), ("0.0.0.0", False), ("192.168.1.5", False),
+                                                ("example.org", False)])  # fmt: skip
+def test_loopback(host, loopback):
+    assert is_loopback(host) is loopback
+
+
+def test_it_refuses_to_listen_beyond_loopback_without_a_key():
+    with pytest.raises(ChatflowError, match="--api-key KEY"):
+        ServerConfig(host="0.0.0.0")
+    assert ServerConfig(host="0.0.0.0", api_keys=("k",)).host == "0.0.0.0"
+
+
+def test_the_command_says_how_to_fix_it(capsys, monkeypatch):
+    monkeypatch.delenv("CHATFLOW_API_KEYS", raising=False)
+    assert main(["serve", "--host", "0.0.0.0"]) == 1
+    error = capsys.readouterr().err
+    assert "Refusing to listen on 0.0.0.0" in error and "CHATFLOW_API_KEYS" in error and "--host 127.0.0.1" in error
+
+
+def test_limits_must_be_positive():
+    with pytest.raises(ChatflowError, match="--rate-limit"):
+        ServerConfig(rate_limit=0)
