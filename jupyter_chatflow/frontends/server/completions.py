@@ -21,7 +21,7 @@ from jupyter_chatflow.errors import GenerationError
 
 from ..adapters import DONE, Item, sse
 from .errors import APIError, bad_request
-from .idempotency import Answer
+from .idempotency import Answer, Claim
 from .pump import ChunkOptions, Pump
 from .requests import ChatRequest, parse_chat
 from .state import ServerState
@@ -61,7 +61,7 @@ def _streamed(pump: Pump, state: ServerState, request: Request) -> Response:
     return EventSourceResponse(frames, ping=state.config.keepalive_s, sep="\n")
 
 
-async def _frames(pump: Pump, claim) -> AsyncIterator[bytes]:
+async def _frames(pump: Pump, claim: Claim | None) -> AsyncIterator[bytes]:
     """SSE frames of the chunks; a client gone (the task cancelled) cancels the generation."""
     sent: list[bytes] = []
     try:

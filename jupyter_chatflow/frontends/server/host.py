@@ -35,7 +35,7 @@ class ModelHost:
     def ready(cls, model: Model, name: str | None = None, make_engine: Callable[[Model], Engine] = SerialEngine):
         """A host over a model already loaded (compiled on its first request)."""
         host = cls(make_engine)
-        host._install(model, name)
+        host.install(model, name)
         host.status = "ready"
         return host
 
@@ -51,7 +51,7 @@ class ModelHost:
         try:
             model = load_model(path)
             self.status = "compiling"
-            self._install(model, name)
+            self.install(model, name)
             if warm:  # the prefill and decode programs, compiled (or read from the XLA cache) before any request
                 prompt = model.tokenizer.apply_chat_template([{"role": "user", "content": "Hi"}])
                 list(model.generate(prompt, params=SamplingParams(temperature=0.0, max_tokens=2)))
@@ -60,7 +60,8 @@ class ModelHost:
             self.error = f"{type(error).__name__}: {error}"
             self.status = "failed"
 
-    def _install(self, model: Model, name: str | None) -> None:
+    def install(self, model: Model, name: str | None = None) -> None:
+        """Serve `model` (loaded elsewhere) under `name`; `status` is left to the caller."""
         self.model = model
         self.engine = self._make_engine(model)
         self.name = name or (Path(model.path).name.removesuffix(".gguf") if model.path else "chatflow")

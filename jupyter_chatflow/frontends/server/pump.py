@@ -14,6 +14,7 @@ import threading
 import time
 from collections.abc import AsyncIterator, Callable, Iterator
 
+from jupyter_chatflow.engine.generation import Step
 from jupyter_chatflow.events import Cancelled, Completed, Emitter, Event, Failed, FinishReason, TokenDelta
 
 from ..adapters import Item, TokenBytes, openai_chunks
@@ -111,7 +112,7 @@ class Pump:
             return
         yield emit(self._terminal())
 
-    def _timed(self, steps: Iterator) -> Iterator:
+    def _timed(self, steps: Iterator[Step]) -> Iterator[Step]:
         last = None
         for step in steps:
             now = time.perf_counter()

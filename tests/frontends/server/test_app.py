@@ -26,7 +26,7 @@ def test_health_is_503_until_the_model_is_ready(serve, http, tiny_model):
     assert models.status_code == 503 and models.json()["error"]["code"] == "model_not_ready"
     host.status = "compiling"
     assert http.get(f"{base}/health").json() == {"status": "compiling"}
-    host._install(tiny_model, "tiny")
+    host.install(tiny_model, "tiny")
     host.status = "ready"
     assert http.get(f"{base}/health").status_code == 200
     assert http.post(f"{base}/v1/chat/completions", json=chat_body(max_tokens=2)).status_code == 200
