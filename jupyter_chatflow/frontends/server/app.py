@@ -25,6 +25,7 @@ from .log import RequestRecord
 from .metrics import CONTENT_TYPE
 from .requests import check_model, parse_json, parse_messages
 from .state import ServerState
+from .tools import parse_tools, prompt_messages
 
 CLIENT_ID_HEADER = "x-client-request-id"
 
@@ -110,11 +111,13 @@ def _too_large(limit: int) -> APIError:
 
 
 def _tokens(tokenizer: Any, data: dict[str, Any]) -> list[int]:
-    """/tokenize: `prompt` as user text, or `messages` through the chat template (as a completion would)."""
+    """/tokenize: `prompt` as user text, or `messages` (and `tools`) through the chat template, as a completion
+    would make its prompt."""
     if isinstance(data.get("prompt"), str):
         return list(tokenizer.encode(data["prompt"]))
     if "messages" in data:
-        return list(tokenizer.apply_chat_template(list(parse_messages(data["messages"]))))
+        messages = prompt_messages(parse_messages(data["messages"]), parse_tools(data), tokenizer)
+        return list(tokenizer.apply_chat_template(messages))
     raise APIError(400, "Give prompt (a string) or messages (a list of {role, content}).", param="prompt")
 
 

@@ -20,20 +20,26 @@ from starlette.responses import JSONResponse, Response
 from jupyter_chatflow.errors import GenerationError
 
 from ..adapters import DONE, Item, sse
+from .engine import Stream
 from .errors import APIError, bad_request
 from .idempotency import Answer, Claim
 from .pump import ChunkOptions, Pump
 from .requests import ChatRequest, parse_chat
 from .state import ServerState
+from .tools import ToolStream, parse_tools, prompt_messages
 
 
 async def chat_completions(request: Request, state: ServerState, data: dict[str, Any]) -> Response:
     """Run one chat completion; the caller has checked the key, the limits and the idempotency key."""
     record = request.state.record
     model, engine = state.host.require()
-    chat = parse_chat(data, state.host.name)
+    chat, tools = parse_chat(data, state.host.name), parse_tools(data)
     record.model, record.stream = chat.model, chat.stream
-    prompt = model.tokenizer.apply_chat_template(list(chat.messages))
+    prompt = model.tokenizer.apply_chat_template(prompt_messages(chat.messages, tools, model.tokenizer))
+    if len(prompt) >= model.config.context_length:
+        raise bad_request(f"The prompt has {len(prompt)} tokens but the model's window is "
+                          f"{model.config.context_length}: shorten the conversation.", param="messages",
+                          code="context_length_exceeded")  # fmt: skip
     params = chat.params
     if not chat.max_tokens_given:  # OpenAI's default: as long as the window allows
         params = dataclasses.replace(params, max_tokens=max(1, model.config.context_length - len(prompt)))
@@ -42,9 +48,13 @@ async def chat_completions(request: Request, state: ServerState, data: dict[str,
                        type="server_error", code="queue_full", headers={"Retry-After": "1"})  # fmt: skip
     cancel = threading.Event()
     try:
-        stream = engine.submit(prompt, params, cancel=cancel)
+        stream: Stream = (
+            ToolStream(engine, model.tokenizer, prompt, params, tools, model.config.vocab_size)
+            if tools is not None
+            else engine.submit(prompt, params, cancel=cancel)
+        )
     except GenerationError as error:
-        raise bad_request(str(error), param="messages", code="context_length_exceeded") from None
+        raise bad_request(str(error), param="messages") from None
     options = ChunkOptions(
         model=chat.model, completion_id=f"chatcmpl-{uuid.uuid4().hex[:24]}", created=int(time.time()),
         include_usage=chat.include_usage or not chat.stream, logprobs=chat.logprobs, top_logprobs=chat.top_logprobs,
@@ -106,14 +116,21 @@ def completion(items: list[Item], logprobs: bool = False) -> dict[str, Any]:
     if errors:
         return errors[0]
     head = chunks[0]
-    text, entries, finish = [], [], None
+    text: list[str] = []
+    entries: list[dict[str, Any]] = []
+    calls: list[dict[str, Any]] = []
+    finish = None
     for chunk in chunks:
         for choice in chunk["choices"]:
             text.append(choice["delta"].get("content") or "")
+            calls.extend({k: v for k, v in c.items() if k != "index"} for c in choice["delta"].get("tool_calls", []))
             if choice.get("logprobs"):
                 entries.extend(choice["logprobs"]["content"])
             finish = choice.get("finish_reason") or finish
-    message = {"role": "assistant", "content": "".join(text), "refusal": None}
+    content = "".join(text)
+    message: dict[str, Any] = {"role": "assistant", "content": content or (None if calls else ""), "refusal": None}
+    if calls:
+        message["tool_calls"] = calls
     shown = {"content": entries, "refusal": None} if logprobs else None
     return {
         "id": head["id"], "object": "chat.completion", "created": head["created"], "model": head["model"],

@@ -15,10 +15,11 @@ import time
 from collections.abc import AsyncIterator, Callable, Iterator
 
 from jupyter_chatflow.engine.generation import Step
-from jupyter_chatflow.events import Cancelled, Completed, Emitter, Event, Failed, FinishReason, TokenDelta
+from jupyter_chatflow.events import Cancelled, Completed, Emitter, Event, Failed, FinishReason, TokenDelta, ToolCall
 
 from ..adapters import Item, TokenBytes, openai_chunks
 from .engine import Stream
+from .tools import ToolStream
 
 _END = object()
 
@@ -87,7 +88,7 @@ class Pump:
                 tokenizer=options.tokenizer, logprobs=options.logprobs,
             )  # fmt: skip
             for item in chunks:
-                self._put(item)
+                self._put(_tool_finish(item) if isinstance(self.stream, ToolStream) and self.stream.call else item)
         finally:
             self._on_end(self.timings)  # before the end is read: the request's log line has its numbers
             self._put(_END)
@@ -110,6 +111,9 @@ class Pump:
         except Exception as error:  # an engine failure mid-stream: the client gets an error object, then [DONE]
             yield emit(Failed(error="server_error", message=f"The generation failed: {type(error).__name__}."))
             return
+        call = self.stream.call if isinstance(self.stream, ToolStream) else None
+        if call is not None:
+            yield emit(ToolCall(call_id=call.id, name=call.name, arguments=call.arguments, constrained=True))
         yield emit(self._terminal())
 
     def _timed(self, steps: Iterator[Step]) -> Iterator[Step]:
@@ -137,3 +141,10 @@ class Pump:
         spent = {"prefill_ms": usage.prefill_ms, "decode_ms": usage.decode_ms}
         return Completed(finish_reason=reason, text=stream.text, usage=counts, timings=spent,
                          tokens_per_s=usage.decode_tokens_per_s)  # fmt: skip
+
+
+def _tool_finish(item: Item) -> Item:
+    """An answer that ended in a call finishes with "tool_calls", as OpenAI's do (the events say "stop")."""
+    if isinstance(item, dict) and item.get("choices") and item["choices"][0].get("finish_reason") == "stop":
+        return item | {"choices": [item["choices"][0] | {"finish_reason": "tool_calls"}]}
+    return item

@@ -18,10 +18,29 @@ from jupyter_chatflow.settings import number_error, shown
 
 from .errors import APIError, bad_request
 
-ROLES = {"system": "system", "developer": "system", "user": "user", "assistant": "assistant"}
+ROLES = {"system": "system", "developer": "system", "user": "user", "assistant": "assistant", "tool": "tool"}
 MAX_TOP_LOGPROBS = N_ALTERNATIVES  # the alternatives the engine computes at each step (OpenAI allows 20)
 _KNOBS = ("temperature", "top_p", "top_k", "min_p", "repetition_penalty", "seed")
 _UNSUPPORTED_ZERO = ("frequency_penalty", "presence_penalty")
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class Message:
+    """One message of the conversation: a tool call made (assistant `calls`) or a tool's result (`call_id`) too."""
+
+    role: str
+    content: str
+    calls: tuple[Call, ...] = ()
+    call_id: str = ""
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class Call:
+    """A tool call an assistant message made: its id, the tool's name, the arguments."""
+
+    id: str
+    name: str
+    arguments: dict[str, Any]
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
@@ -29,7 +48,7 @@ class ChatRequest:
     """What a /v1/chat/completions body asks for, checked."""
 
     model: str
-    messages: tuple[dict[str, str], ...]
+    messages: tuple[Message, ...]
     params: SamplingParams
     max_tokens_given: bool
     stream: bool = False
@@ -76,21 +95,49 @@ def check_model(data: dict[str, Any], served: str) -> str:
     return model
 
 
-def parse_messages(value: Any) -> tuple[dict[str, str], ...]:
-    """The messages as the chat template takes them ({role, content} strings; "developer" is "system")."""
+def parse_messages(value: Any) -> tuple[Message, ...]:
+    """The conversation ("developer" is "system"); 400 naming the message and field that is wrong."""
     if not isinstance(value, list) or not value:
         raise bad_request("messages must be a non-empty list of {role, content} objects.", param="messages")
     return tuple(_message(m, f"messages[{i}]") for i, m in enumerate(value))
 
 
-def _message(message: Any, where: str) -> dict[str, str]:
+def _message(message: Any, where: str) -> Message:
     if not isinstance(message, dict):
         raise bad_request(f"{where} must be an object with role and content.", param=where)
     role = message.get("role")
     if role not in ROLES:
         known = ", ".join(ROLES)
         raise bad_request(f"{where}.role must be one of {known}; got {shown(role)}.", param=f"{where}.role")
-    return {"role": ROLES[role], "content": _content(message.get("content"), f"{where}.content")}
+    calls = _calls(message.get("tool_calls"), f"{where}.tool_calls") if role == "assistant" else ()
+    content = message.get("content")
+    text = "" if content is None and calls else _content(content, f"{where}.content")
+    call_id = message.get("tool_call_id")
+    if role == "tool" and not (isinstance(call_id, str) and call_id):
+        where_id = f"{where}.tool_call_id"
+        raise bad_request(f"{where_id} must name the call this result answers.", param=where_id)
+    return Message(role=ROLES[role], content=text, calls=calls, call_id=call_id or "")
+
+
+def _calls(value: Any, where: str) -> tuple[Call, ...]:
+    if value is None:
+        return ()
+    if not isinstance(value, list):
+        raise bad_request(f"{where} must be a list of calls.", param=where)
+    return tuple(_call(c, f"{where}[{i}]") for i, c in enumerate(value))
+
+
+def _call(call: Any, where: str) -> Call:
+    function = call.get("function") if isinstance(call, dict) else None
+    if not isinstance(function, dict) or not isinstance(function.get("name"), str) or not call.get("id"):
+        raise bad_request(f"{where} must be {{id, type: function, function: {{name, arguments}}}}.", param=where)
+    try:
+        arguments = json.loads(function.get("arguments") or "{}")
+    except (TypeError, json.JSONDecodeError):
+        arguments = None
+    if not isinstance(arguments, dict):
+        raise bad_request(f"{where}.function.arguments must be a JSON object as a string.", param=f"{where}.function")
+    return Call(id=str(call["id"]), name=function["name"], arguments=arguments)
 
 
 def _content(content: Any, where: str) -> str:
@@ -110,7 +157,7 @@ def _params(data: dict[str, Any]) -> SamplingParams:
             raise bad_request(f"{name} is not supported by this server; use repetition_penalty.", param=name)
     if data.get("n") not in (None, 1):
         raise bad_request("n must be 1: this server makes one choice per request.", param="n")
-    for name in ("tools", "functions", "logit_bias"):
+    for name in ("functions", "logit_bias"):
         if data.get(name):
             raise bad_request(f"{name} is not supported by this server yet.", param=name)
     _response_format(data.get("response_format"))

@@ -80,15 +80,26 @@ def running(app) -> Iterator[str]:
         thread.join(timeout=10)
 
 
+@pytest.fixture(scope="session")
+def wide_model(tmp_path_factory):
+    """The tiny model with a 2,048-token window: its byte-level vocabulary spells a tools prompt in ~800 tokens."""
+    from jupyter_chatflow import load_model
+    from jupyter_chatflow.testing import TinySpec, write_tiny_gguf
+
+    path = write_tiny_gguf(tmp_path_factory.mktemp("wide") / "wide.gguf", TinySpec(context_length=2048))
+    return load_model(path, dtype="float32")
+
+
 @pytest.fixture
 def serve(tiny_model):
-    """serve(config=None, host=None, delay=None) -> (base URL, app state): a live server for this test."""
+    """serve(config=None, host=None, delay=None, model=None) -> (base URL, app state): a live server for this test."""
     with contextlib.ExitStack() as stack:
 
-        def start(config: ServerConfig | None = None, host: ModelHost | None = None, delay: float | None = None):
+        def start(config: ServerConfig | None = None, host: ModelHost | None = None, delay: float | None = None,
+                  model=None):  # fmt: skip
             if host is None:
                 make = SerialEngine if delay is None else (lambda m: Paced(SerialEngine(m), delay))
-                host = ModelHost.ready(tiny_model, name="tiny", make_engine=make)
+                host = ModelHost.ready(model or tiny_model, name="tiny", make_engine=make)
             app = create_app(host, config)
             return stack.enter_context(running(app)), app.state.chatflow
 

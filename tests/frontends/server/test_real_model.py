@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import openai
@@ -37,3 +38,26 @@ def test_the_readmes_client_snippet_prints_what_it_says(real_model, capsys):
         exec(snippet.replace("http://127.0.0.1:8000", base), {})
     printed = capsys.readouterr().out.splitlines()
     assert printed == ["The capital of France is Paris. 8", "The capital of France is Paris."]
+
+
+EXPRESSION = "Evaluate an arithmetic expression."
+CALCULATOR = {"type": "function", "function": {"name": "calculator", "description": EXPRESSION,
+              "parameters": {"type": "object", "properties": {"expression": {"type": "string", "maxLength": 40,
+                                                                           "pattern": "^[0-9+*/() .-]+$"}},
+                             "required": ["expression"], "additionalProperties": False}}}  # fmt: skip
+
+
+@pytest.mark.slow
+def test_the_model_calls_the_calculator_when_required(real_model):
+    """(Under "auto" SmolLM2-135M answers 17*23 itself, wrongly: "17 * 23 = 341".)"""
+    with running(create_app(ModelHost.ready(real_model))) as base:
+        client = openai.OpenAI(base_url=f"{base}/v1", api_key="unused", max_retries=0)
+        answer = client.chat.completions.create(
+            model="SmolLM2-135M-Instruct.Q4_1", messages=[{"role": "user", "content": "What is 17*23?"}],
+            tools=[CALCULATOR], tool_choice="required", temperature=0,
+        )  # fmt: skip
+    choice = answer.choices[0]
+    assert choice.finish_reason == "tool_calls" and choice.message.content is None
+    [call] = choice.message.tool_calls
+    expression = json.loads(call.function.arguments)["expression"]
+    assert call.function.name == "calculator" and "17" in expression and "23" in expression

@@ -1,0 +1,223 @@
+"""`tools` and `tool_choice` on /v1/chat/completions, in the model's own (Hermes) call format.
+
+The tools go into the system prompt as `pipeline/tools/calls.py` writes them; calls and results already in the
+conversation go back in as the model wrote and read them. The server never runs a tool: a call ends the answer
+(finish_reason "tool_calls") and the client runs it. "auto" lets the model write freely and, once it writes
+`<tool_call>`, decodes the call under the JSON-schema mask (`ToolCallConstraint`), as the pipeline does;
+"required" or a named tool starts the answer with a constrained call; "none" leaves the tools out.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import uuid
+from collections.abc import Iterator, Sequence
+from typing import Any
+
+from jupyter_chatflow.engine.generation import Step, Usage
+from jupyter_chatflow.engine.sampling import SamplingParams
+from jupyter_chatflow.pipeline.tools import (
+    CALL_OPEN,
+    Tool,
+    ToolCallConstraint,
+    ToolCallDetector,
+    ToolCallError,
+    ToolError,
+    ToolOutcome,
+    call_message,
+    parse_tool_call,
+    result_message,
+    tool_role,
+    tools_system_prompt,
+)
+from jupyter_chatflow.tokenizer.tokenizer import Tokenizer
+
+from .engine import Engine, Stream
+from .errors import bad_request
+from .requests import Message
+
+CALL_MAX_TOKENS = 256  # a call's JSON, at most (as the pipeline's)
+
+
+@dataclasses.dataclass(frozen=True)
+class Tools:
+    """The tools a request offers and its tool_choice: "auto", "none", "required" or a tool's name."""
+
+    tools: tuple[Tool, ...]
+    choice: str = "auto"
+
+
+def parse_tools(data: dict[str, Any]) -> Tools | None:
+    """The request's `tools` and `tool_choice`, checked (None when it offers none)."""
+    offered, choice = data.get("tools"), data.get("tool_choice")
+    if not offered:
+        if choice not in (None, "none"):
+            raise bad_request("tool_choice needs tools.", param="tool_choice")
+        return None
+    if not isinstance(offered, list):
+        raise bad_request("tools must be a list of {type: function, function: {name, description, parameters}}.",
+                          param="tools")  # fmt: skip
+    tools = tuple(_tool(t, f"tools[{i}]") for i, t in enumerate(offered))
+    return Tools(tools, _choice(choice, [t.name for t in tools]))
+
+
+def _tool(item: Any, where: str) -> Tool:
+    function = item.get("function") if isinstance(item, dict) and item.get("type") == "function" else None
+    if not isinstance(function, dict) or not isinstance(function.get("name"), str):
+        raise bad_request(f"{where} must be {{type: function, function: {{name, description, parameters}}}}.",
+                          param=where)  # fmt: skip
+    parameters = function.get("parameters") or {"type": "object", "properties": {}}
+    try:
+        return Tool(name=function["name"], description=str(function.get("description") or ""),
+                    parameters=parameters, function=_not_here)  # fmt: skip
+    except ToolError as error:
+        raise bad_request(str(error), param=f"{where}.function") from None
+
+
+def _not_here(**_: Any) -> None:
+    raise ToolError("The server does not run tools: the client runs the call it returns.")
+
+
+def _choice(choice: Any, names: list[str]) -> str:
+    if choice is None:
+        return "auto"
+    if choice in ("auto", "none", "required"):
+        return choice
+    name = choice.get("function", {}).get("name") if isinstance(choice, dict) else None
+    if isinstance(name, str) and name in names:
+        return name
+    named = '{"type": "function", "function": {"name": …}}'
+    known = ", ".join(names)
+    raise bad_request(f'tool_choice must be "auto", "none", "required" or {named} naming one of the tools ({known}); '
+                      f"got {choice!r}.", param="tool_choice")  # fmt: skip
+
+
+def prompt_messages(messages: Sequence[Message], tools: Tools | None, tokenizer: Tokenizer) -> list[dict[str, str]]:
+    """The conversation as the chat template takes it: the tools listed in the system prompt, calls and results
+    in the model's format."""
+    rest = list(messages)
+    system = rest.pop(0).content if rest and rest[0].role == "system" else ""
+    if tools is not None:
+        results = any(m.role == "tool" for m in rest)
+        system = tools_system_prompt(tools.tools, tool_choice=tools.choice, system=system, results=results)
+    out = [{"role": "system", "content": system}] if system else []
+    names: dict[str, str] = {}
+    role = tool_role(tokenizer) if any(m.role == "tool" for m in rest) else "tool"
+    for index, message in enumerate(rest, start=len(messages) - len(rest)):
+        if message.role == "tool":
+            if message.call_id not in names:
+                raise bad_request(f"messages[{index}].tool_call_id {message.call_id!r} answers no earlier call.",
+                                  param=f"messages[{index}].tool_call_id")  # fmt: skip
+            out.append(result_message(names[message.call_id], ToolOutcome(output=message.content), role=role))
+            continue
+        names |= {call.id: call.name for call in message.calls}
+        texts = [message.content] if message.content else []
+        texts += [call_message(call.name, call.arguments)["content"] for call in message.calls]
+        out.append({"role": message.role, "content": "\n".join(texts)})
+    return out
+
+
+@dataclasses.dataclass(frozen=True)
+class MadeCall:
+    """The call an answer ended with: an id for the client's result message, the tool's name and arguments."""
+
+    id: str
+    name: str
+    arguments: dict[str, Any]
+
+
+class ToolStream:
+    """An answer that may end in a tool call (a `Stream`): its steps show only the text before the call.
+
+    "auto": free steps until the model writes `<tool_call>`, then the call decoded under the mask; "required" or a
+    name: the call from the first token. Steps of the call have empty text; `call` is set once it is parsed.
+    """
+
+    def __init__(self, engine: Engine, tokenizer: Tokenizer, prompt: Sequence[int], params: SamplingParams,
+                 tools: Tools, vocab_size: int):  # fmt: skip
+        self._engine, self._tokenizer, self._prompt = engine, tokenizer, list(prompt)
+        self._params, self._tools, self._vocab_size = params, tools, vocab_size
+        self.usage = Usage(prompt_tokens=len(prompt))
+        self.text = ""
+        self.finish_reason: str | None = None
+        self.call: MadeCall | None = None
+        self._current: Stream | None = None
+        self._cancelled = False
+        self._rounds = 0
+
+    def cancel(self) -> None:
+        self._cancelled = True
+        if self._current is not None:
+            self._current.cancel()
+
+    def __iter__(self) -> Iterator[Step]:
+        index = 0
+        forced = self._tools.choice not in ("auto", "none")
+        if not forced:
+            for step in self._free():
+                yield dataclasses.replace(step, index=index)
+                index += 1
+            if self.finish_reason is not None:
+                return
+        for step in self._constrained(include_open=forced):
+            yield dataclasses.replace(step, index=index, text="")
+            index += 1
+
+    def _free(self) -> Iterator[Step]:
+        """Free text; sets finish_reason unless the model began a call."""
+        detector = ToolCallDetector() if self._tools.choice != "none" else None
+        stream = self._current = self._engine.submit(self._prompt, self._params)
+        steps, streamed = iter(stream), 0
+        for step in steps:
+            streamed += len(step.text)
+            shown = detector.feed(step.text) if detector else step.text
+            self.text += shown
+            yield dataclasses.replace(step, text=shown)
+            if detector is not None and detector.started:
+                break
+        _close(steps)
+        self._add(stream.usage)
+        if detector is None or not detector.started:  # text held back to the end (a stop-string prefix, "<tool")
+            tail = stream.text[streamed:]
+            self.text += (detector.feed(tail) + detector.flush()) if detector else tail
+            self.finish_reason = stream.finish_reason
+
+    def _constrained(self, include_open: bool) -> Iterator[Step]:
+        """The call, under the mask: after the answer's text and `<tool_call>`, or from the first token."""
+        only = None if self._tools.choice in ("auto", "required") else self._tools.choice
+        constraint = ToolCallConstraint(self._tokenizer, self._tools.tools, only=only, include_open=include_open,
+                                        vocab_size=self._vocab_size)  # fmt: skip
+        ids = self._prompt if include_open else [*self._prompt, *self._tokenizer.encode(self.text + CALL_OPEN)]
+        fixed = constraint.take_forced()
+        self.usage.completion_tokens += len(fixed)
+        if not constraint.is_done() and not self._cancelled:
+            params = SamplingParams(temperature=0.0, max_tokens=CALL_MAX_TOKENS, seed=self._params.seed)
+            stream = self._current = self._engine.submit([*ids, *fixed], params, constraint=constraint)
+            yield from stream
+            self._add(stream.usage)
+            if stream.finish_reason == "cancelled":
+                self.finish_reason = "cancelled"
+                return
+        text = constraint.text.split(CALL_OPEN, 1)[-1].split("</tool_call>", 1)[0]
+        try:
+            name, arguments = parse_tool_call(text)
+        except ToolCallError:  # cut off by CALL_MAX_TOKENS: no call to hand over, the answer just stops
+            self.finish_reason = "length"
+            return
+        self.call = MadeCall(id=f"call_{uuid.uuid4().hex[:24]}", name=name, arguments=arguments)
+        self.finish_reason = "tool_calls"
+
+    def _add(self, usage: Usage) -> None:
+        """Add one round's counts: its prefill is the answer's when it is the first round, else decode time."""
+        first, self._rounds = self._rounds == 0, self._rounds + 1
+        self.usage.completion_tokens += usage.completion_tokens
+        self.usage.decode_ms += usage.decode_ms + (0.0 if first else usage.prefill_ms)
+        if first:
+            self.usage.prefill_ms = usage.prefill_ms
+        self.usage.compile_ms += usage.compile_ms
+
+
+def _close(steps: Iterator[Step]) -> None:
+    close = getattr(steps, "close", None)
+    if close is not None:
+        close()

@@ -1,0 +1,121 @@
+"""tools / tool_choice: the call decoded under the JSON-schema mask, handed to the client as OpenAI's tool_calls."""
+
+from __future__ import annotations
+
+import json
+
+import openai
+import pytest
+
+from jupyter_chatflow.frontends.server.requests import parse_messages
+from jupyter_chatflow.frontends.server.tools import Tools, parse_tools, prompt_messages
+
+from .conftest import chat_body
+
+ADD = {"type": "function", "function": {"name": "add", "description": "Add two whole numbers.",
+       "parameters": {"type": "object", "properties": {"a": {"type": "integer"}, "b": {"type": "integer"}},
+                      "required": ["a", "b"], "additionalProperties": False}}}  # fmt: skip
+SHOUT = {"type": "function", "function": {"name": "shout", "description": "Say a word loudly.",
+         "parameters": {"type": "object", "properties": {"word": {"type": "string", "enum": ["hi", "bye"]}},
+                        "required": ["word"], "additionalProperties": False}}}  # fmt: skip
+PROMPT = [{"role": "user", "content": "What is 2 + 3?"}]
+
+
+@pytest.fixture
+def client(serve, wide_model):
+    base, _ = serve(model=wide_model)
+    return openai.OpenAI(base_url=f"{base}/v1", api_key="unused", max_retries=0)
+
+
+def test_required_gives_a_valid_call_of_an_offered_tool(client):
+    answer = client.chat.completions.create(model="tiny", messages=PROMPT, tools=[ADD, SHOUT],
+                                            tool_choice="required", temperature=0)  # fmt: skip
+    choice = answer.choices[0]
+    assert choice.finish_reason == "tool_calls" and choice.message.content is None
+    [call] = choice.message.tool_calls
+    arguments = json.loads(call.function.arguments)
+    assert call.type == "function" and call.id.startswith("call_") and call.function.name in ("add", "shout")
+    if call.function.name == "add":
+        assert set(arguments) == {"a", "b"} and all(isinstance(v, int) for v in arguments.values())
+    else:
+        assert arguments["word"] in ("hi", "bye")
+    assert answer.usage.completion_tokens > 5  # the forced `<tool_call>\n{"name": …` counts
+
+
+def test_a_named_tool_is_the_one_called_and_streams_as_a_tool_call_delta(client):
+    chunks = list(client.chat.completions.create(
+        model="tiny", messages=PROMPT, tools=[ADD, SHOUT], stream=True, temperature=0,
+        tool_choice={"type": "function", "function": {"name": "shout"}},
+    ))  # fmt: skip
+    calls = [c for chunk in chunks if chunk.choices for c in (chunk.choices[0].delta.tool_calls or [])]
+    assert [c.function.name for c in calls] == ["shout"]
+    assert json.loads(calls[0].function.arguments)["word"] in ("hi", "bye")
+    assert "".join(chunk.choices[0].delta.content or "" for chunk in chunks if chunk.choices) == ""
+    assert [chunk.choices[0].finish_reason for chunk in chunks if chunk.choices][-1] == "tool_calls"
+
+
+def test_auto_and_none_answer_in_text_with_the_tools_in_the_prompt_or_not(client):
+    def ask(choice: str):
+        return client.chat.completions.create(model="tiny", messages=PROMPT, tools=[ADD], tool_choice=choice,
+                                              temperature=0, max_tokens=6)  # fmt: skip
+
+    auto, none = ask("auto"), ask("none")
+    plain = client.chat.completions.create(model="tiny", messages=PROMPT, temperature=0, max_tokens=6)
+    assert auto.usage.prompt_tokens > none.usage.prompt_tokens == plain.usage.prompt_tokens
+    assert none.choices[0].message.content == plain.choices[0].message.content
+    assert auto.choices[0].finish_reason in ("stop", "length") and auto.choices[0].message.tool_calls is None
+
+
+def test_a_call_and_its_result_go_back_in_the_models_format(wide_model):
+    messages = parse_messages([
+        {"role": "system", "content": "Be brief."},
+        *PROMPT,
+        {"role": "assistant", "content": None, "tool_calls": [
+            {"id": "call_1", "type": "function", "function": {"name": "add", "arguments": '{"a": 2, "b": 3}'}}]},
+        {"role": "tool", "tool_call_id": "call_1", "content": "5"},
+    ])  # fmt: skip
+    tools = parse_tools({"tools": [ADD]})
+    assert isinstance(tools, Tools) and tools.choice == "auto"
+    out = prompt_messages(messages, tools, wide_model.tokenizer)
+    assert (
+        out[0]["role"] == "system"
+        and out[0]["content"].startswith("Be brief.")
+        and '"name": "add"' in out[0]["content"]
+    )
+    assert out[2] == {
+        "role": "assistant",
+        "content": '<tool_call>\n{"name": "add", "arguments": {"a": 2, "b": 3}}\n</tool_call>',
+    }
+    assert out[3]["content"].endswith("5") or '"content": "5"' in out[3]["content"]
+
+
+@pytest.mark.parametrize(
+    ("fields", "param"),
+    [
+        ({"tools": [ADD], "tool_choice": {"type": "function", "function": {"name": "nope"}}}, "tool_choice"),
+        ({"tools": [{"type": "function"}]}, "tools[0]"),
+        ({"tools": [{"type": "function", "function": {"name": "bad name!"}}]}, "tools[0].function"),
+        ({"tool_choice": "required"}, "tool_choice"),
+        ({"messages": [{"role": "tool", "tool_call_id": "x", "content": "5"}]}, "messages[0].tool_call_id"),
+        (
+            {
+                "messages": [
+                    {"role": "assistant", "tool_calls": [{"id": "c", "function": {"name": "add", "arguments": "[1]"}}]}
+                ]
+            },
+            "messages[0].tool_calls[0].function",
+        ),
+    ],
+)
+def test_bad_tools_are_a_400_naming_the_field(serve, http, wide_model, fields, param):
+    base, _ = serve(model=wide_model)
+    response = http.post(f"{base}/v1/chat/completions", json=chat_body(**fields))
+    assert response.status_code == 400 and response.json()["error"]["param"] == param
+
+
+def test_tokenize_counts_the_prompt_a_completion_with_tools_makes(serve, http, wide_model):
+    base, _ = serve(model=wide_model)
+    body = chat_body(PROMPT[0]["content"], tools=[ADD], max_tokens=2)
+    answer = http.post(f"{base}/v1/chat/completions", json=body).json()
+    counted = http.post(f"{base}/tokenize", json={"messages": body["messages"], "tools": [ADD]}).json()
+    assert counted["count"] == answer["usage"]["prompt_tokens"] > 300
