@@ -17,23 +17,26 @@ from sse_starlette import EventSourceResponse
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 
+from jupyter_chatflow.engine.model import Model
+from jupyter_chatflow.engine.sampling import SamplingParams
 from jupyter_chatflow.errors import GenerationError
 
 from ..adapters import DONE, Item, sse
-from .engine import Stream
+from .engine import Engine, Stream
 from .errors import APIError, bad_request
+from .formats import SchemaStream, response_schema, schema_constraint
 from .idempotency import Answer, Claim
 from .pump import ChunkOptions, Pump
 from .requests import ChatRequest, parse_chat
 from .state import ServerState
-from .tools import ToolStream, parse_tools, prompt_messages
+from .tools import Tools, ToolStream, parse_tools, prompt_messages
 
 
 async def chat_completions(request: Request, state: ServerState, data: dict[str, Any]) -> Response:
     """Run one chat completion; the caller has checked the key, the limits and the idempotency key."""
     record = request.state.record
     model, engine = state.host.require()
-    chat, tools = parse_chat(data, state.host.name), parse_tools(data)
+    chat, tools, schema = parse_chat(data, state.host.name), parse_tools(data), response_schema(data)
     record.model, record.stream = chat.model, chat.stream
     prompt = model.tokenizer.apply_chat_template(prompt_messages(chat.messages, tools, model.tokenizer))
     if len(prompt) >= model.config.context_length:
@@ -48,11 +51,7 @@ async def chat_completions(request: Request, state: ServerState, data: dict[str,
                        type="server_error", code="queue_full", headers={"Retry-After": "1"})  # fmt: skip
     cancel = threading.Event()
     try:
-        stream: Stream = (
-            ToolStream(engine, model.tokenizer, prompt, params, tools, model.config.vocab_size)
-            if tools is not None
-            else engine.submit(prompt, params, cancel=cancel)
-        )
+        stream = _submit(engine, model, prompt, params, tools, schema, cancel)
     except GenerationError as error:
         raise bad_request(str(error), param="messages") from None
     options = ChunkOptions(
@@ -64,6 +63,17 @@ async def chat_completions(request: Request, state: ServerState, data: dict[str,
     if chat.stream:
         return _streamed(pump, state, request)
     return await _whole(pump, chat, request)
+
+
+def _submit(engine: Engine, model: Model, prompt: list[int], params: SamplingParams, tools: Tools | None,
+            schema: dict[str, Any] | None, cancel: threading.Event) -> Stream:  # fmt: skip
+    """The answer's stream: free, ending in a tool call, or under a JSON schema's mask."""
+    if tools is not None:
+        return ToolStream(engine, model.tokenizer, prompt, params, tools, model.config.vocab_size)
+    if schema is None:
+        return engine.submit(prompt, params, cancel=cancel)
+    constraint = schema_constraint(model.tokenizer, schema, model.config.vocab_size)
+    return SchemaStream(engine.submit(prompt, params, constraint=constraint, cancel=cancel), constraint)
 
 
 def _streamed(pump: Pump, state: ServerState, request: Request) -> Response:

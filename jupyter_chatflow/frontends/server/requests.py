@@ -160,7 +160,6 @@ def _params(data: dict[str, Any]) -> SamplingParams:
     for name in ("functions", "logit_bias"):
         if data.get(name):
             raise bad_request(f"{name} is not supported by this server yet.", param=name)
-    _response_format(data.get("response_format"))
     knobs: dict[str, Any] = {k: data[k] for k in _KNOBS if data.get(k) is not None}
     for name, value in knobs.items():
         error = number_error(name, value)
@@ -196,14 +195,6 @@ def _stop(stop: Any) -> tuple[str, ...]:
         return SamplingParams(stop=tuple(strings)).stop
     except GenerationError as error:
         raise bad_request(str(error), param="stop") from None
-
-
-def _response_format(value: Any) -> None:
-    if value is None:
-        return
-    if not isinstance(value, dict) or value.get("type") != "text":
-        raise bad_request("response_format: only {\"type\": \"text\"} is supported by this server yet.",
-                          param="response_format")  # fmt: skip
 
 
 def _include_usage(options: Any, stream: bool) -> bool:

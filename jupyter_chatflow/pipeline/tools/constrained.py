@@ -41,7 +41,15 @@ from .calls import CALL_CLOSE, CALL_OPEN
 from .schema import ToolError
 from .tool import Tool
 
-__all__ = ["ToolCallConstraint", "call_grammar", "call_schema", "lltokenizer", "vocabulary"]
+__all__ = [
+    "GrammarConstraint",
+    "ToolCallConstraint",
+    "call_grammar",
+    "call_schema",
+    "json_grammar",
+    "lltokenizer",
+    "vocabulary",
+]
 
 _JSON_LAYOUT = {"whitespace_flexible": False, "item_separator": ", ", "key_separator": ": ", "lenient": True}
 _CACHE: dict[int, tuple[weakref.ref[Tokenizer], Any]] = {}
@@ -77,19 +85,21 @@ def call_grammar(tools: Sequence[Tool], *, only: str | None = None, include_open
     return llguidance.LLMatcher.grammar_from_lark(lark)
 
 
-class ToolCallConstraint:
-    """A `Constraint` that lets through only tokens continuing a valid call of one of `tools`."""
+def json_grammar(schema: dict[str, Any]) -> str:
+    """The llguidance grammar of one JSON value valid for `schema`, laid out as calls are (", " and ": ")."""
+    import llguidance
 
-    def __init__(
-        self,
-        tokenizer: Tokenizer,
-        tools: Sequence[Tool],
-        *,
-        only: str | None = None,
-        include_open: bool = False,
-        prefix: str = "",
-        vocab_size: int | None = None,
-    ):
+    return llguidance.LLMatcher.grammar_from_lark(f"start: %json {json.dumps({**schema, 'x-guidance': _JSON_LAYOUT})}")
+
+
+class GrammarConstraint:
+    """A `Constraint` that lets through only tokens continuing a text of an llguidance `grammar` (fixed text
+    fast-forwarded and healed as the module docstring says); `ToolCallConstraint` is one, over a call's grammar."""
+
+    NAME = "grammar"
+    """What the grammar is, in error messages."""
+
+    def __init__(self, tokenizer: Tokenizer, grammar: str, *, prefix: str = "", vocab_size: int | None = None):
         import llguidance
 
         self.tokenizer = tokenizer
@@ -99,15 +109,15 @@ class ToolCallConstraint:
         """The tokens of the call so far, fixed and generated."""
         self.forced = 0
         """How many of `ids` were fixed by the grammar rather than chosen by the model."""
-        self.grammar = call_grammar(tools, only=only, include_open=include_open)
+        self.grammar = grammar
         self._vocabulary = vocabulary(tokenizer)
         self._matcher = llguidance.LLMatcher(self._vocabulary.lltokenizer, self.grammar, log_level=0)
         if self._matcher.is_error():
-            raise ToolError(f"could not build the tool-call grammar: {self._matcher.get_error()}")
+            raise ToolError(f"could not build the {self.NAME}: {self._matcher.get_error()}")
         self.prefix = prefix
         """Text of the call the model already wrote before decoding was constrained (not part of `ids`)."""
         if prefix and not self._matcher.consume_tokens(tokenizer.encode(prefix)):
-            raise ToolError(f"the call's beginning {prefix!r} does not fit the tool-call grammar; start over.")
+            raise ToolError(f"the beginning {prefix!r} does not fit the {self.NAME}; start over.")
         self._queue: list[int] = []  # fixed tokens, consumed by the matcher, not yet handed out
         self._heal = b""  # the end of a fixed run: the next token must begin with these bytes
         self._fast_forward()
@@ -167,13 +177,13 @@ class ToolCallConstraint:
             return
         tokens = self._matcher.compute_ff_tokens()
         if not self._matcher.consume_tokens(tokens):
-            raise ToolError(f"the tool-call grammar refused its own fixed text {fixed!r}: {self._matcher.get_error()}")
+            raise ToolError(f"the {self.NAME} refused its own fixed text {fixed!r}: {self._matcher.get_error()}")
         self.forced += len(tokens)
         self._heal = fixed[sum(len(self._vocabulary.tokens[t]) for t in tokens) :]
         if self._heal and not (self._grammar_mask() & self._vocabulary.starting_with(self._heal)).any():
             rest = self.tokenizer.encode(self._heal.decode("utf-8", "replace"))  # no token covers it: spell it out
             if not self._matcher.consume_tokens(rest):
-                raise ToolError(f"the tool-call grammar refused {self._heal!r}: {self._matcher.get_error()}")
+                raise ToolError(f"the {self.NAME} refused {self._heal!r}: {self._matcher.get_error()}")
             tokens, self._heal, self.forced = [*tokens, *rest], b"", self.forced + len(rest)
         if self._matcher.is_stopped():
             self.ids.extend([*self._queue, *tokens])
@@ -192,9 +202,28 @@ class ToolCallConstraint:
     def _refused(self, token_id: int, why: str) -> ToolError:
         piece = self.tokenizer.piece(token_id) if 0 <= token_id < self.tokenizer.vocab_size else "?"
         return ToolError(
-            f"token {token_id} ({piece!r}) breaks the tool-call grammar after {self.text!r}: {why}. "
+            f"token {token_id} ({piece!r}) breaks the {self.NAME} after {self.text!r}: {why}. "
             "Mask the logits with allowed() before sampling."
         )
+
+
+class ToolCallConstraint(GrammarConstraint):
+    """A `Constraint` that lets through only tokens continuing a valid call of one of `tools`."""
+
+    NAME = "tool-call grammar"
+
+    def __init__(
+        self,
+        tokenizer: Tokenizer,
+        tools: Sequence[Tool],
+        *,
+        only: str | None = None,
+        include_open: bool = False,
+        prefix: str = "",
+        vocab_size: int | None = None,
+    ):
+        grammar = call_grammar(tools, only=only, include_open=include_open)
+        super().__init__(tokenizer, grammar, prefix=prefix, vocab_size=vocab_size)
 
 
 def lltokenizer(tokenizer: Tokenizer) -> Any:

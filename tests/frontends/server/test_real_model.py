@@ -61,3 +61,17 @@ def test_the_model_calls_the_calculator_when_required(real_model):
     [call] = choice.message.tool_calls
     expression = json.loads(call.function.arguments)["expression"]
     assert call.function.name == "calculator" and "17" in expression and "23" in expression
+
+
+@pytest.mark.slow
+def test_a_json_schema_answer_holds_the_models_answer(real_model):
+    schema = {"type": "object", "properties": {"city": {"type": "string", "maxLength": 20}}, "required": ["city"],
+              "additionalProperties": False}  # fmt: skip
+    with running(create_app(ModelHost.ready(real_model))) as base:
+        client = openai.OpenAI(base_url=f"{base}/v1", api_key="unused", max_retries=0)
+        question = [{"role": "user", "content": "What is the capital of France?"}]
+        answer = client.chat.completions.create(
+            model="SmolLM2-135M-Instruct.Q4_1", messages=question,
+            response_format={"type": "json_schema", "json_schema": {"name": "city", "schema": schema}}, temperature=0,
+        )  # fmt: skip
+    assert json.loads(answer.choices[0].message.content) == {"city": "Paris"}
