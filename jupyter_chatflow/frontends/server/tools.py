@@ -10,6 +10,7 @@ conversation go back in as the model wrote and read them. The server never runs 
 from __future__ import annotations
 
 import dataclasses
+import threading
 import uuid
 from collections.abc import Iterator, Sequence
 from typing import Any
@@ -142,11 +143,11 @@ class ToolStream:
         self.finish_reason: str | None = None
         self.call: MadeCall | None = None
         self._current: Stream | None = None
-        self._cancelled = False
+        self._stop = threading.Event()  # passed to each round: a cancel before a round starts reaches it too
         self._rounds = 0
 
     def cancel(self) -> None:
-        self._cancelled = True
+        self._stop.set()
         if self._current is not None:
             self._current.cancel()
 
@@ -166,7 +167,7 @@ class ToolStream:
     def _free(self) -> Iterator[Step]:
         """Free text; sets finish_reason unless the model began a call."""
         detector = ToolCallDetector() if self._tools.choice != "none" else None
-        stream = self._current = self._engine.submit(self._prompt, self._params)
+        stream = self._current = self._engine.submit(self._prompt, self._params, cancel=self._stop)
         steps, streamed = iter(stream), 0
         for step in steps:
             streamed += len(step.text)
@@ -190,9 +191,12 @@ class ToolStream:
         ids = self._prompt if include_open else [*self._prompt, *self._tokenizer.encode(self.text + CALL_OPEN)]
         fixed = constraint.take_forced()
         self.usage.completion_tokens += len(fixed)
-        if not constraint.is_done() and not self._cancelled:
+        if self._stop.is_set():
+            self.finish_reason = "cancelled"
+            return
+        if not constraint.is_done():
             params = SamplingParams(temperature=0.0, max_tokens=CALL_MAX_TOKENS, seed=self._params.seed)
-            stream = self._current = self._engine.submit([*ids, *fixed], params, constraint=constraint)
+            stream = self._current = self._engine.submit([*ids, *fixed], params, constraint, self._stop)
             yield from stream
             self._add(stream.usage)
             if stream.finish_reason == "cancelled":

@@ -4,13 +4,14 @@ from __future__ import annotations
 
 import json
 
+import httpx
 import openai
 import pytest
 
 from jupyter_chatflow.frontends.server.requests import parse_messages
 from jupyter_chatflow.frontends.server.tools import Tools, parse_tools, prompt_messages
 
-from .conftest import chat_body
+from .conftest import chat_body, wait_until
 
 ADD = {"type": "function", "function": {"name": "add", "description": "Add two whole numbers.",
        "parameters": {"type": "object", "properties": {"a": {"type": "integer"}, "b": {"type": "integer"}},
@@ -119,3 +120,18 @@ def test_tokenize_counts_the_prompt_a_completion_with_tools_makes(serve, http, w
     answer = http.post(f"{base}/v1/chat/completions", json=body).json()
     counted = http.post(f"{base}/tokenize", json={"messages": body["messages"], "tools": [ADD]}).json()
     assert counted["count"] == answer["usage"]["prompt_tokens"] > 300
+
+
+def test_a_client_that_disconnects_mid_call_cancels_it(serve, wide_model):
+    base, state = serve(model=wide_model, delay=0.05)
+    note = {"type": "function", "function": {"name": "note", "parameters": {"type": "object", "properties": {
+        "text": {"type": "string", "minLength": 100, "maxLength": 200}}, "required": ["text"]}}}  # fmt: skip
+    body = chat_body(PROMPT[0]["content"], tools=[note], tool_choice="required", stream=True, logprobs=True)
+    with httpx.Client(timeout=30) as client, client.stream("POST", f"{base}/v1/chat/completions", json=body) as reply:
+        lines = reply.iter_lines()
+        while '"logprobs":{' not in next(lines):  # the first step of the call came out
+            pass
+    [stream] = state.host.engine.streams
+    wait_until(lambda: stream.finish_reason == "cancelled")
+    assert stream.steps < 20  # of the 100 characters or more the call's text must have
+    assert state.host.engine.active == 0 and state.host.engine.queued == 0
