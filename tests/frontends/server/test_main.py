@@ -1,0 +1,44 @@
+"""`chatflow serve` as a user runs it: a process that listens, says when it is ready, logs JSON, stops on Ctrl-C."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+
+import httpx
+
+
+def test_chatflow_serve_runs_answers_and_stops_on_ctrl_c(tiny_path):
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    command = [sys.executable, "-m", "jupyter_chatflow", "serve", "--model", str(tiny_path), "--port", str(port),
+               "--api-key", "sk-1"]  # fmt: skip
+    env = os.environ | {"CHATFLOW_API_KEYS": "sk-2"}
+    server = subprocess.Popen(command, stderr=subprocess.PIPE, text=True, env=env)
+    try:
+        base, statuses = f"http://127.0.0.1:{port}", []
+        deadline = time.monotonic() + 120
+        while not statuses or statuses[-1] != 200:
+            assert time.monotonic() < deadline and server.poll() is None, "the server did not come up"
+            try:
+                statuses.append(httpx.get(f"{base}/health").status_code)
+            except httpx.TransportError:
+                time.sleep(0.1)
+        body = {"model": "tiny", "messages": [{"role": "user", "content": "Hi"}], "max_tokens": 3}
+        for key in ("sk-1", "sk-2"):  # --api-key and CHATFLOW_API_KEYS both count
+            reply = httpx.post(f"{base}/v1/chat/completions", json=body, headers={"Authorization": f"Bearer {key}"})
+            assert reply.status_code == 200 and reply.json()["usage"]["completion_tokens"] >= 1
+        assert httpx.post(f"{base}/v1/chat/completions", json=body).status_code == 401
+    finally:
+        server.send_signal(signal.SIGINT)
+        _, err = server.communicate(timeout=30)
+    assert server.returncode == 0
+    lines = [json.loads(line) for line in err.splitlines() if line.startswith("{")]
+    assert [line["status"] for line in lines if line["path"] == "/v1/chat/completions"] == [200, 200, 401]
+    assert set(statuses) <= {200, 503} and "sk-1" not in err and "sk-2" not in err
