@@ -6,8 +6,9 @@
 Modules, one concern each: config.py (the flags' values), engine.py (what the server needs of the engine, and
 today's one-at-a-time engine), host.py (the model as it loads), errors.py (OpenAI-shaped errors), auth.py (API
 keys), limits.py (per-key rate limits), idempotency.py (stored answers), metrics.py (Prometheus), log.py (one JSON
-line per request), requests.py (a chat completion's body, checked), pump.py (a generation's steps as OpenAI chunks,
-off the event loop), completions.py (the route), app.py (the routes and middleware), main.py (uvicorn).
+line per request), requests.py (a chat completion's body, checked), tools.py (tools and tool_choice), formats.py
+(response_format), pump.py (a generation's steps as OpenAI chunks, off the event loop), state.py (what the routes
+share), completions.py (the route), app.py (the routes and middleware), main.py (uvicorn).
 """
 
 from .app import create_app
