@@ -56,24 +56,51 @@ class Step:
     and compiling programs new to this process (or loading them from the persistent cache)."""
 
 
+def tokens_per_s(steps: int, decode_ms: float, compile_ms: float = 0.0) -> float:
+    """Decoding speed: `steps` decode steps in `decode_ms`, of which `compile_ms` went to XLA compiling a program new
+    to the process (seconds on a first call, not decoding speed). The one formula every tokens/s in the package uses;
+    0 when nothing was decoded."""
+    decoding_ms = decode_ms - compile_ms
+    return steps / (decoding_ms / 1000) if steps > 0 and decoding_ms > 0 else 0.0
+
+
 @dataclasses.dataclass
 class Usage:
-    """Token counts and timings of one generation, filled in as it runs."""
+    """Token counts and timings of one generation, filled in as it runs: the source numbers a turn's `Usage` and
+    `Timings` (events.py) are summed from."""
 
     prompt_tokens: int
     completion_tokens: int = 0
     reused_tokens: int = 0
     """Leading prompt tokens whose keys/values came from the prompt cache (not computed again)."""
     prefill_ms: float = 0.0
+    """Time to the first token (which the prefill's logits give)."""
     decode_ms: float = 0.0
+    """Time from the first token to the last: the decode steps."""
     compile_ms: float = 0.0
     """XLA compile time inside prefill_ms + decode_ms (a program's first call in the process)."""
+    decode_compile_ms: float = 0.0
+    """Of compile_ms, the part inside decode_ms (a decode program's first call)."""
+
+    @property
+    def decode_steps(self) -> int:
+        """Tokens that came from decode steps: every one after the first (which comes out of the prefill)."""
+        return max(self.completion_tokens - 1, 0)
 
     @property
     def decode_tokens_per_s(self) -> float:
-        """Tokens per second after the first one."""
-        steps = self.completion_tokens - 1
-        return steps / (self.decode_ms / 1000) if steps > 0 and self.decode_ms > 0 else 0.0
+        """Tokens per second after the first one, XLA compile time left out (`tokens_per_s`)."""
+        return tokens_per_s(self.decode_steps, self.decode_ms, self.decode_compile_ms)
+
+    def count(self, index: int, elapsed_ms: float, compile_ms: float) -> None:
+        """Step `index` came out `elapsed_ms` after the start, `compile_ms` of XLA compiling since the one before."""
+        self.completion_tokens = index + 1
+        self.compile_ms += compile_ms
+        if index == 0:
+            self.prefill_ms = elapsed_ms
+        else:
+            self.decode_ms = elapsed_ms - self.prefill_ms
+            self.decode_compile_ms += compile_ms
 
 
 class Generation:
@@ -137,8 +164,7 @@ class Generation:
             elapsed = (time.perf_counter() - started) * 1000
             now = compile_seconds()
             compile_ms, compiled = (now - compiled) * 1000, now
-            self.usage.compile_ms += compile_ms
-            self._count(index, elapsed)
+            self.usage.count(index, elapsed, compile_ms)
             if raw.token_id in self._stop_ids:
                 self.finish_reason = "stop"
                 break
@@ -156,13 +182,6 @@ class Generation:
             self.finish_reason = "cancelled" if self._cancel.is_set() else "length"
         tail, _, _ = self._release(pending + decoder.flush(), final=True)
         self.text += tail
-
-    def _count(self, index: int, elapsed_ms: float) -> None:
-        self.usage.completion_tokens = index + 1
-        if index == 0:
-            self.usage.prefill_ms = elapsed_ms
-        else:
-            self.usage.decode_ms = elapsed_ms - self.usage.prefill_ms
 
     def _release(self, pending: str, final: bool = False) -> tuple[str, str, bool]:
         """Split pending text into (shown now, held back, hit a stop string)."""

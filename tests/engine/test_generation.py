@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from jupyter_chatflow.engine.generation import Generation, RawStep
+from jupyter_chatflow.engine.generation import Generation, RawStep, tokens_per_s
 
 
 def raw(token_id: int) -> RawStep:
@@ -94,3 +94,25 @@ def test_interrupt_inside_the_engine_marks_the_generation_cancelled(tokenizer):
         list(generation)
     assert generation.finish_reason == "cancelled" and generation.text == "ab"
     assert generation._cancel.is_set()
+
+
+def test_tokens_per_s_leaves_compile_time_out():
+    assert tokens_per_s(6, 1_200.0, 1_000.0) == pytest.approx(30.0)  # 6 steps in 200 ms of decoding
+    assert tokens_per_s(6, 1_200.0) == pytest.approx(5.0)
+    assert tokens_per_s(0, 100.0) == 0.0 and tokens_per_s(3, 50.0, 50.0) == 0.0  # nothing decoded: no speed
+
+
+def test_usage_keeps_the_prefills_compile_time_apart_from_the_decode_steps(tokenizer, monkeypatch):
+    """A decode program's first call compiles (seconds) inside decode_ms: its speed must not count it (a tour
+    chapter showed 12.7 tokens/s for a turn that decoded at 46). The prefill's compiling is not the decode's."""
+    import jupyter_chatflow.engine.generation as generation_module
+
+    clock = iter([0.0, 0.030, 1.030, 1.030, 1.030, 1.030])  # at start; after the prefill; after each step
+    monkeypatch.setattr(generation_module, "compile_seconds", lambda: next(clock))
+    generation, steps = run(tokenizer, tokenizer.encode("abcde"))
+    usage = generation.usage
+    assert [s.compile_ms for s in steps] == pytest.approx([30.0, 1_000.0, 0.0, 0.0, 0.0])
+    assert usage.compile_ms == pytest.approx(1_030.0) and usage.decode_compile_ms == pytest.approx(1_000.0)
+    assert usage.completion_tokens == 5 and usage.decode_steps == 4
+    assert usage.decode_ms == pytest.approx(steps[-1].elapsed_ms - steps[0].elapsed_ms)
+    assert usage.decode_tokens_per_s == tokens_per_s(4, usage.decode_ms, 1_000.0)
