@@ -114,6 +114,66 @@ class Snippet:
     score: float
 
 
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class Usage:
+    """The tokens of one turn, over all its rounds (a tool call and the answer from its result are two): what the
+    OpenAI APIs call usage, plus the tokens the prompt cache saved. Summed once, by the turn (`pipeline/stream.py`,
+    `account`); every view reads it from the terminal event."""
+
+    prompt_tokens: int = 0
+    """Prompt tokens the model was given, each round's prompt counted (the rounds share a beginning)."""
+    completion_tokens: int = 0
+    """Tokens the model generated: the answer, its tool calls and its stop token (which is never shown)."""
+    reused_tokens: int = 0
+    """Of prompt_tokens, those whose keys and values the prompt cache already held (not computed again)."""
+    total_tokens: int = dataclasses.field(init=False, default=0)
+    """prompt_tokens + completion_tokens."""
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "total_tokens", self.prompt_tokens + self.completion_tokens)
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> Usage:
+        """Read `to_dict()`'s usage; total_tokens is derived, and a row stored without a count (`{}`) reads 0."""
+        return cls(**{k: int(v) for k, v in data.items() if k in _init_fields(cls)})
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class Timings:
+    """Milliseconds per stage of one turn (0: the stage did not run), measured once by the turn. ttft_ms and
+    total_ms count from the request's submission (the wait for the engine thread, `TurnStarted.queued_ms`, included:
+    what the user waited)."""
+
+    safety_input: float = 0.0
+    """The input layer's scan of the user's message."""
+    memory: float = 0.0
+    """Recalling memories for the context."""
+    context: float = 0.0
+    """Assembling and tokenizing the prompt, every round's."""
+    prefill: float = 0.0
+    """Every generation's prefill: the time to its first token."""
+    decode: float = 0.0
+    """Every generation's decode steps, XLA compiling a decode program included."""
+    tools: float = 0.0
+    """Running the tools the model called, with their safety checks."""
+    memory_write: float = 0.0
+    """Storing or forgetting what a "remember …" / "forget …" message asked."""
+    ttft_ms: float | None = None
+    """Time to the first token the user saw; none when no token came (a request the input layer blocked)."""
+    total_ms: float = 0.0
+    """Time to the terminal event."""
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> Timings:
+        """Read `to_dict()`'s timings, also a row stored before a stage left them (the title, timed in the turn
+        until it was written after it) or with stages not timed (absent)."""
+        return cls(**{k: v for k, v in data.items() if k in _init_fields(cls)})
+
+
+def _init_fields(cls: type) -> set[str]:
+    return {f.name for f in dataclasses.fields(cls) if f.init}
+
+
 # ---- the events, in pipeline order ----------------------------------------------------------------------------
 
 
@@ -281,12 +341,11 @@ class Completed(Event):
     type: ClassVar[Literal["completed"]] = "completed"
     finish_reason: FinishReason
     text: str
-    usage: dict[str, int]
-    timings: dict[str, float]
-    """Milliseconds per stage, plus ttft_ms and total_ms, both counted from the request's submission (the wait for
-    the engine thread, `TurnStarted.queued_ms`, included: what the user waited)."""
+    usage: Usage
+    timings: Timings
     tokens_per_s: float = 0.0
-    """Decode tokens per second after the first token, XLA compile time left out."""
+    """Decode tokens per second after the first token, XLA compile time left out (`engine.generation.tokens_per_s`
+    over every generation of the turn)."""
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
@@ -295,8 +354,9 @@ class Cancelled(Event):
 
     type: ClassVar[Literal["cancelled"]] = "cancelled"
     text: str
-    usage: dict[str, int] = dataclasses.field(default_factory=dict)
-    timings: dict[str, float] = dataclasses.field(default_factory=dict)
+    usage: Usage = dataclasses.field(default_factory=Usage)
+    """What the turn had used when it stopped."""
+    timings: Timings = dataclasses.field(default_factory=Timings)
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
@@ -394,7 +454,8 @@ def _decode_value(hint: Any, value: Any) -> Any:
         (item, *_) = typing.get_args(hint)
         return tuple(_decode_value(item, v) for v in value)
     if isinstance(hint, type) and dataclasses.is_dataclass(hint):
-        return _decode(hint, value)
+        reader = getattr(hint, "from_dict", None)  # a value that reads its older layouts itself (Usage, Timings)
+        return reader(value) if reader is not None else _decode(hint, value)
     return value
 
 

@@ -15,8 +15,10 @@ from jupyter_chatflow.events import (
     SafetyDecision,
     Segment,
     Span,
+    Timings,
     TokenDelta,
     Trim,
+    Usage,
     event_from_dict,
 )
 from jupyter_chatflow.pipeline.response import Response
@@ -48,7 +50,9 @@ def samples() -> list[Event]:
                 alternatives=(Alternative(token_id=7, text="Lyon", logprob=-2.0, sampling_prob=0.0),),
             )
         ),
-        emit(Completed(finish_reason="stop", text="Paris", usage={"prompt_tokens": 12}, timings={"ttft_ms": 9.5})),
+        emit(
+            Completed(finish_reason="stop", text="Paris", usage=Usage(prompt_tokens=12), timings=Timings(ttft_ms=9.5))
+        ),
     ]
 
 
@@ -141,3 +145,25 @@ def test_follow_hands_each_event_once_even_after_an_interrupt_in_the_handler():
 
     response.follow(handle)
     assert seen == [0, 1, 2, 3] and interrupted
+
+
+def test_usage_and_timings_keep_their_wire_keys_and_read_older_rows():
+    """Stored turns, the panel and `chatflow chat --json` read these keys; rows stored before Usage and Timings were
+    typed had no total_tokens, only the stages that ran, and (before 2026-11-23) the title's time."""
+    row = {"type": "completed", "sequence_number": 9, "turn_id": "t", "timestamp": 3.0, "finish_reason": "stop",
+           "text": "Paris", "usage": {"prompt_tokens": 12, "completion_tokens": 3, "reused_tokens": 4},
+           "timings": {"context": 1.5, "prefill": 20.0, "decode": 30.0, "title": 9.0, "total_ms": 70.0},
+           "tokens_per_s": 66.7}  # fmt: skip
+    event = event_from_dict(row)
+    assert isinstance(event, Completed)
+    assert event.usage == Usage(prompt_tokens=12, completion_tokens=3, reused_tokens=4)
+    assert event.usage.total_tokens == 15
+    assert event.timings == Timings(context=1.5, prefill=20.0, decode=30.0, total_ms=70.0)  # no first token known
+    again = event.to_dict()
+    assert list(again) == list(row)
+    assert again["usage"] == row["usage"] | {"total_tokens": 15}
+    assert again["timings"] == {"safety_input": 0.0, "memory": 0.0, "context": 1.5, "prefill": 20.0, "decode": 30.0,
+                                "tools": 0.0, "memory_write": 0.0, "ttft_ms": None, "total_ms": 70.0}  # fmt: skip
+    assert event_from_dict(json.loads(json.dumps(again))) == event
+    cancelled = event_from_dict({"type": "cancelled", "text": "Par", "usage": {}, "timings": {}})
+    assert cancelled.usage == Usage() and cancelled.timings == Timings()

@@ -112,6 +112,48 @@ export interface Alternative {
   sampling_prob: number;
 }
 
+/**
+ * The tokens of one turn, over all its rounds (a tool call and the answer from its result are two): what the OpenAI
+ * APIs call usage, plus the tokens the prompt cache saved. Summed once, by the turn (`pipeline/stream.py`, `account`);
+ * every view reads it from the terminal event.
+ */
+export interface Usage {
+  /** Prompt tokens the model was given, each round's prompt counted (the rounds share a beginning). */
+  prompt_tokens: number;
+  /** Tokens the model generated: the answer, its tool calls and its stop token (which is never shown). */
+  completion_tokens: number;
+  /** Of prompt_tokens, those whose keys and values the prompt cache already held (not computed again). */
+  reused_tokens: number;
+  /** prompt_tokens + completion_tokens. */
+  total_tokens: number;
+}
+
+/**
+ * Milliseconds per stage of one turn (0: the stage did not run), measured once by the turn. ttft_ms and total_ms count
+ * from the request's submission (the wait for the engine thread, `TurnStarted.queued_ms`, included: what the user
+ * waited).
+ */
+export interface Timings {
+  /** The input layer's scan of the user's message. */
+  safety_input: number;
+  /** Recalling memories for the context. */
+  memory: number;
+  /** Assembling and tokenizing the prompt, every round's. */
+  context: number;
+  /** Every generation's prefill: the time to its first token. */
+  prefill: number;
+  /** Every generation's decode steps, XLA compiling a decode program included. */
+  decode: number;
+  /** Running the tools the model called, with their safety checks. */
+  tools: number;
+  /** Storing or forgetting what a "remember …" / "forget …" message asked. */
+  memory_write: number;
+  /** Time to the first token the user saw; none when no token came (a request the input layer blocked). */
+  ttft_ms: number | null;
+  /** Time to the terminal event. */
+  total_ms: number;
+}
+
 /** The validated request envelope: what was asked, with which knobs and features. */
 export interface TurnStarted extends BaseEvent {
   type: "turn_started";
@@ -258,13 +300,12 @@ export interface Completed extends BaseEvent {
   type: "completed";
   finish_reason: FinishReason;
   text: string;
-  usage: Record<string, number>;
+  usage: Usage;
+  timings: Timings;
   /**
-   * Milliseconds per stage, plus ttft_ms and total_ms, both counted from the request's submission (the wait for the
-   * engine thread, `TurnStarted.queued_ms`, included: what the user waited).
+   * Decode tokens per second after the first token, XLA compile time left out (`engine.generation.tokens_per_s` over
+   * every generation of the turn).
    */
-  timings: Record<string, number>;
-  /** Decode tokens per second after the first token, XLA compile time left out. */
   tokens_per_s: number;
 }
 
@@ -272,8 +313,9 @@ export interface Completed extends BaseEvent {
 export interface Cancelled extends BaseEvent {
   type: "cancelled";
   text: string;
-  usage: Record<string, number>;
-  timings: Record<string, number>;
+  /** What the turn had used when it stopped. */
+  usage: Usage;
+  timings: Timings;
 }
 
 /** The turn failed (terminal); `message` says what to do. */

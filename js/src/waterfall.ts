@@ -47,8 +47,8 @@ export function waterfall(turn: TurnData): Waterfall {
   const origin = started.timestamp - queuedMs / 1000;
   const b = build(turn.events, origin, queuedMs);
   const terminal = turn.events.find((e) => TERMINAL.has(e.type)) ?? null;
-  const timings = terminal && (terminal.type === "completed" || terminal.type === "cancelled") ? terminal.timings : {};
-  const ttftMs = timings.ttft_ms ?? b.firstTokenMs(started);
+  const ended = terminal?.type === "completed" || terminal?.type === "cancelled" ? terminal : null;
+  const ttftMs = ended?.timings.ttft_ms ?? b.firstTokenMs(started);
   const stages = inStartOrder(b.stages);
   const last = turn.events[turn.events.length - 1].timestamp - origin;
   return {

@@ -94,8 +94,18 @@ function completedAfter(tokens: TokenDelta[], start: number): ChatEvent {
     timestamp: last.timestamp + 0.001,
     finish_reason: "length",
     text: tokens.map((t) => t.text).join(""),
-    usage: { prompt_tokens: 38, completion_tokens: tokens.length, reused_tokens: 0 },
-    timings: { ttft_ms: (tokens[0].timestamp - start) * 1000, total_ms: (last.timestamp - start) * 1000 },
+    usage: { prompt_tokens: 38, completion_tokens: tokens.length, reused_tokens: 0, total_tokens: 38 + tokens.length },
+    timings: {
+      safety_input: 0,
+      memory: 0,
+      context: 0,
+      prefill: 0,
+      decode: 0,
+      tools: 0,
+      memory_write: 0,
+      ttft_ms: (tokens[0].timestamp - start) * 1000,
+      total_ms: (last.timestamp - start) * 1000,
+    },
     tokens_per_s: 33.3,
   };
 }

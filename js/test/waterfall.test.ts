@@ -99,7 +99,7 @@ describe("the timeline's waterfall, against the events of real turns", () => {
     expect(row.start).toBeCloseTo(compile[0].end, 9);
     expect(w.compileMs).toBeCloseTo(prefill.latency_ms * 0.75 + 5, 6);
     expect(w.queuedMs).toBe(250);
-    expect(w.ttftAt).toBeCloseTo(0.25 + completedOf(fx).timings.ttft_ms / 1000, 9);
+    expect(w.ttftAt).toBeCloseTo(0.25 + completedOf(fx).timings.ttft_ms! / 1000, 9);
     expect(w.stages.every((s) => s.start >= 0)).toBe(true);
     expect(w.prewarm).toContain("Prewarmed while typing, before this request: 38 tokens (18 computed) in 80 ms");
   });

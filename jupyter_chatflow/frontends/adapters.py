@@ -29,10 +29,10 @@ from jupyter_chatflow.events import (
     Completed,
     Event,
     Failed,
-    PrefillDone,
     TokenDelta,
     ToolCall,
     TurnStarted,
+    Usage,
 )
 
 Item = dict[str, Any] | str
@@ -62,20 +62,16 @@ _LINE_BREAK = re.compile(r"\r\n|\r|\n")
 
 @dataclasses.dataclass
 class _Tally:
-    """What an adapter has seen of the turn so far."""
+    """What an adapter has seen of the turn so far: the text streamed and the calls numbered (the token counts
+    come from the terminal event's `Usage`)."""
 
     texts: list[str] = dataclasses.field(default_factory=list)
-    tokens: int = 0
-    prompt_tokens: int = 0
     tool_calls: int = 0
 
     def see(self, event: Event) -> None:
-        """Count one event."""
+        """Take one event into account."""
         if isinstance(event, TokenDelta):
-            self.tokens += 1
             self.texts.append(event.text)
-        elif isinstance(event, PrefillDone):
-            self.prompt_tokens = event.prompt_tokens
         elif isinstance(event, ToolCall):
             self.tool_calls += 1
 
@@ -203,14 +199,13 @@ def _openai_finish(
     reason = _OPENAI_FINISH.get(terminal.finish_reason, "stop") if isinstance(terminal, Completed) else "stop"
     yield _chunk(head, {}, finish_reason=reason)
     if include_usage:
-        yield head | {"choices": [], "usage": _usage(terminal.usage, tally)}
+        yield head | {"choices": [], "usage": _usage(terminal.usage)}
 
 
-def _usage(usage: dict[str, int], tally: _Tally) -> dict[str, int]:
-    """OpenAI usage, falling back to what the stream showed where the terminal event left a count out."""
-    prompt = usage.get("prompt_tokens", tally.prompt_tokens)
-    completion = usage.get("completion_tokens", tally.tokens)
-    return {"prompt_tokens": prompt, "completion_tokens": completion, "total_tokens": prompt + completion}
+def _usage(usage: Usage) -> dict[str, int]:
+    """OpenAI's usage object: the turn's counts as its terminal event reports them."""
+    return {"prompt_tokens": usage.prompt_tokens, "completion_tokens": usage.completion_tokens,
+            "total_tokens": usage.total_tokens}  # fmt: skip
 
 
 # ---- ChatGPT web "delta_encoding v1" ---------------------------------------------------------------------------

@@ -169,16 +169,16 @@ class TurnView:
     def _speed_line(self) -> str:
         if not isinstance(self.end, (Completed, Cancelled)):
             return ""
-        timings, usage = self.end.timings, self.end.usage
+        ttft, generated = self.end.timings.ttft_ms, self.end.usage.completion_tokens
         parts = []
-        if "ttft_ms" in timings:
+        if ttft is not None:
             compiled = self.prefill.compile_ms if self.prefill else 0.0
             of_it = f" ({compiled:.0f} ms of it XLA compiling)" if compiled >= 1 else ""
-            parts.append(f"first token {timings['ttft_ms']:.0f} ms{of_it}")
+            parts.append(f"first token {ttft:.0f} ms{of_it}")
         if isinstance(self.end, Completed) and self.end.tokens_per_s:
             parts.append(f"{self.end.tokens_per_s:.1f} tok/s")
-        if usage.get("completion_tokens"):
-            parts.append(f"{usage['completion_tokens']} tokens generated")
+        if generated:
+            parts.append(f"{generated} tokens generated")
         ending = self.end.finish_reason if isinstance(self.end, Completed) else "stopped"
         return "speed: " + ", ".join(parts) + f" · {ending}" if parts else f"finish: {ending}"
 

@@ -14,22 +14,24 @@ import dataclasses
 import re
 import threading
 import time
-from collections.abc import Callable, Iterator, Sequence
-from typing import Any
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from typing import Any, Literal
 
-from jupyter_chatflow.engine.generation import Generation, Step
+from jupyter_chatflow.engine.generation import Generation, Step, tokens_per_s
 from jupyter_chatflow.engine.model import Model
 from jupyter_chatflow.engine.sampling import SamplingParams
-from jupyter_chatflow.events import Event, PrefillDone, SafetyDecision, TokenDelta
+from jupyter_chatflow.events import Event, PrefillDone, SafetyDecision, Timings, TokenDelta, Usage
 
 from .tools import CALL_OPEN, Tool, ToolCallConstraint, ToolCallDetector, ToolCallError, parse_tool_call
 
 CALL_MAX_TOKENS = 256
+Stage = Literal["safety_input", "memory", "context", "tools", "memory_write"]
+"""The stages a turn times itself (`Timings` fields); prefill and decode are its rounds'."""
 
 
 @dataclasses.dataclass
 class Round:
-    """What one round produced."""
+    """What one round produced: one request to the model (its prompt, then the answer or a tool call)."""
 
     text: str = ""
     """The answer text of this round as the model wrote it (tool call cut out; before the output gate)."""
@@ -60,7 +62,6 @@ class Streamer:
     def __init__(self, model: Model, emit: Callable[[Event], None], cancel: threading.Event, gate: Any | None):
         self.model, self.emit, self.cancel, self.gate = model, emit, cancel, gate
         self.index = 0  # TokenDelta.index across the turn's rounds
-        self._prefill_compile_ms = 0.0  # the running generation's compile time up to its first token
         self.shown = ""  # the answer as released to the views
         self.blocked: SafetyDecision | None = None
         self._steps: list[Step] = []  # every step of the turn's rounds; the gate names them by position
@@ -149,6 +150,10 @@ class Streamer:
         if self.gate is not None and self.blocked is None:
             self._release(self.gate.close())
 
+    def summary(self) -> SafetyDecision | None:
+        """The output layer's verdict on the whole answer (None when the output is not scanned)."""
+        return self.gate.summary() if self.gate is not None else None
+
     def _release(self, items) -> None:
         for item in items:
             if isinstance(item, SafetyDecision):
@@ -177,7 +182,6 @@ class Streamer:
         if result.prefill_ms == 0.0:  # the round's first generation: its prompt is the round's prompt
             result.reused_tokens = min(usage.reused_tokens, result.prompt_tokens)
         result.prefill_ms += usage.prefill_ms
-        self._prefill_compile_ms = usage.compile_ms
         computed = usage.prompt_tokens - usage.reused_tokens
         self.emit(PrefillDone(prompt_tokens=usage.prompt_tokens, reused_tokens=usage.reused_tokens,
                               computed_tokens=computed, latency_ms=usage.prefill_ms,
@@ -186,10 +190,36 @@ class Streamer:
     def _count(self, result: Round, generation: Generation) -> None:
         usage = generation.usage
         result.completion_tokens += usage.completion_tokens
-        result.decode_steps += max(usage.completion_tokens - 1, 0)
+        result.decode_steps += usage.decode_steps
         result.decode_ms += usage.decode_ms
-        result.decode_compile_ms += max(usage.compile_ms - self._prefill_compile_ms, 0.0)
-        self._prefill_compile_ms = 0.0
+        result.decode_compile_ms += usage.decode_compile_ms
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class Totals:
+    """What a whole turn used and how long it took: its terminal event carries these."""
+
+    usage: Usage
+    timings: Timings
+    tokens_per_s: float
+
+
+def account(rounds: Sequence[Round], stages: Mapping[str, float], *, ttft_ms: float | None, total_ms: float) -> Totals:
+    """A turn's totals, summed once from its rounds and the other stages it timed (`Stage` → ms).
+
+    Tokens/s is over every generation's decode steps with XLA compiling left out (`tokens_per_s`): the first token
+    of each generation comes out of its prefill, so n tokens in one generation are n - 1 steps.
+    """
+    decode_ms = sum(r.decode_ms for r in rounds)
+    usage = Usage(
+        prompt_tokens=sum(r.prompt_tokens for r in rounds),
+        completion_tokens=sum(r.completion_tokens for r in rounds),
+        reused_tokens=sum(r.reused_tokens for r in rounds),
+    )
+    prefill_ms = sum(r.prefill_ms for r in rounds)
+    timings = Timings(**stages, prefill=prefill_ms, decode=decode_ms, ttft_ms=ttft_ms, total_ms=total_ms)
+    steps, compile_ms = sum(r.decode_steps for r in rounds), sum(r.decode_compile_ms for r in rounds)
+    return Totals(usage=usage, timings=timings, tokens_per_s=tokens_per_s(steps, decode_ms, compile_ms))
 
 
 def _close(generation: Generation) -> None:

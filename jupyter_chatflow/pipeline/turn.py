@@ -38,7 +38,7 @@ from jupyter_chatflow.store.memory import Memory, MemoryCommand, parse_command
 from .context import Inputs, assemble
 from .request import ChatRequest
 from .safety import SafetyPolicy
-from .stream import Round, Streamer
+from .stream import Round, Stage, Streamer, Totals, account
 from .tools import Tool, ToolOutcome, call_message, result_message, tool_role, tools_system_prompt
 
 DEFAULT_SYSTEM = "You are a helpful AI assistant named SmolLM, trained by Hugging Face."
@@ -71,9 +71,10 @@ class Turn:
 
     def __init__(self, setup: TurnSetup, request: ChatRequest, emit: Callable[[Event], None], cancel: threading.Event):
         self.setup, self.request, self.emit, self.cancel = setup, request, emit, cancel
-        self.timings: dict[str, float] = {}
         self.started = time.perf_counter()
-        self.usage = {"prompt_tokens": 0, "completion_tokens": 0, "reused_tokens": 0}
+        self.rounds: list[Round] = []  # what each request to the model produced: the turn's usage is summed from them
+        self.stages: dict[str, float] = {}  # milliseconds per `Stage`
+        self.reply: str | None = None  # the answer shown instead of the streamed one (a safety layer's message)
         self.policy = turn_policy(setup.policy, request.features.safety)
         self.streamer = Streamer(
             setup.model, self._emit, cancel, self.policy.output_gate() if self._scans_output else None
@@ -81,9 +82,6 @@ class Turn:
         self.prefix = tuple(setup.prefix)
         self.kept = len(self.prefix)  # a fork's answer starts with these tokens: its first new one comes after
         self.first_token_ms: float | None = None
-        self.decode_ms = 0.0
-        self.decode_compile_ms = 0.0
-        self.decode_steps = 0
 
     @property
     def _scans_output(self) -> bool:
@@ -102,10 +100,10 @@ class Turn:
             self.cancel.set()
             self._end_cancelled()
         except ChatflowError as error:
-            self._emit(Failed(error=type(error).__name__, message=str(error), text=self.streamer.shown))
+            self._emit(Failed(error=type(error).__name__, message=str(error), text=self.answer))
         except Exception as error:  # a bug: still a clean end, with the type named
             self._emit(Failed(error=type(error).__name__, message=f"{type(error).__name__}: {error}",
-                              text=self.streamer.shown))  # fmt: skip
+                              text=self.answer))  # fmt: skip
 
     def prompt_ids(self) -> list[int]:
         """The first round's prompt, built by the same stages as `run` without generating (to prewarm a draft);
@@ -126,11 +124,16 @@ class Turn:
         if self.cancel.is_set():
             return self._end_cancelled()
         if self.streamer.blocked is not None:  # the output layer stopped the answer: show its message instead
-            self.streamer.shown = self.streamer.blocked.replacement or "[blocked by the output safety layer]"
+            self.reply = self.streamer.blocked.replacement or "[blocked by the output safety layer]"
         if finish != "content_filter":
             self._check_answer()
             self._write_memory(command)
         self._complete(finish)
+
+    @property
+    def answer(self) -> str:
+        """The answer as the views show it: what the streamer released, unless a safety layer replaced it."""
+        return self.streamer.shown if self.reply is None else self.reply
 
     @property
     def _memory_on(self) -> bool:
@@ -150,7 +153,7 @@ class Turn:
         if text is None:
             blocked = next((d for d in decisions if d.action == "block"), None)
             reply = blocked.replacement if blocked is not None else "This request was blocked by the input scan."
-            self.streamer.shown = reply
+            self.reply = reply
             self._complete("content_filter")
         return text
 
@@ -207,17 +210,8 @@ class Turn:
             result = self.streamer.free(ids, params, tools, prefix)
         else:
             result = self.streamer.forced(ids, params, tools, None if choice == "required" else choice)
-        self._account(result)
+        self.rounds.append(result)
         return result
-
-    def _account(self, result: Round) -> None:
-        self.usage["prompt_tokens"] = result.prompt_tokens
-        self.usage["completion_tokens"] += result.completion_tokens
-        self.usage["reused_tokens"] += result.reused_tokens
-        self.timings["prefill"] = self.timings.get("prefill", 0.0) + result.prefill_ms
-        self.decode_ms += result.decode_ms
-        self.decode_compile_ms += result.decode_compile_ms
-        self.decode_steps += result.decode_steps
 
     def _run_tool(self, result: Round, tools: list[Tool]) -> list[dict[str, str]]:
         """Vet, run and vet again one call; the messages that carry it back into the context."""
@@ -250,8 +244,10 @@ class Turn:
             return
         self.streamer.finish()
         if self._scans_output:
-            self._emit(self.policy.check_answer(self.streamer.shown))
-            self._emit(self.streamer.gate.summary())  # type: ignore[union-attr]  # set when output is scanned
+            self._emit(self.policy.check_answer(self.answer))
+        summary = self.streamer.summary()
+        if summary is not None:
+            self._emit(summary)
 
     def _write_memory(self, command: MemoryCommand | None) -> None:
         if command is None or self.setup.memory is None:
@@ -268,23 +264,21 @@ class Turn:
     # ---- endings -----------------------------------------------------------------------------------------------
 
     def _complete(self, finish: str) -> None:
-        queued = self.setup.queued_ms  # what the user waited for counts from Send: the queue included
-        total = (time.perf_counter() - self.started) * 1000 + queued
-        timings = {**self.timings, "decode": self.decode_ms, "total_ms": total}
-        if self.first_token_ms is not None:
-            timings["ttft_ms"] = queued + self.first_token_ms
-        steps = self.decode_steps  # over every generation of the turn; XLA compiling is not decoding speed
-        decoding_ms = self.decode_ms - self.decode_compile_ms
-        rate = steps / (decoding_ms / 1000) if steps > 0 and decoding_ms > 0 else 0.0
-        self._emit(Completed(finish_reason=_finish_reason(finish), text=self.streamer.shown, usage=dict(self.usage),
-                             timings=timings, tokens_per_s=rate))  # fmt: skip
+        totals = self._totals()
+        self._emit(Completed(finish_reason=_finish_reason(finish), text=self.answer, usage=totals.usage,
+                             timings=totals.timings, tokens_per_s=totals.tokens_per_s))  # fmt: skip
 
     def _end_cancelled(self) -> None:
         self.streamer.finish()
-        total = (time.perf_counter() - self.started) * 1000
-        self._emit(
-            Cancelled(text=self.streamer.shown, usage=dict(self.usage), timings={**self.timings, "total_ms": total})
-        )
+        totals = self._totals()
+        self._emit(Cancelled(text=self.answer, usage=totals.usage, timings=totals.timings))
+
+    def _totals(self) -> Totals:
+        """Usage and timings, once, at the end; the times count from Send (what the user waited: the queue too)."""
+        queued = self.setup.queued_ms
+        ttft = None if self.first_token_ms is None else queued + self.first_token_ms
+        total = (time.perf_counter() - self.started) * 1000 + queued
+        return account(self.rounds, self.stages, ttft_ms=ttft, total_ms=total)
 
     # ---- helpers -----------------------------------------------------------------------------------------------
 
@@ -294,9 +288,9 @@ class Turn:
             self.first_token_ms = (time.perf_counter() - self.started) * 1000
         self.emit(event)
 
-    def _time(self, stage: str, started: float) -> float:
+    def _time(self, stage: Stage, started: float) -> float:
         elapsed = (time.perf_counter() - started) * 1000
-        self.timings[stage] = self.timings.get(stage, 0.0) + elapsed
+        self.stages[stage] = self.stages.get(stage, 0.0) + elapsed
         return elapsed
 
     def _summarize(self, messages: Sequence[dict[str, str]]) -> str:

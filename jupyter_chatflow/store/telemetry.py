@@ -11,6 +11,7 @@ their length plus a short preview that has gone through the redactor (e.g. `safe
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import time
 from collections.abc import Callable, Sequence
@@ -30,6 +31,7 @@ from jupyter_chatflow.events import (
     ToolCall,
     ToolResult,
     TurnStarted,
+    Usage,
 )
 
 from .database import Database
@@ -86,26 +88,34 @@ def _outcome(terminal: Event | None, redact: Redactor) -> dict[str, Any]:
 
 
 def _tokens(events: Sequence[Event], terminal: Event | None) -> dict[str, int]:
-    usage = dict(getattr(terminal, "usage", {}) or {})
-    prefill = next((e for e in events if isinstance(e, PrefillDone)), None)
-    completion = sum(1 for e in events if isinstance(e, TokenDelta))
+    """The turn's `Usage` as its terminal event reports it; a failed or unfinished turn reports none, so what its
+    events show stands in: the first prefill's prompt and one token per token event."""
+    if isinstance(terminal, (Completed, Cancelled)):
+        usage = terminal.usage
+    else:
+        prefill = next((e for e in events if isinstance(e, PrefillDone)), None)
+        completion = sum(1 for e in events if isinstance(e, TokenDelta))
+        usage = Usage(prompt_tokens=prefill.prompt_tokens if prefill else 0, completion_tokens=completion,
+                      reused_tokens=prefill.reused_tokens if prefill else 0)  # fmt: skip
     return {
-        "prompt": usage.get("prompt_tokens", prefill.prompt_tokens if prefill else 0),
-        "completion": usage.get("completion_tokens", completion),
-        "reused": prefill.reused_tokens if prefill else 0,
-        "computed": prefill.computed_tokens if prefill else 0,
+        "prompt": usage.prompt_tokens,
+        "completion": usage.completion_tokens,
+        "reused": usage.reused_tokens,
+        "computed": usage.prompt_tokens - usage.reused_tokens,
     }
 
 
 def _timings(events: Sequence[Event], terminal: Event | None) -> dict[str, float]:
-    """Milliseconds per stage: summed from the events' latencies, then the terminal event's own timings on top."""
+    """Milliseconds per stage: the events' latencies (stages the turn does not time itself, such as tokenizing, the
+    output scans and the title written after it), then the stages the terminal event's `Timings` measured on top."""
     timings: dict[str, float] = {}
     for event in events:
         name = _stage(event)
         latency = getattr(event, "latency_ms", None)
         if name and latency is not None:
             timings[name] = round(timings.get(name, 0.0) + float(latency), 3)
-    timings.update(getattr(terminal, "timings", {}) or {})
+    if isinstance(terminal, (Completed, Cancelled)):
+        timings.update({k: v for k, v in dataclasses.asdict(terminal.timings).items() if v})  # 0/None: not run
     return timings
 
 

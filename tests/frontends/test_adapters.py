@@ -15,10 +15,12 @@ from jupyter_chatflow.events import (
     Event,
     Failed,
     PrefillDone,
+    Timings,
     TokenDelta,
     ToolCall,
     ToolResult,
     TurnStarted,
+    Usage,
     event_from_dict,
 )
 from jupyter_chatflow.frontends.adapters import (
@@ -63,8 +65,9 @@ def _turn(texts: list[str], terminal: Event, *, tool: bool = False) -> list[Even
 
 
 def _completed(text: str, reason: str = "stop") -> Completed:
-    usage = {"prompt_tokens": 7, "completion_tokens": 3}
-    return Completed(finish_reason=reason, text=text, usage=usage, timings={})
+    return Completed(
+        finish_reason=reason, text=text, usage=Usage(prompt_tokens=7, completion_tokens=3), timings=Timings()
+    )
 
 
 def _content(chunks: list) -> str:
@@ -189,7 +192,7 @@ def test_openai_logprobs_of_a_real_turn_have_one_entry_per_generated_token(tiny_
         response = chat.send("hello", temperature=1.0, seed=seed, max_tokens=30, safety=safety, memory=False)
         chunks = list(openai_chunks(response, model="tiny", tokenizer=tiny_model.tokenizer))
         end = response.terminal()
-        generated = end.usage["completion_tokens"] - (end.finish_reason == "stop")  # the stop token is not shown
+        generated = end.usage.completion_tokens - (end.finish_reason == "stop")  # the stop token is not shown
         entries = _entries(chunks)
         assert len(entries) == generated
         raw = b"".join(bytes(e["bytes"]) for e in entries)
@@ -229,15 +232,16 @@ def test_openai_finish_reasons_are_mapped(reason, expected):
     assert chunks[-2]["choices"][0]["finish_reason"] == expected
 
 
-def test_openai_cancelled_finishes_with_stop_and_counts_usage_from_the_stream():
-    chunks = list(openai_chunks(_turn(["Hel"], Cancelled(text="Hel")), model="tiny", include_usage=True))
+def test_openai_cancelled_finishes_with_stop_and_reports_what_it_used():
+    cancelled = Cancelled(text="Hel", usage=Usage(prompt_tokens=7, completion_tokens=1))
+    chunks = list(openai_chunks(_turn(["Hel"], cancelled), model="tiny", include_usage=True))
     assert chunks[-3]["choices"][0]["finish_reason"] == "stop"
     assert all(c["usage"] is None for c in chunks[:-2])
     usage = {"prompt_tokens": 7, "completion_tokens": 1, "total_tokens": 8}
     assert chunks[-2:] == [HEAD | {"usage": usage, "choices": []}, "[DONE]"]
 
 
-def test_openai_usage_prefers_the_terminal_counts():
+def test_openai_usage_is_the_terminal_events():
     chunks = list(openai_chunks(_turn(["x"], _completed("x")), model="tiny", include_usage=True))
     assert chunks[-2]["usage"] == {"prompt_tokens": 7, "completion_tokens": 3, "total_tokens": 10}
 

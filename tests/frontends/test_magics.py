@@ -126,11 +126,13 @@ def test_code_format_puts_the_answer_into_the_next_cell(shell, monkeypatch):
 
 
 def test_html_in_prompt_and_answer_is_escaped_in_markdown():
-    from jupyter_chatflow.events import Completed
+    from jupyter_chatflow.events import Completed, Timings, Usage
     from jupyter_chatflow.frontends.render import TurnView
 
     view = TurnView()
-    view.add(Completed(finish_reason="stop", text="<script>alert(1)</script> **bold**", usage={}, timings={}))
+    view.add(
+        Completed(finish_reason="stop", text="<script>alert(1)</script> **bold**", usage=Usage(), timings=Timings())
+    )
     shown = view.markdown()
     assert "<script>" not in shown and "&lt;script&gt;" in shown and "<strong>bold</strong>" in shown
 

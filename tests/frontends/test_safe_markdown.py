@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 from markdown_it import MarkdownIt
 
-from jupyter_chatflow.events import Completed, TokenDelta, TurnStarted
+from jupyter_chatflow.events import Completed, Timings, TokenDelta, TurnStarted, Usage
 from jupyter_chatflow.frontends.render import TurnView
 from jupyter_chatflow.frontends.safe_markdown import ATTRIBUTES, TAGS, markdown_html
 
@@ -81,7 +81,7 @@ def test_the_cell_markdown_is_one_html_block_that_markdown_renderers_pass_throug
     answer = "Code:\n\n```\nx = 1\n\n\ny = 2 < 3\n```\n\n> quoted\n\n![x](https://evil.example/?q=1)"
     view.add(TurnStarted(user="u", request_id="r", session_id="s", params={}, features={}, created=0.0))
     view.add(TokenDelta(index=0, token_id=1, text=answer, logprob=0.0, entropy=0.0))
-    view.add(Completed(finish_reason="stop", text=answer, usage={}, timings={}))
+    view.add(Completed(finish_reason="stop", text=answer, usage=Usage(), timings=Timings()))
     markdown = view.markdown()
     assert "\n\n" not in markdown  # no blank line: a single HTML block in CommonMark
     # a Markdown renderer with raw HTML on (as notebook front ends render trusted output) keeps it as it is

@@ -28,7 +28,7 @@ def test_answer_then_follow_up_reuses_the_conversation(chat):
     second = chat.send("And of Germany?", temperature=0.0, max_tokens=24)
     prefill = next(e for e in second if e.type == "prefill")
     assert "Berlin" in second.text()
-    assert prefill.reused_tokens >= first.terminal().usage["prompt_tokens"]  # the whole first prompt, and more
+    assert prefill.reused_tokens >= first.terminal().usage.prompt_tokens  # the whole first prompt, and more
 
 
 def test_forced_calculator_call_gives_the_model_the_result(chat):

@@ -7,7 +7,7 @@ import time
 
 import pytest
 
-from jupyter_chatflow.events import TERMINAL, Cancelled, Completed, Failed
+from jupyter_chatflow.events import TERMINAL, Cancelled, Completed, Failed, PrefillDone, TokenDelta, Tokenized, ToolCall
 from jupyter_chatflow.pipeline.chat import Chat
 from jupyter_chatflow.pipeline.request import RequestError
 from jupyter_chatflow.pipeline.tools import Toolbox, tool
@@ -44,8 +44,9 @@ def test_a_turn_is_one_ordered_stream_ending_in_one_terminal_event(chat):
     assert isinstance(events[-1], Completed) and sum(isinstance(e, TERMINAL) for e in events) == 1
     tokens = [e for e in events if e.type == "token"]
     assert "".join(t.text for t in tokens) == response.text() == events[-1].text
-    assert events[-1].usage["completion_tokens"] >= len(tokens)
-    assert {"context", "prefill", "decode", "total_ms"} <= set(events[-1].timings)
+    assert events[-1].usage.completion_tokens >= len(tokens)
+    timings = events[-1].timings
+    assert min(timings.context, timings.prefill, timings.decode, timings.total_ms) > 0
 
 
 def test_response_is_lazy_and_replays(chat):
@@ -239,7 +240,7 @@ def test_an_output_block_stops_generation_and_replaces_the_answer(wide_model, tm
     block = next(e for e in response if e.type == "safety_decision" and e.layer == "output")
     last = response.terminal()
     assert block.action == "block" and isinstance(last, Completed) and last.finish_reason == "content_filter"
-    assert last.text == block.replacement and last.usage["completion_tokens"] < 200
+    assert last.text == block.replacement and last.usage.completion_tokens < 200
 
 
 def test_pii_in_a_remember_command_is_redacted_before_it_is_stored(chat):
@@ -306,7 +307,7 @@ def test_a_turns_time_starts_with_its_turn_started_event(wide_model, tmp_path, m
     end = response.terminal()
     assert isinstance(end, Completed)
     seen_ms = (end.timestamp - events[0].timestamp) * 1000
-    assert end.timings["total_ms"] - seen_ms < 100, (end.timings["total_ms"], seen_ms)
+    assert end.timings.total_ms - seen_ms < 100, (end.timings.total_ms, seen_ms)
 
 
 def test_a_title_written_while_a_new_session_began_goes_to_the_turns_own_session(wide_model, tmp_path, monkeypatch):
@@ -351,7 +352,7 @@ def test_time_to_first_token_counts_the_wait_behind_the_title(wide_model, tmp_pa
     assert started.queued_ms > 200  # behind the title
     first = next(e for e in follow_up.events() if e.type == "token")
     seen_ms = (first.timestamp - started.timestamp) * 1000 + started.queued_ms
-    assert done.timings["ttft_ms"] == pytest.approx(seen_ms, abs=5)
+    assert done.timings.ttft_ms == pytest.approx(seen_ms, abs=5)
 
 
 def test_a_smaller_context_window_trims_real_turns_early(wide_model, tmp_path):
@@ -401,3 +402,54 @@ def test_a_reader_that_breaks_out_of_the_stream_stops_the_turn(chat):
     done = response.terminal()
     assert isinstance(done, Cancelled) and len([e for e in response if e.type == "token"]) < 200
     assert chat.history()[-1].status == "cancelled"
+
+
+def test_usage_and_speed_are_what_the_events_show(wide_model, tmp_path, monkeypatch):
+    """Every token an event, the first out of the prefill; tokens/s over the decode steps, compiling left out."""
+    import jupyter_chatflow.engine.generation as generation_module
+
+    real, extra, calls = generation_module.compile_seconds, [0.0], iter(range(1_000))
+
+    def compile_seconds():  # XLA's, and the second decode step "compiles" 50 ms more (as a program's first call)
+        if next(calls) == 3:
+            time.sleep(0.05)
+            extra[0] += 0.05
+        return real() + extra[0]
+
+    monkeypatch.setattr(generation_module, "compile_seconds", compile_seconds)
+    chat = Chat(model=wide_model, db=Database(tmp_path / "usage.db"), session="usage", persist=False)
+    response = chat.send("Hello there", max_tokens=8, temperature=0.0, ignore_eos=True, safety="off", memory=False)
+    events, end = response.events(), response.terminal()
+    assert isinstance(end, Completed) and end.finish_reason == "length"
+    tokens = [e for e in events if isinstance(e, TokenDelta)]
+    (tokenized,) = [e for e in events if isinstance(e, Tokenized)]
+    usage, timings = end.usage, end.timings
+    assert usage.completion_tokens == len(tokens) == 8 and usage.prompt_tokens == len(tokenized.ids)
+    assert usage.total_tokens == usage.prompt_tokens + usage.completion_tokens
+    decode_compile_ms = sum(t.compile_ms for t in tokens[1:])
+    assert decode_compile_ms >= 50.0
+    assert end.tokens_per_s == pytest.approx(7 / ((timings.decode - decode_compile_ms) / 1000))
+    assert end.tokens_per_s > 1.2 * 7 / (timings.decode / 1000)  # the 50 ms are not decoding
+    assert timings.ttft_ms is not None and timings.ttft_ms < timings.total_ms
+    wire = {"prompt_tokens": usage.prompt_tokens, "completion_tokens": 8, "reused_tokens": usage.reused_tokens}
+    assert end.to_dict()["usage"] == wire | {"total_tokens": usage.prompt_tokens + 8}
+
+
+def test_a_tool_turns_usage_counts_both_rounds(chat):
+    response = chat.send("What is 6*7?", tools="calculator", tool_choice="required", max_tokens=8, temperature=0.0)
+    events, end = response.events(), response.terminal()
+    assert isinstance(end, Completed)
+    prompts = [e for e in events if isinstance(e, Tokenized)]
+    prefills = [e for e in events if isinstance(e, PrefillDone)]
+    answer = [e for e in events if isinstance(e, TokenDelta)]
+    (call,) = [e for e in events if isinstance(e, ToolCall)]
+    assert len(prompts) == 2 and end.usage.prompt_tokens == len(prompts[0].ids) + len(prompts[1].ids)
+    # the call's tokens (fixed ones and the model's), then the answer's (and its stop token, never shown)
+    assert end.usage.completion_tokens >= call.tokens - call.forced_tokens + len(answer)
+    assert end.usage.completion_tokens > len(answer) + (end.finish_reason == "stop")
+    # of each round's prompt, what the cache held when its first prefill ran (a call's fixed text is not prompt)
+    firsts = [next(p for p in prefills if p.sequence_number > t.sequence_number) for t in prompts]
+    assert end.usage.reused_tokens == sum(
+        min(p.reused_tokens, len(t.ids)) for p, t in zip(firsts, prompts, strict=True)
+    )
+    assert end.timings.prefill == pytest.approx(sum(p.latency_ms for p in prefills))

@@ -46,9 +46,9 @@ def test_a_fork_prefills_only_what_the_prompt_cache_lacks(chat):
     assert prefill.computed_tokens == 1  # only the chosen token: the rest came from the cache
     started, done = fork.events()[0], fork.terminal()
     first_new = tokens(fork)[6]  # the kept tokens and the chosen one are shown at once; this one was generated
-    assert done.timings["ttft_ms"] >= (prefill.timestamp - started.timestamp) * 1000
+    assert done.timings.ttft_ms >= (prefill.timestamp - started.timestamp) * 1000
     waited = started.queued_ms  # ttft counts from submission
-    assert done.timings["ttft_ms"] == pytest.approx((first_new.timestamp - started.timestamp) * 1000 + waited, abs=2)
+    assert done.timings.ttft_ms == pytest.approx((first_new.timestamp - started.timestamp) * 1000 + waited, abs=2)
 
 
 def test_the_fork_replaces_the_forked_turn_in_the_conversation(chat):

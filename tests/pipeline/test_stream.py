@@ -4,10 +4,13 @@ from __future__ import annotations
 
 import threading
 
+import pytest
+
 from jupyter_chatflow.engine.generation import Step, Usage
 from jupyter_chatflow.engine.sampling import SamplingParams
-from jupyter_chatflow.events import TokenDelta, ToolCall
-from jupyter_chatflow.pipeline.stream import Streamer
+from jupyter_chatflow.events import Timings, TokenDelta, ToolCall
+from jupyter_chatflow.events import Usage as TurnUsage
+from jupyter_chatflow.pipeline.stream import Round, Streamer, account
 from jupyter_chatflow.pipeline.tools import calculator
 
 
@@ -90,17 +93,29 @@ def test_a_forced_call_prefills_its_fixed_text_and_says_what_it_cost(tiny_model)
 
 def test_xla_compiling_during_decode_is_kept_apart_from_decoding_time(tiny_model):
     """A decode program's first call compiles (seconds) inside decode_ms: tokens/s must not count it as decoding
-    (a tour chapter showed 12.7 tokens/s for a turn that decoded at 46)."""
-    from types import SimpleNamespace
-
-    from jupyter_chatflow.pipeline.stream import Round
-
-    streamer = Streamer(tiny_model, lambda event: None, threading.Event(), None)
-    usage = Usage(prompt_tokens=10, completion_tokens=7, prefill_ms=50.0, compile_ms=30.0)
-    generation = SimpleNamespace(usage=usage)
-    result = Round(prompt_tokens=10)
-    streamer._prefilled(result, generation)  # 30 ms of compiling so far: the prefill's
-    usage.decode_ms, usage.compile_ms = 1_200.0, 1_030.0  # then the decode program compiled for 1 s
-    streamer._count(result, generation)
+    (a tour chapter showed 12.7 tokens/s for a turn that decoded at 46). The round takes the engine's split."""
+    generation = ScriptedGeneration(list("abcdefg"))  # 7 tokens: the first from the prefill, then 6 steps
+    generation.usage = Usage(prompt_tokens=3, prefill_ms=50.0, decode_ms=1_200.0, compile_ms=1_030.0,
+                             decode_compile_ms=1_000.0)  # fmt: skip  # the decode program compiled for 1 s
+    model = Scripted(tiny_model, [])
+    model.generate = lambda ids, **options: generation  # type: ignore[method-assign]
+    streamer = Streamer(model, lambda event: None, threading.Event(), None)
+    result = streamer.free([1, 2, 3], SamplingParams(temperature=0.0), [])
     assert result.decode_ms == 1_200.0 and result.decode_compile_ms == 1_000.0
-    assert result.decode_steps == 6  # 6 steps in 200 ms of decoding: 30 tokens/s, not 5
+    assert result.decode_steps == 6 and result.completion_tokens == 7 and result.prefill_ms == 50.0
+    totals = account([result], {}, ttft_ms=None, total_ms=1_300.0)
+    assert totals.tokens_per_s == pytest.approx(30.0)  # 6 steps in 200 ms of decoding: 30 tokens/s, not 5
+
+
+def test_a_turns_totals_sum_its_rounds():
+    """A tool call and the answer from its result are two requests to the model: the usage counts both."""
+    call = Round(prompt_tokens=100, reused_tokens=90, completion_tokens=20, decode_steps=12, prefill_ms=40.0,
+                 decode_ms=130.0, decode_compile_ms=10.0)  # fmt: skip
+    answer = Round(prompt_tokens=140, reused_tokens=118, completion_tokens=9, decode_steps=8, prefill_ms=25.0,
+                   decode_ms=80.0)  # fmt: skip
+    totals = account([call, answer], {"context": 3.0, "tools": 7.5}, ttft_ms=260.0, total_ms=300.0)
+    assert totals.usage == TurnUsage(prompt_tokens=240, completion_tokens=29, reused_tokens=208)
+    assert totals.usage.total_tokens == 269
+    assert totals.timings == Timings(context=3.0, tools=7.5, prefill=65.0, decode=210.0, ttft_ms=260.0, total_ms=300.0)
+    assert totals.tokens_per_s == pytest.approx(20 / 0.2)  # 20 decode steps in 210 ms, 10 of them compiling
+    assert account([], {}, ttft_ms=None, total_ms=1.0).usage == TurnUsage()  # blocked before any round

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from jupyter_chatflow.events import Cancelled, Completed, Emitter, Failed, TokenDelta, TurnStarted
+from jupyter_chatflow.events import Cancelled, Completed, Emitter, Failed, Timings, TokenDelta, TurnStarted, Usage
 from jupyter_chatflow.pipeline.response import Response
 from jupyter_chatflow.store.database import Database, StorageError
 from jupyter_chatflow.store.sessions import SessionNotFoundError, Sessions, TurnRecord
@@ -30,7 +30,7 @@ def turn_events(turn_id: str, session_id: str, user: str, pieces: list[str], ter
     )
     tokens = [TokenDelta(index=i, token_id=i, text=word, logprob=-0.1, entropy=0.2) for i, word in enumerate(pieces)]
     end = {
-        Completed: Completed(finish_reason="stop", text=answer, usage={}, timings={}),
+        Completed: Completed(finish_reason="stop", text=answer, usage=Usage(), timings=Timings()),
         Cancelled: Cancelled(text=answer),
         Failed: Failed(error="GenerationError", message="too long", text=answer),
     }[terminal]

@@ -20,18 +20,21 @@ from jupyter_chatflow.events import (
     Segment,
     Snippet,
     Span,
+    Timings,
     TitleGenerated,
     TokenDelta,
     Tokenized,
     ToolCall,
     ToolResult,
     TurnStarted,
+    Usage,
 )
 from jupyter_chatflow.store.database import Database
 from jupyter_chatflow.store.telemetry import PREVIEW_CHARS, Telemetry, turn_record
 
 EMAIL = "alice@example.com"
 USER = f"Mail {EMAIL} the weather in Paris. " + "Please be brief. " * 10
+USAGE = Usage(prompt_tokens=40, completion_tokens=2, reused_tokens=10)
 
 
 def redact(text: str) -> str:
@@ -62,8 +65,8 @@ def turn(terminal=None):
         SafetyDecision(layer="output", action="allow", guard="rules", latency_ms=0.25),
         MemoryWritten(operation="remember", text="I like brief answers", memory_ids=(8,)),
         TitleGenerated(title="Weather in Paris", latency_ms=20.0),
-        terminal or Completed(finish_reason="stop", text="Sunny.", usage={"prompt_tokens": 40, "completion_tokens": 2},
-                              timings={"decode": 30.0, "ttft_ms": 60.0, "total_ms": 120.0}, tokens_per_s=66.7),
+        terminal or Completed(finish_reason="stop", text="Sunny.", usage=USAGE,
+                              timings=Timings(decode=30.0, ttft_ms=60.0, total_ms=120.0), tokens_per_s=66.7),
     ]  # fmt: skip
     return [emit(e) for e in events]
 
@@ -112,14 +115,14 @@ def test_texts_are_logged_as_length_and_redacted_preview():
 @pytest.mark.parametrize(
     ("terminal", "status"),
     [
-        (Cancelled(text="Sun"), "cancelled"),
+        (Cancelled(text="Sun", usage=USAGE), "cancelled"),
         (Failed(error="GenerationError", message=f"failed for {EMAIL}; shorten the prompt", text=""), "error"),
     ],
 )
 def test_cancelled_and_failed_turns(terminal, status):
     record = turn_record(turn(terminal), model="tiny", redact=redact)
     assert record["status"] == status
-    assert record["tokens"]["completion"] == 2  # counted from the token events when there is no usage
+    assert record["tokens"]["completion"] == 2  # a failed turn has no usage: counted from its token events
     if status == "error":
         assert record["error"] == {"type": "GenerationError", "message": "failed for [EMAIL]; shorten the prompt"}
 

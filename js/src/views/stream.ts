@@ -182,7 +182,7 @@ function footerText(tokens: number, t: ChatEvent | null): string {
   const bits: string[] = [`${tokens} tokens`];
   if (t?.type === "completed") {
     if (t.tokens_per_s) bits.push(`${t.tokens_per_s.toFixed(1)} tok/s`);
-    if (t.timings.ttft_ms !== undefined) bits.push(`TTFT ${fmtMs(t.timings.ttft_ms)}`);
+    if (t.timings.ttft_ms != null) bits.push(`TTFT ${fmtMs(t.timings.ttft_ms)}`); // null: no token came
     bits.push(`finish: ${t.finish_reason}`);
   } else if (t?.type === "cancelled") bits.push("stopped");
   else if (!t) bits.push("generating…");
