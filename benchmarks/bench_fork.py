@@ -40,7 +40,7 @@ out = []
 for _ in range(2):
     fork = chat.fork(chat._active()[-1].id, 2, alternative.token_id).events()
     prefill = next(e for e in fork if isinstance(e, PrefillDone))
-    out.append({"ttft_ms": fork[-1].timings.get("ttft_ms"), "prefill_ms": prefill.latency_ms})
+    out.append({"ttft_ms": fork[-1].timings.ttft_ms, "prefill_ms": prefill.latency_ms})
 print(json.dumps(out))
 """
 

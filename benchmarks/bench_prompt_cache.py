@@ -47,7 +47,7 @@ def conversation(model, turns: int, answer_tokens: int, cache_on: bool) -> list[
                     "prompt_tokens": prefill.prompt_tokens,
                     "reused_tokens": prefill.reused_tokens,
                     "prefill_ms": prefill.latency_ms,
-                    "ttft_ms": completed.timings.get("ttft_ms", float("nan")),
+                    "ttft_ms": completed.timings.ttft_ms or float("nan"),
                     "answer": response.text(),
                 }
             )
