@@ -99,7 +99,7 @@ def test_a_row_stored_before_a_field_existed_reads_it_as_its_default_or_empty_va
     assert (call.name, call.arguments, call.tokens, call.forced_tokens, call.decode_ms) == (
         "calculator", {"expression": "17*23"}, 0, 0, 0.0)  # fmt: skip
     done = event_from_dict({"type": "completed", "finish_reason": "stop", "text": "391"})
-    assert isinstance(done, Completed) and (done.text, done.usage, done.timings) == ("391", {}, {})
+    assert isinstance(done, Completed) and (done.text, done.usage, done.timings) == ("391", Usage(), Timings())
     context = event_from_dict({"type": "context_assembled", "window": 8192})
     assert isinstance(context, ContextAssembled) and context.segments == () and context.strategy == "drop"
 
