@@ -15,7 +15,18 @@ import time
 from collections.abc import AsyncIterator, Callable, Iterator
 
 from jupyter_chatflow.engine.generation import Step
-from jupyter_chatflow.events import Cancelled, Completed, Emitter, Event, Failed, FinishReason, TokenDelta, ToolCall
+from jupyter_chatflow.events import (
+    Cancelled,
+    Completed,
+    Emitter,
+    Event,
+    Failed,
+    FinishReason,
+    TokenDelta,
+    ToolCall,
+    Usage,
+)
+from jupyter_chatflow.events import Timings as TurnTimings
 
 from ..adapters import Item, TokenBytes, openai_chunks
 from .engine import Stream
@@ -134,11 +145,12 @@ class Pump:
         timings.prefill_ms, timings.decode_ms = usage.prefill_ms, usage.decode_ms
         if timings.first_token_s is not None:  # the wait before the engine began this sequence
             timings.queue_ms = max(0.0, timings.first_token_s * 1000 - usage.prefill_ms)
-        counts = {"prompt_tokens": usage.prompt_tokens, "completion_tokens": usage.completion_tokens}
+        counts = Usage(prompt_tokens=usage.prompt_tokens, completion_tokens=usage.completion_tokens,
+                       reused_tokens=usage.reused_tokens)  # fmt: skip
+        spent = TurnTimings(prefill=usage.prefill_ms, decode=usage.decode_ms)
         if stream.finish_reason == "cancelled":
-            return Cancelled(text=stream.text, usage=counts)
+            return Cancelled(text=stream.text, usage=counts, timings=spent)
         reason: FinishReason = "length" if stream.finish_reason == "length" else "stop"
-        spent = {"prefill_ms": usage.prefill_ms, "decode_ms": usage.decode_ms}
         return Completed(finish_reason=reason, text=stream.text, usage=counts, timings=spent,
                          tokens_per_s=usage.decode_tokens_per_s)  # fmt: skip
 
