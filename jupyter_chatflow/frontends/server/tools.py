@@ -219,6 +219,8 @@ class ToolStream:
         if first:
             self.usage.prefill_ms = usage.prefill_ms
         self.usage.compile_ms += usage.compile_ms
+        # compiling inside what counts as decode time: not decoding speed (generation.tokens_per_s)
+        self.usage.decode_compile_ms += usage.decode_compile_ms if first else usage.compile_ms
 
 
 def _close(steps: Iterator[Step]) -> None:
