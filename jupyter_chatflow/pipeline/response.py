@@ -142,20 +142,15 @@ class Response:
         return cls([event_from_dict(row) for row in rows])
 
     def __iter__(self) -> Iterator[Event]:
-        """The turn's events, live, through its terminal one (late events: `after_end`). A reader that stops
-        before the end (a `break`, an exception, a dropped iterator) stops the turn: it ends `Cancelled`, with the
-        answer so far, which iterating again shows."""
-        index, ended = 0, False
-        try:
-            while (event := self._log.get(index)) is not None:
-                index += 1
-                yield event
-                if isinstance(event, TERMINAL):
-                    break
-            ended = True
-        finally:
-            if not ended:
-                self.cancel()
+        """The turn's events, live, through its terminal one (late events: `after_end`). A reader that stops early
+        (a `break`, `next(...)`) leaves the turn running: other readers (a panel, a cell's display) may follow the
+        same turn. To stop it, `cancel()` (Ctrl-C while reading does)."""
+        index = 0
+        while (event := self._log.get(index)) is not None:
+            index += 1
+            yield event
+            if isinstance(event, TERMINAL):
+                return
 
     def after_end(self) -> list[Event]:
         """The events that follow the terminal one: the session's title (`TitleGenerated`) when this turn was the
