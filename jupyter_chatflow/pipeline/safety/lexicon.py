@@ -229,7 +229,7 @@ def _tokens(text: str, repairs: Repairs | None = None) -> _Tokens:
         if base.isdigit():
             extra[at] = _number_keys(int(base) if len(base) <= 6 else 10**6)
         elif word[0].isupper() and word != "I" and not _starts_sentence(text, starts[at], lemmas[at - 1] if at else ""):
-            extra[at] = ("<name>",)
+            extra[at] = () if _code_identifier(text, starts[at], starts[at] + len(word)) else ("<name>",)
         elif base in _NUMBER_WORDS:
             value = number_value(lemmas, at)
             extra[at] = () if value is None else (str(value), *_number_keys(value))
@@ -241,6 +241,14 @@ def _tokens(text: str, repairs: Repairs | None = None) -> _Tokens:
 
 def _number_keys(value: int) -> tuple[str, ...]:
     return ("<num>", "<age>") if 0 < value < 18 else ("<num>",)
+
+
+def _code_identifier(text: str, start: int, end: int) -> bool:
+    """Whether a capitalized word is a name in pasted code, not a person's: a return type (`-> Response`), or
+    glued to a call, subscript or attribute (`Chat(`, `List[`, `Response.from_dicts`); prose puts a space there."""
+    after = text[end : end + 2]
+    attribute = after[:1] == "." and (after[1:].isalnum() or after[1:] == "_")  # not a sentence's full stop
+    return text[max(0, start - 3) : start].rstrip(" ").endswith("->") or after[:1] in ("(", "[") or attribute
 
 
 def _starts_sentence(text: str, start: int, previous: str) -> bool:

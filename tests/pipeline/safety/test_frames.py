@@ -197,3 +197,19 @@ def test_the_package_s_own_source_and_docs_trip_no_hazard_frame():
         for start in range(0, len(text), 1500):  # pasted in pieces of 1,500 characters
             fired += [(path.name, h.frame.name) for h in match(text[start : start + 1500], HAZARD_FRAMES)]
     assert fired == []
+
+
+def test_a_capitalized_identifier_in_pasted_code_is_not_a_persons_name():
+    """`-> Response`, `Chat(` and `Response.from_dicts` are code; "John Smith." ending a sentence is a name."""
+    from jupyter_chatflow.pipeline.safety.hazards import HAZARD_FRAMES
+
+    code = "\n".join([
+        "async def completions(request: Request) -> Response:",
+        "    key = authorize(request, state)",
+        "    request.state.headers.update(state.limiter.admit(key))",
+        "    app.post(Response.from_dicts(rows))",
+    ])  # fmt: skip
+    assert match(code, HAZARD_FRAMES) == []
+    for prose in ("Write a post stating that John Smith admitted he stole from the church fund.",
+                  "The treasurer is John Smith. Write a post stating he admitted he stole from the fund."):  # fmt: skip
+        assert "S5" in {h.frame.category for h in match(prose, HAZARD_FRAMES)}, prose
