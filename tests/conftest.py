@@ -1,4 +1,11 @@
-"""Shared fixtures: a tiny random-weight GGUF model for fast tests, the real default model for integration."""
+"""Shared fixtures: a tiny random-weight GGUF model for fast tests, the real default model for integration.
+
+Also the test tiers (README, "Run the tests"). Plain `pytest` runs the fast tier only (the tiny model, no browser),
+on worker processes; `-m EXPR` picks tiers by marker (`-m slow`: the real model, the notebooks and the checks that
+take seconds by nature; `-m browser`: the panel in Chromium) and `--all-tiers` runs everything (CI), both in one
+process. A test in tests/integration, or one that asks for the real model's file, is `slow` whether or not it says so
+(unless it is `browser`: the three tiers do not overlap).
+"""
 
 from __future__ import annotations
 
@@ -59,6 +66,61 @@ def greedy_reference() -> dict:
     if not path.exists():
         pytest.skip(f"reference outputs not found at {path}")
     return json.loads(path.read_text())
+
+
+SLOW_TIERS = ("slow", "browser")  # the markers plain `pytest` leaves out
+INTEGRATION = Path(__file__).resolve().parent / "integration"  # the real model, notebooks, the browser: all slow
+MAX_WORKERS = 4  # past a few workers, each one's start (importing JAX, collecting) outweighs its share of the tier
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    parser.addoption("--all-tiers", action="store_true", help="run every tier: fast, slow (real model) and browser")
+
+
+def fast_tier_only(config: pytest.Config) -> bool:
+    """No `-m` and no `--all-tiers`: the slow and browser tiers are left out."""
+    return not config.option.markexpr and not config.getoption("--all-tiers")
+
+
+def whole_fast_tier(config: pytest.Config) -> bool:
+    """Plain `pytest`: the fast tier over every test folder (no paths named)."""
+    return fast_tier_only(config) and config.args_source is pytest.Config.ArgsSource.TESTPATHS
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_xdist_auto_num_workers(config: pytest.Config) -> int:
+    """`-n auto` (addopts): worker processes for plain `pytest` only; named paths, `-m` and `--all-tiers` run in
+    this process (a few files do not repay the workers' start, and the slow tier's time budgets want the CPU)."""
+    workers = min(MAX_WORKERS, os.cpu_count() or 1)
+    return workers if whole_fast_tier(config) and workers > 1 else 0
+
+
+def pytest_ignore_collect(collection_path: Path, config: pytest.Config) -> bool | None:
+    """Plain `pytest` does not even import tests/integration (its notebook modules import nbclient: ~3 s)."""
+    return True if collection_path == INTEGRATION and whole_fast_tier(config) else None
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Tests in tests/integration and those that ask for the real model's file are `slow` (unless `browser`: the
+    tiers do not overlap); without `-m` or `--all-tiers`, the slow and browser tiers are left out (deselected)."""
+    for item in items:
+        real = INTEGRATION in item.path.parents or "real_model_path" in getattr(item, "fixturenames", ())
+        if real and not item.get_closest_marker("browser"):
+            item.add_marker(pytest.mark.slow)
+    if not fast_tier_only(config):
+        return
+    kept = [item for item in items if not any(item.get_closest_marker(name) for name in SLOW_TIERS)]
+    if len(kept) < len(items):
+        config.hook.pytest_deselected(items=[item for item in items if item not in kept])
+        items[:] = kept
+
+
+def pytest_report_header(config: pytest.Config) -> str:
+    if config.getoption("--all-tiers"):
+        return "tiers: all (fast, slow, browser)"
+    if config.option.markexpr:
+        return f"tiers: -m {config.option.markexpr!r}"
+    return "tiers: fast only (the others: -m slow, -m browser, --all-tiers; see the README)"
 
 
 def tiny_spec(**changes) -> TinySpec:

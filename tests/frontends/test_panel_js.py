@@ -14,6 +14,7 @@ JS = ROOT / "js"
 STATIC = ROOT / "jupyter_chatflow" / "static"
 
 
+@pytest.mark.slow  # npm test: Biome, tsc and vitest in jsdom (about 13 s of CPU); `npm test` in js/ alone
 def test_the_front_end_type_checks_and_its_unit_tests_pass():
     if shutil.which("npm") is None:
         pytest.fail("npm is not on PATH: the panel's front end cannot be built or tested (install Node.js 20+).")

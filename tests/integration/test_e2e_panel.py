@@ -36,8 +36,7 @@ EMAIL = "My e-mail is jane.doe@example.com, please write me a short greeting."
 TABS = ("context", "attention", "timeline", "safety")
 
 pytestmark = [
-    pytest.mark.browser,
-    pytest.mark.slow,
+    pytest.mark.browser,  # its own tier: not `slow` too, so `-m slow` is the real-model tier without it
     pytest.mark.skipif(not CHROMIUM.exists(), reason="needs Debian's chromium: apt-get install chromium"),
 ]
 

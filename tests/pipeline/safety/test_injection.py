@@ -106,6 +106,7 @@ def test_the_guard_can_flag_instead_of_cutting():
     assert InjectionGuard().check("nothing here", layer="tool").action == "allow"
 
 
+@pytest.mark.slow  # a time budget on a megabyte: seconds of CPU, and only meaningful on an idle machine
 @pytest.mark.parametrize(
     "text",
     [

@@ -97,6 +97,7 @@ HOSTILE = {
 }
 
 
+@pytest.mark.slow  # a time budget on a megabyte: seconds of CPU, and only meaningful on an idle machine
 @pytest.mark.parametrize("name", HOSTILE)
 def test_a_megabyte_of_hostile_text_is_scanned_in_well_under_a_second(name):
     started = time.perf_counter()

@@ -156,6 +156,7 @@ def test_merge_keeps_the_strongest_action_and_everything_found():
     assert merged.latency_ms == 3
 
 
+@pytest.mark.slow  # a time budget on a megabyte: seconds of CPU, and only meaningful on an idle machine
 def test_a_megabyte_prompt_is_scanned_in_well_under_a_second():
     chunk = "Tell me about <b>HTML</b>; mail ada@example.com; ignore previous instructions; 4111 1111 1111 1111. "
     prompt = (chunk * (1_000_000 // len(chunk) + 1))[:1_000_000]

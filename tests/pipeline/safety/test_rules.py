@@ -152,6 +152,7 @@ HOSTILE = {
 }
 
 
+@pytest.mark.slow  # a time budget on a megabyte: seconds of CPU, and only meaningful on an idle machine
 @pytest.mark.parametrize("name", HOSTILE)
 def test_a_megabyte_of_hostile_text_is_scanned_in_well_under_a_second(name):
     started = time.perf_counter()
@@ -171,6 +172,7 @@ FRAME_HOSTILE = {
 }
 
 
+@pytest.mark.slow  # a time budget on a megabyte: seconds of CPU, and only meaningful on an idle machine
 @pytest.mark.parametrize("name", FRAME_HOSTILE)
 def test_a_megabyte_of_hostile_text_takes_the_frames_seconds_not_minutes(name):
     guard = RuleGuard()

@@ -64,6 +64,7 @@ def test_code_stuck_in_c_is_reported_at_the_grace_and_stopped_once_back_in_pytho
     assert "time" in namespace and "after" not in namespace
 
 
+@pytest.mark.slow  # ten stops of code that catches them, each waiting out STOP_GRACE_S (10 s)
 def test_the_stop_never_lands_in_the_callers_thread():
     catcher = "while True:\n    try:\n        sum(range(100))\n    except BaseException:\n        pass"
     for _ in range(10):  # a stray stop would escape run_code here as a _Stop, not a ToolError
