@@ -158,6 +158,7 @@ def test_ctrl_c_while_loading_is_not_a_traceback(monkeypatch, capsys, tiny_path)
     assert capsys.readouterr().err.endswith("chatflow: interrupted\n")
 
 
+@pytest.mark.slow  # a fresh Python that imports JAX and the package: seconds of CPU before the test starts
 def test_prompt_from_stdin_with_a_dash(tiny_path):
     """`echo … | chatflow chat -`, in a fresh process as from a shell."""
     command = [sys.executable, "-m", "jupyter_chatflow", "chat", "--model", str(tiny_path), "--json", "--max-tokens"]

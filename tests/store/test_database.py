@@ -121,6 +121,7 @@ def _write(path: str, name: str, ready) -> None:
             time.sleep(0.001)  # lets the other process in between writes (SQLite's busy wait is not fair)
 
 
+@pytest.mark.slow  # three fresh processes, each importing JAX and the package (seconds of CPU each)
 def test_two_processes_opening_a_new_database_migrate_once(tmp_path):
     path = str(tmp_path / "fresh.db")
     context = multiprocessing.get_context("spawn")
@@ -139,6 +140,7 @@ def test_two_processes_opening_a_new_database_migrate_once(tmp_path):
         assert database.query("SELECT count(*) FROM _migrations")[0][0] == len(MIGRATIONS)
 
 
+@pytest.mark.slow  # two fresh processes, each importing JAX and the package
 def test_two_processes_writing_at_once_lose_nothing(tmp_path):
     path = str(tmp_path / "busy.db")
     Database(path).close()

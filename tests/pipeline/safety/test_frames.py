@@ -82,6 +82,7 @@ def test_code_that_attacks_the_machine_is_read_in_any_language(text, hazard):
     assert ("S14" in {h.frame.category for h in match(text, HAZARD_FRAMES)}) is hazard
 
 
+@pytest.mark.slow  # a fresh Python that imports JAX and the package: seconds of CPU before the test starts
 def test_a_policy_builds_the_lexicon_so_the_first_scan_does_not():
     import subprocess
     import sys

@@ -169,6 +169,7 @@ def test_toolbox_add_and_replace():
     assert box.names == []
 
 
+@pytest.mark.slow  # a fresh Python that imports JAX and the package: seconds of CPU before the test starts
 def test_a_process_first_tool_run_does_not_wait_for_imports():
     """Registering tools imports the argument validator (jsonschema, ~0.9 s), in the registering thread (a
     background thread raced cell compiles on Python 3.11.7): the first run of a fresh process was ~0.9-1.7 s of
