@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import functools
 import threading
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -97,12 +97,21 @@ class Model:
             )  # fmt: skip
         prompt = self._check_prompt(prompt_ids)
         run = functools.partial(self._raw_steps, prompt, params, constraint)
-        stop_ids = frozenset() if params.ignore_eos else self.tokenizer.stop_ids
-        done = constraint.is_done if constraint is not None else None
+        return self._generation(run, prompt, params, cancel, constraint.is_done if constraint is not None else None)
+
+    def _generation(
+        self, run: Callable[[threading.Event, Usage], Iterator[RawStep]], prompt: np.ndarray, params: SamplingParams,
+        cancel: threading.Event | None, done: Callable[[], bool] | None,
+    ) -> Generation:  # fmt: skip
+        """The `Generation` that turns `run`'s raw steps for `prompt` into Steps."""
         return Generation(
-            run, self.tokenizer, prompt_tokens=len(prompt), stop=params.stop, stop_ids=stop_ids, cancel=cancel,
-            done=done,
+            run, self.tokenizer, prompt_tokens=len(prompt), stop=params.stop, stop_ids=self._stop_ids(params),
+            cancel=cancel, done=done,
         )  # fmt: skip
+
+    def _stop_ids(self, params: SamplingParams) -> frozenset[int]:
+        """The token ids that end a generation with these params."""
+        return frozenset() if params.ignore_eos else self.tokenizer.stop_ids
 
     def _check_prompt(self, prompt_ids: Sequence[int]) -> np.ndarray:
         prompt = np.asarray(prompt_ids, dtype=np.int32).reshape(-1)
@@ -122,11 +131,8 @@ class Model:
         usage: Usage,
     ) -> Iterator[RawStep]:  # fmt: skip
         """Prefill, then decode until max_tokens, the window, the constraint's end or cancel; one RawStep each."""
-        budget = min(params.max_tokens, self.config.context_length - prompt.size)
-        seed = params.seed if params.seed is not None else int(np.random.default_rng().integers(2**31))
-        seen = np.zeros((1, self.config.vocab_size), bool)
-        seen[0, prompt] = True
-        run = _Run(prompt, jax.random.key(seed), params.as_array(), seen)
+        budget = self._budget(prompt, params)
+        run = self._start(prompt, params)
         run.cache, usage.reused_tokens = self._take_cache(prompt, room(prompt.size))
         try:  # no lock is held across a yield: a caller may stop iterating at any step, or never come back
             self._prefill_and_sample(run, usage.reused_tokens, constraint)
@@ -134,6 +140,17 @@ class Model:
             yield from decode(run, budget, cancel, constraint)
         finally:
             self._keep_cache(run.cache, run.written())
+
+    def _budget(self, prompt: np.ndarray, params: SamplingParams) -> int:
+        """How many tokens may be generated after `prompt`: max_tokens, or what is left of the window."""
+        return min(params.max_tokens, self.config.context_length - prompt.size)
+
+    def _start(self, prompt: np.ndarray, params: SamplingParams) -> _Run:
+        """A generation's state before its prefill: its random key, its knobs, the tokens seen (the prompt's)."""
+        seed = params.seed if params.seed is not None else int(np.random.default_rng().integers(2**31))
+        seen = np.zeros((1, self.config.vocab_size), bool)
+        seen[0, prompt] = True
+        return _Run(prompt, jax.random.key(seed), params.as_array(), seen)
 
     def _decode_ahead(self, run: _Run, budget: int, cancel: threading.Event, _constraint) -> Iterator[RawStep]:
         """Unconstrained decoding: XLA computes step n while the host reads step n-1."""
@@ -175,15 +192,22 @@ class Model:
         run.cache = self._programs.write(run.cache, chunk, at)
 
     def _prefill_and_sample(self, run: _Run, reused: int, constraint: Constraint | None) -> None:
-        """All chunks but the last through `forward`; the last one fused with sampling the first token. A single
+        for _ in self._prefill_steps(run, reused, constraint):
+            pass
+
+    def _prefill_steps(self, run: _Run, reused: int, constraint: Constraint | None) -> Iterator[None]:
+        """All chunks but the last through `forward`; the last one fused with sampling the first token (`run.out`).
+        Yields after each chunk but the last, so a scheduler can decode other sequences in between. A single
         token after a cached prefix (a fork, a prompt prewarmed all but its end) is a decode step: that program is
         compiled already, where a first 16-wide prefill at this cache length would cost ~1 s of compiling."""
         *head, (start, tokens, size) = prefill_chunks(run.prompt, run.cache.length, reused)
         if not head and size == 1:
             self._feed_one(run, tokens[:, 0], start, 0, self._mask(constraint))
             return
-        cache = self._prefill(run.cache, head)
-        run.cache = cache  # (a failure below must not leave the consumed cache behind)
+        for part in head:
+            run.cache = self._prefill(run.cache, [part])  # (a failure below must not leave a consumed cache behind)
+            yield
+        cache = run.cache
         hidden, chunk, _ = self._programs.forward(self._weights, cache, tokens, np.int32(start), 0)
         run.cache = self._programs.write(cache, chunk, np.int32(start))
         run.out, run.seen = self._programs.sample_after(
@@ -344,12 +368,16 @@ class _Run:
 
 
 def _to_host(out: Sampled) -> RawStep:
-    host = jax.device_get(out)
+    return raw_step(jax.device_get(out), 0)
+
+
+def raw_step(host: Sampled, row: int) -> RawStep:
+    """Row `row` of a sampler's output, already read back to the host."""
     return RawStep(
-        token_id=int(host.token[0]),
-        logprob=float(host.logprob[0]),
-        entropy=float(host.entropy[0]),
-        top_ids=host.top_ids[0],
-        top_logprobs=host.top_logprobs[0],
-        top_sampling_probs=host.top_sampling_probs[0],
+        token_id=int(host.token[row]),
+        logprob=float(host.logprob[row]),
+        entropy=float(host.entropy[row]),
+        top_ids=np.asarray(host.top_ids[row]),
+        top_logprobs=np.asarray(host.top_logprobs[row]),
+        top_sampling_probs=np.asarray(host.top_sampling_probs[row]),
     )

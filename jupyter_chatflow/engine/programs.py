@@ -35,8 +35,10 @@ def logits(graphdef, state, hidden):
 
 
 def _sample_next(model: Transformer, hidden, knobs, seen, key, step, allowed):
-    """Sample from the logits of hidden [b, d] among `allowed` [b, V]; mark the chosen token seen."""
-    out = sample(model.logits(hidden), knobs, seen, jax.random.fold_in(key, step), N_ALTERNATIVES, allowed)
+    """Sample from the logits of hidden [b, d] among `allowed` [b, V]; mark the chosen token seen. `key` and
+    `step` are one for the batch, or one per row ([b]: each row its own sequence)."""
+    fold = jax.vmap(jax.random.fold_in) if jnp.ndim(step) == 1 else jax.random.fold_in
+    out = sample(model.logits(hidden), knobs, seen, fold(key, step), N_ALTERNATIVES, allowed)
     return out, seen.at[jnp.arange(hidden.shape[0]), out.token].set(True)
 
 
@@ -68,6 +70,46 @@ def decode_step(graphdef, state, cache, token, pos, seen, knobs, key, step, allo
     hidden, chunk, _ = model(token[:, None], pos, cache)
     out, seen = _sample_next(model, hidden[:, 0], knobs, seen, key, step, allowed)
     return out, chunk, seen
+
+
+def decode_rows(graphdef, state, cache, token, pos, seen, knobs, key_data, step, allowed):
+    """`decode_step` for a batch of independent sequences: each row at its own position `pos` [b] and `step` [b],
+    with its own knobs [b, 5] and key (`key_data` [b, 2], `jax.random.key_data` of each row's key)."""
+    key = jax.random.wrap_key_data(key_data)
+    return decode_step(graphdef, state, cache, token, pos, seen, knobs, key, step, allowed)
+
+
+@functools.partial(jax.jit, donate_argnums=(0,), static_argnums=(3,))
+def write_row(cache: KVCache, source: KVCache, row, length: int) -> KVCache:
+    """Copy the first `length` positions of a one-row cache into row `row` of a batch's cache, in place."""
+    return KVCache(
+        keys=tuple(_put_row(c, n, row, length) for c, n in zip(cache.keys, source.keys, strict=True)),
+        values=tuple(_put_row(c, n, row, length) for c, n in zip(cache.values, source.values, strict=True)),
+    )
+
+
+def _put_row(cache: jax.Array, source: jax.Array, row, length: int) -> jax.Array:
+    return jax.lax.dynamic_update_slice(cache, source[:, :, :length], (row, 0, 0, 0))
+
+
+@functools.partial(jax.jit, static_argnums=(2,))
+def read_row(cache: KVCache, row, length: int) -> KVCache:
+    """Row `row` of a batch's cache, its first `length` positions, as a one-row cache of its own (a copy)."""
+    cut = lambda a: jax.lax.dynamic_slice_in_dim(a, row, 1, axis=0)[:, :, :length]  # noqa: E731
+    return KVCache(keys=tuple(map(cut, cache.keys)), values=tuple(map(cut, cache.values)))
+
+
+@jax.jit
+def select_rows(cache: KVCache, rows) -> KVCache:
+    """A batch's cache with the rows `rows` [b'] (in that order, repeats allowed): shrinking or growing a batch."""
+    pick = lambda a: jnp.take(a, rows, axis=0)  # noqa: E731
+    return KVCache(keys=tuple(map(pick, cache.keys)), values=tuple(map(pick, cache.values)))
+
+
+@functools.partial(jax.jit, donate_argnums=(0,))
+def set_row(array: jax.Array, row, value: jax.Array) -> jax.Array:
+    """array[row] = value[0], in place (a joining sequence's row of the batch's `seen` mask)."""
+    return jax.lax.dynamic_update_slice_in_dim(array, value.astype(array.dtype), row, axis=0)
 
 
 @functools.partial(jax.jit, donate_argnums=(0,))
@@ -109,7 +151,12 @@ class Programs:
         self.sample_after = self._serial(jax.jit(bind(sample_after), donate_argnums=(4,)))
         self.logits = self._serial(jax.jit(bind(logits)))
         self.decode_step = self._serial(jax.jit(bind(decode_step), donate_argnums=(4,)))
+        self.decode_rows = self._serial(jax.jit(bind(decode_rows), donate_argnums=(4,)))
         self.write = self._serial(write)
+        self.write_row = self._serial(write_row)
+        self.read_row = self._serial(read_row)
+        self.select_rows = self._serial(select_rows)
+        self.set_row = self._serial(set_row)
         self.rows = self._serial(rows)
 
     def forward(self, weights: list[jax.Array], cache: KVCache, tokens, start, probe_layer: int):

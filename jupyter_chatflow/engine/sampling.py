@@ -114,8 +114,12 @@ def sample(
     filtered, temperature-scaled distribution with `key`. `allowed` ([b, V] bool, from a constraint) removes
     every other token before choosing; the alternatives still show what the model preferred, with sampling
     probability 0 where the constraint cut them.
+
+    With knobs [b, 5] (one `as_array()` per row) and keys [b], each row samples as it would alone: a batch of
+    independent sequences (`scheduler.py`).
     """
-    temperature, top_k, top_p, min_p, penalty = (knobs[i] for i in range(5))
+    per_row = knobs.ndim == 2
+    temperature, top_k, top_p, min_p, penalty = (knobs[:, i, None] if per_row else knobs[i] for i in range(5))
     logprobs = jax.nn.log_softmax(logits, axis=-1)
     entropy = -jnp.sum(jnp.exp(logprobs) * jnp.where(jnp.isfinite(logprobs), logprobs, 0.0), axis=-1)
     preferred = penalize(logits, seen, penalty)
@@ -126,10 +130,15 @@ def sample(
         return token, jax.nn.one_hot(token, logits.shape[-1], dtype=jnp.float32)
 
     def stochastic(_):
-        probs = jax.nn.softmax(filter_logits(penalized / temperature, top_k, top_p, min_p), axis=-1)
-        return jax.random.categorical(key, jnp.log(probs), axis=-1).astype(jnp.int32), probs
+        scale = jnp.where(temperature > 0, temperature, 1.0) if per_row else temperature  # greedy rows: any
+        probs = jax.nn.softmax(filter_logits(penalized / scale, top_k, top_p, min_p), axis=-1)
+        draw = jax.vmap(jax.random.categorical) if per_row else jax.random.categorical  # a key per row, or one
+        return draw(key, jnp.log(probs)).astype(jnp.int32), probs
 
-    token, final_probs = jax.lax.cond(temperature > 0, stochastic, greedy, None)  # [b], [b, V]
+    if per_row:  # every row greedy or sampled on its own; the sort and draw run only when some row samples
+        token, final_probs = _rows(temperature[:, 0] > 0, stochastic, greedy)
+    else:
+        token, final_probs = jax.lax.cond(temperature > 0, stochastic, greedy, None)  # [b], [b, V]
     _, top_ids = jax.lax.top_k(preferred, n_top)
     return Sampled(
         token=token,
@@ -139,3 +148,10 @@ def sample(
         top_logprobs=jnp.take_along_axis(logprobs, top_ids, axis=-1),
         top_sampling_probs=jnp.take_along_axis(final_probs, top_ids, axis=-1),
     )
+
+
+def _rows(sampled: jax.Array, stochastic, greedy) -> tuple[jax.Array, jax.Array]:
+    """(token [b], final probabilities [b, V]): `stochastic`'s for the rows where `sampled` is set, else `greedy`'s."""
+    greedy_token, greedy_probs = greedy(None)
+    token, probs = jax.lax.cond(jnp.any(sampled), stochastic, greedy, None)
+    return jnp.where(sampled, token, greedy_token), jnp.where(sampled[:, None], probs, greedy_probs)

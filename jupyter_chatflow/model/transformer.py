@@ -51,14 +51,21 @@ class KVCache:
         return _truncate(self, length)
 
     def write(self, chunk: KVCache, start: jax.Array) -> KVCache:
-        """Store a chunk's keys/values ([b, k, s, e] per layer) at positions start..start+s-1."""
-        at = (0, 0, start, 0)
+        """Store a chunk's keys/values ([b, k, s, e] per layer) at positions start..start+s-1; `start` is one
+        position for every row, or one per row ([b], each row of the batch at its own position)."""
+        put = _write_rows if jnp.ndim(start) == 1 else _write_all
         return KVCache(
-            keys=tuple(jax.lax.dynamic_update_slice(c, n, at) for c, n in zip(self.keys, chunk.keys, strict=True)),
-            values=tuple(
-                jax.lax.dynamic_update_slice(c, n, at) for c, n in zip(self.values, chunk.values, strict=True)
-            ),
+            keys=tuple(put(c, n, start) for c, n in zip(self.keys, chunk.keys, strict=True)),
+            values=tuple(put(c, n, start) for c, n in zip(self.values, chunk.values, strict=True)),
         )
+
+
+def _write_all(cache: jax.Array, chunk: jax.Array, start: jax.Array) -> jax.Array:
+    return jax.lax.dynamic_update_slice(cache, chunk, (0, 0, start, 0))
+
+
+# [k, T, e] <- [k, s, e] at position p, row by row
+_write_rows = jax.vmap(lambda cache, chunk, p: jax.lax.dynamic_update_slice(cache, chunk, (0, p, 0)))
 
 
 @functools.partial(jax.jit, static_argnums=(1,))
@@ -115,7 +122,7 @@ class Attention(nnx.Module):
         causal = jnp.tile(jnp.tril(jnp.ones((s, s), bool)), (g, 1))  # [g s, s] query i sees chunk key j <= i
         # Stream over the written blocks only: no [m, T] score matrix, and a decode step's time does not grow
         # with the cache's length (a dense pass over a 1,024-position cache cost ~10% more than over 256).
-        past = _partial_blocked(q, keys, values, start)
+        past = _partial_blocked(q, keys, values, start)  # start: scalar, or [b] (a position per row)
         acc, _, total = _merge(past, _partial(q, kk, v, causal))
         out = (acc / total[..., None]).astype(x.dtype)  # [b, k, m, e]
         out = out.reshape(b, k, g, s, e).transpose(0, 3, 1, 2, 4).reshape(b, s, h * e)
@@ -144,18 +151,25 @@ def _merge(a, b):
 
 
 def _partial_blocked(q, keys, values, start):
-    """`_partial` over the cache positions < start, one block of keys at a time (a loop of ceil(start/B))."""
+    """`_partial` over the cache positions < start, one block of keys at a time (a loop of ceil(start/B)).
+
+    `start` is a scalar, or one position per row ([b]): then the loop runs to the furthest row and each row
+    masks the positions at or past its own."""
     b, k, m, e = q.shape
     block = min(ATTENTION_BLOCK, keys.shape[2])
+    per_row = jnp.ndim(start) == 1
 
     def step(j, carry):
         at = j * block
         key_block = jax.lax.dynamic_slice_in_dim(keys, at, block, axis=2)
         value_block = jax.lax.dynamic_slice_in_dim(values, at, block, axis=2)
-        return _merge(carry, _partial(q, key_block, value_block, at + jnp.arange(block) < start))
+        positions = at + jnp.arange(block)  # [t]
+        visible = (positions[None, :] < start[:, None])[:, None, None, :] if per_row else positions < start
+        return _merge(carry, _partial(q, key_block, value_block, visible))
 
     empty = (jnp.zeros((b, k, m, e), jnp.float32), jnp.full((b, k, m), _MASKED), jnp.zeros((b, k, m)))
-    return jax.lax.fori_loop(0, (start + block - 1) // block, step, empty)
+    furthest = jnp.max(start) if per_row else start
+    return jax.lax.fori_loop(0, (furthest + block - 1) // block, step, empty)
 
 
 def attention_rows(queries: jax.Array, keys: jax.Array, start: jax.Array) -> jax.Array:
@@ -213,7 +227,8 @@ class Transformer(nnx.Module):
         self.inv_freq = Buffer(jnp.asarray(inverse_frequencies(config, weights.get("rope_freqs"))))
 
     def __call__(self, tokens, start, cache: KVCache, probe_layer=None):
-        """tokens: [b, s] at positions start..start+s-1, after the cache's first `start` positions.
+        """tokens: [b, s] at positions start..start+s-1, after the cache's first `start` positions (`start` is
+        a scalar, or [b]: each row at its own position, as a batch of decoding sequences is).
 
         Returns (hidden [b, s, d], the chunk's keys/values as a KVCache of length s, queries): the queries
         [b, h, s, e] of layer `probe_layer` when it is given (for `attention_rows`), else None.
@@ -231,6 +246,9 @@ class Transformer(nnx.Module):
     def embed_chunk(self, tokens, start):
         """The first layer's input for tokens [b, s] at positions start..: (x [b, s, d], RoPE cos, sin [b, s, e/2])."""
         b, s = tokens.shape
+        if jnp.ndim(start) == 1:  # a position per row
+            angles = (start[:, None] + jnp.arange(s)).astype(jnp.float32)[..., None] * self.inv_freq[...]  # [b, s, e/2]
+            return jnp.take(self.embed[...], tokens, axis=0), jnp.cos(angles), jnp.sin(angles)
         positions = start + jnp.arange(s)  # [s]
         angles = positions[:, None].astype(jnp.float32) * self.inv_freq[...][None, :]  # [s, e/2]
         cos, sin = (

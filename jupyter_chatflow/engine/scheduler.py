@@ -1,0 +1,437 @@
+"""Continuous batching: one scheduler thread decodes every submitted sequence at once, one row of a batch each.
+
+On XLA:CPU a decode step's time grows far slower than its batch (the weights are read once per step whatever the
+batch), so sequences decoded together make more tokens per second in all. Callers `submit` a prompt and iterate
+the `Generation` they get back, as they would `Model.generate`'s; the loop thread, between two decode steps of
+every running sequence, runs one prefill chunk of a newcomer (a long prompt never stalls the others for its
+whole prefill), hands each row's token to its sequence's queue, and frees the row of a sequence that finished,
+was cancelled or whose caller stopped iterating.
+
+The rows share one KV cache of [B, k, T, e] per layer: B is the smallest of `BATCH_SIZES` (and max_batch) that
+holds the sequences, T a power of two that holds the furthest one (at least `MIN_ROW_CACHE`), doubled as they
+grow; when sequences leave and none waits, the rest move up into a smaller batch. A newcomer is prefilled alone
+(the programs `Model.generate` uses, from the prompt cache's longest matching prefix) and then copied into its row;
+a leaving sequence's keys/values go back to the prompt cache. So each sequence's greedy output is its own alone.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import queue
+import threading
+import weakref
+from collections import deque
+from collections.abc import Iterator, Sequence
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from jupyter_chatflow.errors import GenerationError
+from jupyter_chatflow.model.transformer import KVCache
+
+from .constraint import Constraint
+from .generation import Generation, RawStep, Usage
+from .model import Model, _Run, bucket, raw_step, room
+from .prompt_cache import MIN_KEPT_LENGTH
+from .sampling import Sampled, SamplingParams
+
+BATCH_SIZES = (1, 2, 4, 8, 16)  # the batches compiled (with max_batch): the smallest that holds the rows runs
+MIN_ROW_CACHE = 512  # positions per row at least: a chat prompt and its answer, without a grow on the way
+
+
+@dataclasses.dataclass(frozen=True)
+class _Out:
+    """What a sequence's queue carries: a step, and whether its constraint was complete after it."""
+
+    raw: RawStep
+    done: bool
+
+
+_END = object()  # the queue's last item: no more steps
+
+
+@dataclasses.dataclass(eq=False)
+class _Sequence:
+    """One submitted sequence, as the loop thread sees it."""
+
+    prompt: np.ndarray
+    params: SamplingParams
+    constraint: Constraint | None
+    budget: int
+    stop_ids: frozenset[int]
+    cancel: threading.Event | None  # the caller's
+    out: queue.SimpleQueue = dataclasses.field(default_factory=queue.SimpleQueue)
+    closed: threading.Event = dataclasses.field(default_factory=threading.Event)  # the caller let go
+    generation_stop: threading.Event | None = None  # the Generation's own stop flag, once it is iterated
+    run: _Run | None = None
+    prefill: Iterator[None] | None = None
+    reused: int = 0
+    row: int = -1
+    done_read: bool = False  # the constraint was complete after the step the caller read last (its thread only)
+
+    def stopped(self) -> bool:
+        """The caller cancelled, stopped iterating, or dropped the generation."""
+        return any(e is not None and e.is_set() for e in (self.closed, self.cancel, self.generation_stop))
+
+
+class Scheduler:
+    """Decodes many sequences together on one model; `submit` returns a `Generation` to iterate.
+
+    >>> scheduler = Scheduler(model, max_batch=8)
+    >>> answers = [scheduler.submit(ids, SamplingParams(temperature=0.0, max_tokens=64)) for ids in prompts]
+    >>> texts = [[step.text for step in answer] for answer in answers]  # from any threads, in any order
+    >>> scheduler.close()
+
+    No lock is held while a caller iterates: a caller may stop at any step (break, close, or drop the
+    generation), and its row is free before the next decode step.
+    """
+
+    def __init__(self, model: Model, max_batch: int = 8):
+        if max_batch < 1:
+            raise GenerationError(f"max_batch must be at least 1; got {max_batch}")
+        self.model = model
+        self.max_batch = max_batch
+        self.batch_sizes = tuple(sorted({s for s in BATCH_SIZES if s < max_batch} | {max_batch}))
+        self._waiting: deque[_Sequence] = deque()
+        self._prefilling: deque[_Sequence] = deque()
+        self._rows: list[_Sequence | None] = []  # one per row of the batch; None is a free (padding) row
+        self._batch = _Batch(model)
+        self._work = threading.Condition()
+        self._closing = False
+        self._thread: threading.Thread | None = None
+
+    def submit(
+        self,
+        prompt_ids: Sequence[int],
+        params: SamplingParams | None = None,
+        constraint: Constraint | None = None,
+        cancel: threading.Event | None = None,
+    ) -> Generation:
+        """Queue a sequence; iterate the result for its `Step`s (as `Model.generate`'s, `params` its knobs)."""
+        params = SamplingParams() if params is None else params
+        prompt = self.model._check_prompt(prompt_ids)
+        sequence = _Sequence(
+            prompt, params, constraint, self.model._budget(prompt, params), self.model._stop_ids(params), cancel
+        )
+        steps = lambda stop, usage: self._steps(sequence, stop, usage)  # noqa: E731
+        done = (lambda: sequence.done_read) if constraint is not None else None
+        generation = self.model._generation(steps, prompt, params, cancel, done)
+        weakref.finalize(generation, sequence.closed.set)  # dropped without being iterated to the end
+        with self._work:
+            if self._closing:
+                raise GenerationError("This scheduler is closed: make a new one.")
+            self._waiting.append(sequence)
+            self._start_thread()
+            self._work.notify()
+        return generation
+
+    @property
+    def active(self) -> int:
+        """Sequences decoding now (each in a row of the batch)."""
+        return sum(s is not None for s in self._rows)
+
+    @property
+    def queued(self) -> int:
+        """Sequences waiting for a row or in their prefill."""
+        return len(self._waiting) + len(self._prefilling)
+
+    def close(self) -> None:
+        """Stop the loop thread; every unfinished sequence ends as cancelled."""
+        with self._work:
+            self._closing = True
+            self._work.notify()
+        if self._thread is not None:
+            self._thread.join()
+
+    def __enter__(self) -> Scheduler:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    # --- the caller's side ------------------------------------------------------------------------------------------
+
+    def _steps(self, sequence: _Sequence, stop: threading.Event, usage: Usage) -> Iterator[RawStep]:
+        """The raw steps of one sequence, read from its queue on the caller's thread."""
+        sequence.generation_stop = stop
+        try:
+            while (item := sequence.out.get()) is not _END:
+                if isinstance(item, BaseException):
+                    raise GenerationError(f"The batch this sequence ran in failed: {item}") from item
+                usage.reused_tokens = sequence.reused
+                sequence.done_read = item.done
+                yield item.raw
+        finally:
+            sequence.closed.set()
+
+    # --- the loop thread ----------------------------------------------------------------------------------------------
+
+    def _start_thread(self) -> None:
+        if self._thread is None:
+            self._thread = threading.Thread(target=self._loop, name="chatflow-scheduler", daemon=True)
+            self._thread.start()
+
+    def _loop(self) -> None:
+        while self._wait_for_work():
+            try:
+                self._admit()
+                self._prefill_one()
+                self._decode()
+            except Exception as error:  # a failed program: end what ran, keep serving the rest
+                self._fail(error)
+        self._end_all()
+
+    def _wait_for_work(self) -> bool:
+        with self._work:
+            while not self._closing and not (self._waiting or self._prefilling or self.active):
+                self._work.wait()
+            return not self._closing
+
+    def _admit(self) -> None:
+        """Start the prefill of waiting sequences while rows are free for them."""
+        while self._waiting and self.active + len(self._prefilling) < self.max_batch:
+            with self._work:
+                sequence = self._waiting.popleft()
+            if sequence.stopped():
+                sequence.out.put(_END)
+                continue
+            run = self.model._start(sequence.prompt, sequence.params)
+            run.cache, sequence.reused = self.model._take_cache(sequence.prompt, room(sequence.prompt.size))
+            sequence.run = run
+            sequence.prefill = self.model._prefill_steps(run, sequence.reused, sequence.constraint)
+            self._prefilling.append(sequence)
+
+    def _prefill_one(self) -> None:
+        """One prefill chunk of the first sequence in its prefill; the last one samples its first token."""
+        if not self._prefilling:
+            return
+        sequence = self._prefilling[0]
+        if sequence.stopped():
+            self._prefilling.popleft()
+            sequence.out.put(_END)
+            return
+        assert sequence.prefill is not None and sequence.run is not None
+        if next(sequence.prefill, _END) is not _END:
+            return
+        self._prefilling.popleft()
+        run = sequence.run
+        raw = run.host(run.out)
+        if self._emit(sequence, raw):
+            self.model._keep_cache(run.cache, run.written())
+            return
+        self._join(sequence)
+
+    def _join(self, sequence: _Sequence) -> None:
+        """Give a prefilled sequence a row: its cache copied in, then lent to the prompt cache meanwhile (a
+        sequence with the same prefix can start from it)."""
+        run = sequence.run
+        assert run is not None
+        if None not in self._rows:
+            wanted = self.active + 1 + len(self._prefilling) + len(self._waiting)
+            self._resize(list(range(len(self._rows))), self._batch_size(wanted))
+        row = self._rows.index(None)
+        self._batch.join(row, run, _kept_length(run.prompt.size, run.cache.length))
+        self._rows[row] = sequence
+        sequence.row = row
+        self.model._keep_cache(run.cache, run.prompt)
+
+    def _decode(self) -> None:
+        """One decode step of every row; each sequence's token goes to its queue; finished rows are freed."""
+        for sequence in self._running():
+            if sequence.stopped():
+                sequence.out.put(_END)
+                self._leave(sequence)
+        if not self.active:
+            self._shrink()
+            return
+        host = self._batch.step(self._rows)
+        for sequence in self._running():
+            run = sequence.run
+            assert run is not None
+            run.fed += 1
+            raw = raw_step(host, sequence.row)
+            run.tokens.append(raw.token_id)
+            if self._emit(sequence, raw):
+                self._leave(sequence)
+        self._shrink()
+
+    def _emit(self, sequence: _Sequence, raw: RawStep) -> bool:
+        """Hand a step to its sequence; True when the sequence ends with it (then its queue is closed too)."""
+        constraint, run = sequence.constraint, sequence.run
+        assert run is not None
+        if constraint is not None:
+            constraint.advance(raw.token_id)
+        done = constraint is not None and constraint.is_done()
+        sequence.out.put(_Out(raw=raw, done=done))
+        finished = raw.token_id in sequence.stop_ids or len(run.tokens) >= sequence.budget or done
+        if finished:
+            sequence.out.put(_END)
+        return finished
+
+    def _leave(self, sequence: _Sequence) -> None:
+        """Free a sequence's row; its keys/values go to the prompt cache."""
+        run = sequence.run
+        assert run is not None
+        written = run.written()
+        self.model._keep_cache(self._batch.read(sequence.row, _kept_length(written.size, self._batch.length)), written)
+        self._rows[sequence.row] = None
+        self._batch.free(sequence.row)
+
+    def _running(self) -> list[_Sequence]:
+        return [s for s in self._rows if s is not None]
+
+    def _shrink(self) -> None:
+        """Move the running rows up into a smaller batch when one holds them and no sequence is on its way in."""
+        if self._waiting or self._prefilling:
+            return
+        size = self._batch_size(self.active) if self.active else 0
+        if size < len(self._rows):
+            self._resize([s.row for s in self._running()], size)
+
+    def _resize(self, keep: list[int], size: int) -> None:
+        """A batch of `size` rows: the rows `keep` first (in that order), then free ones."""
+        self._batch.resize(keep, size)
+        kept = [self._rows[i] for i in keep]
+        self._rows = kept + [None] * (size - len(kept))
+        for row, sequence in enumerate(self._rows):
+            if sequence is not None:
+                sequence.row = row
+
+    def _batch_size(self, rows: int) -> int:
+        return next(s for s in self.batch_sizes if s >= min(rows, self.max_batch))
+
+    def _fail(self, error: Exception) -> None:
+        """A program failed: every sequence in a row or a prefill gets the error; the batch starts over."""
+        for sequence in [*self._running(), *self._prefilling]:
+            sequence.out.put(error)
+        self._prefilling.clear()
+        self._rows = []
+        self._batch = _Batch(self.model)
+
+    def _end_all(self) -> None:
+        with self._work:
+            for sequence in [*self._running(), *self._prefilling, *self._waiting]:
+                if sequence.generation_stop is not None:
+                    sequence.generation_stop.set()  # so its finish_reason is "cancelled"
+                sequence.out.put(_END)
+            self._waiting.clear()
+
+
+def _kept_length(n: int, limit: int) -> int:
+    """Positions to copy for a sequence's first n: a power of two (few copy programs), at most `limit`."""
+    return min(limit, bucket(n, MIN_KEPT_LENGTH))
+
+
+class _Batch:
+    """The device side of the batch: the rows' KV cache and `seen` masks, and the host arrays of each row's
+    token, position, step, knobs, key and constraint mask."""
+
+    def __init__(self, model: Model):
+        self.model = model
+        self.programs = model._programs
+        self.cache: KVCache | None = None
+        self.seen: jax.Array | None = None  # [B, V] bool
+        self.host: dict[str, np.ndarray] = {}
+        self._anything: jax.Array | None = None  # [B, V] all True: the mask of no constraint
+
+    @property
+    def length(self) -> int:
+        return 0 if self.cache is None else self.cache.length
+
+    def resize(self, keep: list[int], size: int) -> None:
+        """Keep the rows `keep`, in that order, in a batch of `size` rows (the rest free)."""
+        if size == 0:
+            self.cache, self.seen, self.host, self._anything = None, None, {}, None
+            return
+        if self.cache is None or self.seen is None:
+            self._empty(size, MIN_ROW_CACHE)
+            return
+        rows = np.array(keep + [0] * (size - len(keep)), np.int32)  # free rows: copies of row 0, never read
+        self.cache = self.programs.select_rows(self.cache, rows)
+        self.seen = self.seen[rows]
+        self.host = {name: array[rows] for name, array in self.host.items()}
+        for name, array in self.host.items():
+            array[len(keep) :] = _FREE[name]
+        self._anything = None
+
+    def _empty(self, size: int, length: int) -> None:
+        config = self.model.config
+        self.cache = KVCache.zeros(config, size, self._length(length), self.model.dtype)
+        self.seen = jnp.zeros((size, config.vocab_size), bool)
+        key_shape = jax.random.key_data(jax.random.key(0)).shape
+        self.host = {
+            "token": np.zeros(size, np.int32),
+            "pos": np.zeros(size, np.int32),
+            "step": np.zeros(size, np.int32),
+            "knobs": np.tile(_FREE["knobs"], (size, 1)),
+            "key": np.zeros((size, *key_shape), np.uint32),
+        }
+
+    def join(self, row: int, run: _Run, length: int) -> None:
+        """Row `row` takes a prefilled sequence: the first `length` positions of its cache, its first token."""
+        self._fit(max(length, run.prompt.size + 1))
+        assert self.cache is not None and self.seen is not None
+        self.cache = self.programs.write_row(self.cache, run.cache, np.int32(row), length)
+        self.seen = self.programs.set_row(self.seen, np.int32(row), run.seen)
+        self.host["token"][row] = run.tokens[-1]
+        self.host["pos"][row] = run.prompt.size
+        self.host["step"][row] = 1
+        self.host["knobs"][row] = np.asarray(run.knobs)
+        self.host["key"][row] = np.asarray(jax.random.key_data(run.key))
+
+    def _fit(self, needed: int) -> None:
+        """Grow the cache (all rows) to hold `needed` positions per row."""
+        assert self.cache is not None
+        length = self._length(needed)
+        if length > self.cache.length:
+            empty = KVCache.zeros(self.model.config, self.cache.keys[0].shape[0], length, self.model.dtype)
+            self.cache = self.programs.write(empty, self.cache, np.int32(0))
+
+    def _length(self, needed: int) -> int:
+        return min(bucket(needed, MIN_ROW_CACHE), bucket(self.model.config.context_length))
+
+    def step(self, rows: list[_Sequence | None]) -> Sampled:
+        """One decode step of every row (free rows too, harmlessly); returns the sampler's output on the host."""
+        self._fit(int(self.host["pos"].max()) + 1)
+        assert self.cache is not None
+        h = self.host
+        out, chunk, self.seen = self.programs.decode_rows(
+            self.model._weights, self.cache, h["token"], h["pos"], self.seen, h["knobs"], h["key"], h["step"],
+            self._allowed(rows),
+        )  # fmt: skip
+        self.cache = self.programs.write(self.cache, chunk, h["pos"])
+        host = jax.device_get(out)
+        busy = np.array([s is not None for s in rows])
+        h["token"] = np.where(busy, host.token, 0).astype(np.int32)
+        h["pos"] = h["pos"] + busy
+        h["step"] = h["step"] + busy
+        return host
+
+    def _allowed(self, rows: list[_Sequence | None]) -> jax.Array:
+        """[B, V]: each row's constraint mask, all True where a row has none."""
+        masks = {i: s.constraint.allowed() for i, s in enumerate(rows) if s is not None and s.constraint is not None}
+        masks = {i: m for i, m in masks.items() if m is not None}
+        if not masks:
+            if self._anything is None:
+                self._anything = jax.device_put(np.ones((len(rows), self.model.config.vocab_size), bool))
+            return self._anything
+        allowed = np.ones((len(rows), self.model.config.vocab_size), bool)
+        for i, mask in masks.items():
+            allowed[i] = mask
+        return jax.device_put(allowed)
+
+    def free(self, row: int) -> None:
+        """Row `row` is free: it decodes a padding token at position 0 from now on (and never widens the loop)."""
+        for name, array in self.host.items():
+            array[row] = _FREE[name]
+
+    def read(self, row: int, length: int) -> KVCache:
+        """The first `length` positions of row `row`, as a cache of its own."""
+        assert self.cache is not None
+        return self.programs.read_row(self.cache, np.int32(row), length)
+
+
+_FREE: dict[str, int | np.ndarray] = {  # a free row's host values: a greedy padding token at position 0
+    "token": 0, "pos": 0, "step": 0, "knobs": np.array([0.0, 0.0, 1.0, 0.0, 1.0], np.float32), "key": 0,
+}  # fmt: skip
