@@ -100,6 +100,8 @@ class Scheduler:
         self._work = threading.Condition()
         self._closing = False
         self._thread: threading.Thread | None = None
+        self.steps = 0
+        """Decode steps run so far (each advanced every row)."""
 
     def submit(
         self,
@@ -135,6 +137,12 @@ class Scheduler:
     def queued(self) -> int:
         """Sequences waiting for a row or in their prefill."""
         return len(self._waiting) + len(self._prefilling)
+
+    @property
+    def nbytes(self) -> int:
+        """Device memory of the rows' KV cache now (0 while nothing runs)."""
+        cache = self._batch.cache
+        return 0 if cache is None else sum(a.nbytes for a in (*cache.keys, *cache.values))
 
     def close(self) -> None:
         """Stop the loop thread; every unfinished sequence ends as cancelled."""
@@ -246,6 +254,7 @@ class Scheduler:
             self._shrink()
             return
         host = self._batch.step(self._rows)
+        self.steps += 1
         for sequence in self._running():
             run = sequence.run
             assert run is not None

@@ -109,3 +109,21 @@ def test_sampling_probs_show_what_top_k_cut_away():
 def test_params_are_validated(bad, message):
     with pytest.raises(GenerationError, match=message):
         SamplingParams(**bad)
+
+
+def test_per_row_knobs_and_keys_sample_each_row_as_alone():
+    """A batch with knobs [b, 5] and keys [b]: each row is what `sample` gives that row alone."""
+    logits = jnp.concatenate([LOGITS, LOGITS[:, ::-1], LOGITS * 0.5])
+    seen = jnp.array([[False] * 6, [False, True, False, False, False, False], [False] * 6])
+    rows = [
+        SamplingParams(temperature=0.0),
+        SamplingParams(temperature=0.0, repetition_penalty=3.0),
+        SamplingParams(temperature=2.0, top_k=4, seed=9),
+    ]
+    keys = jax.random.wrap_key_data(jnp.stack([jax.random.key_data(jax.random.key(s)) for s in (0, 1, 9)]))
+    batch = sample(logits, jnp.stack([p.as_array() for p in rows]), seen, keys, 3)
+    for i, (params, seed) in enumerate(zip(rows, (0, 1, 9), strict=True)):
+        one = draw(params, seed, logits[i : i + 1], seen[i : i + 1])
+        assert int(batch.token[i]) == int(one.token[0])
+        np.testing.assert_allclose(batch.top_sampling_probs[i], one.top_sampling_probs[0], rtol=1e-6)
+    assert int(batch.token[1]) != int(jnp.argmax(logits[1]))  # the penalty moved that row's greedy choice

@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import jax.numpy as jnp
 import numpy as np
 import pytest
 
 from jupyter_chatflow import load_model
 from jupyter_chatflow.engine import model as engine
 from jupyter_chatflow.model.gguf_file import read_gguf
+from jupyter_chatflow.model.transformer import KVCache
 from jupyter_chatflow.model.weights import unpermute_rotary
 from jupyter_chatflow.testing import TinySpec, write_tiny_gguf
 
@@ -96,3 +98,14 @@ def test_rope_frequency_factors_of_llama_3_1_files(tmp_path):
         {k: v for k, v in gguf_model.tensors.items() if k != "rope_freqs.weight"}, gguf_model.config, IDS
     )
     assert np.abs(plain - expected).max() > 1e-3, "the factors made no difference: the test would prove nothing"
+
+
+def test_a_cache_write_at_a_position_per_row_touches_only_that_position_of_each_row():
+    cache = KVCache(keys=(jnp.zeros((3, 2, 8, 4)),), values=(jnp.zeros((3, 2, 8, 4)),))
+    chunk = KVCache(
+        keys=(jnp.arange(3.0)[:, None, None, None] + 1 + jnp.zeros((3, 2, 1, 4)),), values=(jnp.ones((3, 2, 1, 4)),)
+    )
+    written = cache.write(chunk, jnp.array([0, 5, 7]))
+    keys = np.asarray(written.keys[0])
+    assert [list(np.flatnonzero(keys[b, 0, :, 0])) for b in range(3)] == [[0], [5], [7]]
+    assert [keys[b, 1, p, 3] for b, p in enumerate([0, 5, 7])] == [1.0, 2.0, 3.0]

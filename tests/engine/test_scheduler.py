@@ -1,0 +1,204 @@
+"""Continuous batching: each scheduled sequence gets exactly what it gets alone, and a row is freed as soon as its
+sequence ends, is cancelled or is dropped."""
+
+from __future__ import annotations
+
+import gc
+import threading
+import time
+
+import numpy as np
+import pytest
+
+from jupyter_chatflow import GenerationError, SamplingParams
+from jupyter_chatflow.engine import scheduler as scheduling
+from jupyter_chatflow.engine.model import PREFILL_CHUNK
+from jupyter_chatflow.engine.scheduler import Scheduler
+
+from .test_constraint import Allow
+
+GREEDY = SamplingParams(temperature=0.0, max_tokens=24, ignore_eos=True)
+
+
+def prompt(n: int, seed: int = 0) -> list[int]:
+    return np.random.default_rng(seed).integers(3, 250, n).tolist()
+
+
+def alone(model, ids, params=GREEDY, constraint=None) -> list[int]:
+    return [s.token_id for s in model.generate(ids, params=params, constraint=constraint)]
+
+
+def tokens(generation) -> list[int]:
+    return [s.token_id for s in generation]
+
+
+def wait_until(condition, seconds: float = 30.0) -> None:
+    deadline = time.monotonic() + seconds
+    while not condition():
+        assert time.monotonic() < deadline, "timed out"
+        time.sleep(0.005)
+
+
+@pytest.fixture
+def scheduler(tiny_model):
+    tiny_model.prompt_cache.clear()
+    with Scheduler(tiny_model, max_batch=4) as s:
+        yield s
+
+
+def test_greedy_output_is_each_sequence_alone_as_they_join_at_different_times(tiny_model, scheduler):
+    """Prompts of 5 to 2.5 wide chunks' tokens; two join while the first two decode; one is cancelled midway."""
+    prompts = [prompt(5, 1), prompt(40, 2), prompt(PREFILL_CHUNK * 2 + 50, 3), prompt(17, 4)]
+    expected = [alone(tiny_model, p) for p in prompts]
+    tiny_model.prompt_cache.clear()
+    first, cancelled = scheduler.submit(prompts[0], GREEDY), scheduler.submit(prompts[1], GREEDY)
+    steps = iter(first)
+    head = [next(steps).token_id for _ in range(3)]  # the first two are decoding now
+    late = [scheduler.submit(p, GREEDY) for p in prompts[2:]]
+    kept = []
+    for step in cancelled:
+        kept.append(step.token_id)
+        if len(kept) == 5:
+            break
+    assert head + [s.token_id for s in steps] == expected[0]
+    assert [tokens(g) for g in late] == expected[2:]
+    assert kept == expected[1][:5] and cancelled.finish_reason == "cancelled"
+    assert first.finish_reason == "length" and [g.finish_reason for g in late] == ["length", "length"]
+    assert [g.usage.completion_tokens for g in (first, *late)] == [24, 24, 24]
+
+
+def test_no_more_rows_than_max_batch_and_all_finish(tiny_model):
+    tiny_model.prompt_cache.clear()
+    prompts = [prompt(8 + 3 * i, 10 + i) for i in range(5)]
+    expected = [alone(tiny_model, p) for p in prompts]
+    busiest = []
+    with Scheduler(tiny_model, max_batch=2) as scheduler:
+        generations = [scheduler.submit(p, GREEDY) for p in prompts]
+        results = []
+        for g in generations:
+            results.append(tokens(g))
+            busiest.append(scheduler.active)
+        wait_until(lambda: scheduler.active == 0 and scheduler.nbytes == 0)
+    assert results == expected
+    assert max(busiest) <= 2 and scheduler.batch_sizes == (1, 2)
+
+
+def test_a_caller_that_stops_iterating_frees_its_row_within_a_step(tiny_model, scheduler):
+    slow = SamplingParams(temperature=0.0, max_tokens=400, ignore_eos=True)
+    runner = scheduler.submit(prompt(6, 5), slow)
+    for label in ("break", "close", "drop"):
+        generation = scheduler.submit(prompt(9, 6), slow)
+        steps = iter(generation)
+        next(steps)
+        wait_until(lambda: scheduler.active == 2)
+        if label == "close":
+            steps.close()
+        elif label == "drop":
+            del steps, generation
+            gc.collect()
+        else:  # a for loop's break: the iterator is dropped when the loop's frame lets it go
+            for _ in steps:
+                break
+            del steps
+        now = scheduler.steps
+        wait_until(lambda now=now: scheduler.steps >= now + 2)
+        assert scheduler.active == 1, label
+    runner.cancel()
+    assert runner.finish_reason is None or runner.finish_reason == "cancelled"
+    wait_until(lambda: scheduler.active == 0)
+
+
+def test_the_callers_cancel_event_ends_its_sequence_only(tiny_model, scheduler):
+    cancel = threading.Event()
+    params = SamplingParams(temperature=0.0, max_tokens=300, ignore_eos=True)
+    stopped, other = scheduler.submit(prompt(7, 7), params, cancel=cancel), scheduler.submit(prompt(7, 8), GREEDY)
+    steps = iter(stopped)
+    next(steps)
+    cancel.set()
+    list(steps)
+    assert stopped.finish_reason == "cancelled" and stopped.usage.completion_tokens < 300
+    assert tokens(other) == alone(tiny_model, prompt(7, 8))
+
+
+def test_sampling_knobs_seed_and_penalty_are_per_row(tiny_model, scheduler):
+    """Three rows with different temperatures, filters, penalties and seeds: each draws what it draws alone."""
+    params = [
+        SamplingParams(temperature=0.9, top_p=0.8, seed=7, max_tokens=20, ignore_eos=True),
+        SamplingParams(temperature=0.0, repetition_penalty=1.5, max_tokens=20, ignore_eos=True),
+        SamplingParams(temperature=1.3, top_k=5, min_p=0.05, repetition_penalty=1.2, seed=3, max_tokens=20),
+    ]
+    ids = [prompt(12, 20 + i) for i in range(3)]
+    expected = [alone(tiny_model, p, q) for p, q in zip(ids, params, strict=True)]
+    generations = [scheduler.submit(p, q) for p, q in zip(ids, params, strict=True)]
+    assert [tokens(g) for g in generations] == expected
+    assert expected[0] != alone(tiny_model, ids[0], GREEDY)  # the first really sampled
+
+
+def test_a_constraint_masks_its_own_row_and_ends_it(tiny_model, scheduler):
+    vocab = tiny_model.config.vocab_size
+    ids = prompt(10, 30)
+    expected = alone(tiny_model, ids, constraint=Allow(vocab, [40, 41, 42], length=4))
+    constrained = scheduler.submit(ids, GREEDY, constraint=Allow(vocab, [40, 41, 42], length=4))
+    free = scheduler.submit(prompt(10, 31), GREEDY)
+    assert tokens(constrained) == expected and set(expected) <= {40, 41, 42} and len(expected) == 4
+    assert constrained.finish_reason == "stop"
+    assert tokens(free) == alone(tiny_model, prompt(10, 31))
+
+
+def test_stop_strings_and_stop_tokens_end_a_sequence_as_alone(tiny_model, scheduler):
+    ids = prompt(11, 40)
+    text = tiny_model.generate(ids, params=GREEDY)
+    full = "".join(s.text for s in text)
+    params = SamplingParams(temperature=0.0, max_tokens=24, stop=(full[6:8],))
+    reference = tiny_model.generate(ids, params=params)
+    expected = "".join(s.text for s in reference)
+    scheduled = scheduler.submit(ids, params)
+    assert "".join(s.text for s in scheduled) == expected == reference.text == scheduled.text
+    assert scheduled.finish_reason == reference.finish_reason == "stop"
+    eos = tiny_model.tokenizer.eos_id
+    with_eos = scheduler.submit(ids, SamplingParams(temperature=0.0, max_tokens=8))
+    assert [s.token_id for s in with_eos] == [t for t in alone(tiny_model, ids)[:8] if t != eos][:8]
+
+
+def test_a_finished_sequence_goes_to_the_prompt_cache_and_a_follow_up_reuses_it(tiny_model, scheduler):
+    ids = prompt(30, 50)
+    answer = tokens(scheduler.submit(ids, GREEDY))
+    follow_up = [*ids, *answer, *prompt(6, 51)]
+    expected = alone(tiny_model, follow_up)
+    tiny_model.prompt_cache.clear()
+    tokens(scheduler.submit(ids, GREEDY))
+    again = scheduler.submit(follow_up, GREEDY)
+    assert tokens(again) == expected
+    assert again.usage.reused_tokens == len(ids) + len(answer) - 1  # all it fed: every token but the last
+
+
+def test_rows_are_sized_to_need(tiny_model, scheduler):
+    """Two short sequences: a batch of 2 rows of MIN_ROW_CACHE positions, not max_batch rows of the window."""
+    params = SamplingParams(temperature=0.0, max_tokens=200, ignore_eos=True)
+    generations = [scheduler.submit(prompt(10, 60 + i), params) for i in range(2)]
+    iterators = [iter(g) for g in generations]  # (a dropped iterator would cancel its sequence)
+    for steps in iterators:
+        next(steps)
+    wait_until(lambda: scheduler.active == 2)
+    config = tiny_model.config
+    per_position = 2 * config.n_layers * config.n_kv_heads * config.head_dim * 4  # keys and values, float32
+    assert scheduler.nbytes == 2 * scheduling.MIN_ROW_CACHE * per_position
+    for g in generations:
+        g.cancel()
+    wait_until(lambda: scheduler.nbytes == 0)
+
+
+def test_free_rows_decode_greedy_padding():
+    assert np.array_equal(scheduling._FREE["knobs"], SamplingParams(temperature=0.0).as_array())
+
+
+def test_a_closed_scheduler_refuses_new_sequences_and_ends_waiting_ones(tiny_model):
+    scheduler = Scheduler(tiny_model, max_batch=1)
+    long = SamplingParams(temperature=0.0, max_tokens=1000, ignore_eos=True)
+    running, waiting = scheduler.submit(prompt(5, 70), long), scheduler.submit(prompt(5, 71), long)
+    next(iter(running))
+    scheduler.close()
+    assert len(list(running)) < 1000 and running.finish_reason == "cancelled"
+    assert list(waiting) == [] and waiting.finish_reason in ("cancelled", "length")
+    with pytest.raises(GenerationError, match="closed"):
+        scheduler.submit(prompt(5, 72), GREEDY)
