@@ -195,24 +195,27 @@ class Model:
         for _ in self._prefill_steps(run, reused, constraint):
             pass
 
-    def _prefill_steps(self, run: _Run, reused: int, constraint: Constraint | None) -> Iterator[None]:
+    def _prefill_steps(self, run: _Run, reused: int, constraint: Constraint | None) -> Iterator[tuple[int, bool]]:
         """All chunks but the last through `forward`; the last one fused with sampling the first token (`run.out`).
-        Yields after each chunk but the last, so a scheduler can decode other sequences in between. A single
-        token after a cached prefix (a fork, a prompt prewarmed all but its end) is a decode step: that program is
-        compiled already, where a first 16-wide prefill at this cache length would cost ~1 s of compiling."""
+        Yields (the chunk's width, whether it was the last) after each chunk, so a scheduler can decode other
+        sequences in between. A single token after a cached prefix (a fork, a prompt prewarmed all but its end) is
+        a decode step: that program is compiled already, where a first 16-wide prefill at this cache length would
+        cost ~1 s of compiling."""
         *head, (start, tokens, size) = prefill_chunks(run.prompt, run.cache.length, reused)
         if not head and size == 1:
             self._feed_one(run, tokens[:, 0], start, 0, self._mask(constraint))
+            yield 1, True
             return
         for part in head:
             run.cache = self._prefill(run.cache, [part])  # (a failure below must not leave a consumed cache behind)
-            yield
+            yield part[1].shape[1], False
         cache = run.cache
         hidden, chunk, _ = self._programs.forward(self._weights, cache, tokens, np.int32(start), 0)
         run.cache = self._programs.write(cache, chunk, np.int32(start))
         run.out, run.seen = self._programs.sample_after(
             self._weights, hidden, np.int32(size - 1), run.knobs, run.seen, run.key, self._mask(constraint)
         )
+        yield tokens.shape[1], True
 
     def _mask(self, constraint: Constraint | None) -> jax.Array:
         allowed = None if constraint is None else constraint.allowed()

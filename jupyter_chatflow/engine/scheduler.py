@@ -3,9 +3,9 @@
 On XLA:CPU a decode step's time grows far slower than its batch (the weights are read once per step whatever the
 batch), so sequences decoded together make more tokens per second in all. Callers `submit` a prompt and iterate
 the `Generation` they get back, as they would `Model.generate`'s; the loop thread, between two decode steps of
-every running sequence, runs one prefill chunk of a newcomer (a long prompt never stalls the others for its
-whole prefill), hands each row's token to its sequence's queue, and frees the row of a sequence that finished,
-was cancelled or whose caller stopped iterating.
+every running sequence, runs one prefill chunk's worth of newcomers' prompts (a long prompt never stalls the
+others for its whole prefill), hands each row's token to its sequence's queue, and frees the row of a sequence
+that finished, was cancelled or whose caller stopped iterating.
 
 The rows share one KV cache of [B, k, T, e] per layer: B is the smallest of `BATCH_SIZES` (and max_batch) that
 holds the sequences, T a power of two that holds the furthest one (at least `MIN_ROW_CACHE`), doubled as they
@@ -32,7 +32,7 @@ from jupyter_chatflow.model.transformer import KVCache
 
 from .constraint import Constraint
 from .generation import Generation, RawStep, Usage
-from .model import Model, _Run, bucket, raw_step, room
+from .model import PREFILL_CHUNK, Model, _Run, bucket, raw_step, room
 from .prompt_cache import MIN_KEPT_LENGTH
 from .sampling import Sampled, SamplingParams
 
@@ -65,7 +65,7 @@ class _Sequence:
     closed: threading.Event = dataclasses.field(default_factory=threading.Event)  # the caller let go
     generation_stop: threading.Event | None = None  # the Generation's own stop flag, once it is iterated
     run: _Run | None = None
-    prefill: Iterator[None] | None = None
+    prefill: Iterator[tuple[int, bool]] | None = None  # (chunk width, last) per chunk run
     reused: int = 0
     row: int = -1
     done_read: bool = False  # the constraint was complete after the step the caller read last (its thread only)
@@ -94,7 +94,7 @@ class Scheduler:
         self.max_batch = max_batch
         self.batch_sizes = tuple(sorted({s for s in BATCH_SIZES if s < max_batch} | {max_batch}))
         self._waiting: deque[_Sequence] = deque()
-        self._prefilling: deque[_Sequence] = deque()
+        self._filling: _Sequence | None = None  # the sequence in its prefill
         self._rows: list[_Sequence | None] = []  # one per row of the batch; None is a free (padding) row
         self._batch = _Batch(model)
         self._work = threading.Condition()
@@ -136,7 +136,7 @@ class Scheduler:
     @property
     def queued(self) -> int:
         """Sequences waiting for a row or in their prefill."""
-        return len(self._waiting) + len(self._prefilling)
+        return len(self._waiting) + (self._filling is not None)
 
     @property
     def nbytes(self) -> int:
@@ -183,8 +183,7 @@ class Scheduler:
     def _loop(self) -> None:
         while self._wait_for_work():
             try:
-                self._admit()
-                self._prefill_one()
+                self._prefill()
                 self._decode()
             except Exception as error:  # a failed program: end what ran, keep serving the rest
                 self._fail(error)
@@ -192,13 +191,14 @@ class Scheduler:
 
     def _wait_for_work(self) -> bool:
         with self._work:
-            while not self._closing and not (self._waiting or self._prefilling or self.active):
+            while not self._closing and not (self._waiting or self._filling or self.active):
                 self._work.wait()
             return not self._closing
 
     def _admit(self) -> None:
-        """Start the prefill of waiting sequences while rows are free for them."""
-        while self._waiting and self.active + len(self._prefilling) < self.max_batch:
+        """Start the prefill of the next waiting sequence when a row is free for it. One prefill at a time: its
+        cache (the prompt's own, from the prompt cache) exists only from its first chunk to its row."""
+        while self._waiting and self._filling is None and self.active < self.max_batch:
             with self._work:
                 sequence = self._waiting.popleft()
             if sequence.stopped():
@@ -208,22 +208,32 @@ class Scheduler:
             run.cache, sequence.reused = self.model._take_cache(sequence.prompt, room(sequence.prompt.size))
             sequence.run = run
             sequence.prefill = self.model._prefill_steps(run, sequence.reused, sequence.constraint)
-            self._prefilling.append(sequence)
+            self._filling = sequence
 
-    def _prefill_one(self) -> None:
-        """One prefill chunk of the first sequence in its prefill; the last one samples its first token."""
-        if not self._prefilling:
-            return
-        sequence = self._prefilling[0]
-        if sequence.stopped():
-            self._prefilling.popleft()
-            sequence.out.put(_END)
-            return
-        assert sequence.prefill is not None and sequence.run is not None
-        if next(sequence.prefill, _END) is not _END:
-            return
-        self._prefilling.popleft()
+    def _prefill(self) -> None:
+        """Prefill chunks of up to `PREFILL_CHUNK` tokens in all between two decode steps: one wide chunk of a long
+        prompt (it never stalls the others for its whole prefill), or the narrow chunks of a few short ones."""
+        spent = 0
+        while spent < PREFILL_CHUNK:
+            self._admit()
+            sequence = self._filling
+            if sequence is None:
+                return
+            if sequence.stopped():
+                self._filling = None
+                sequence.out.put(_END)
+                continue
+            assert sequence.prefill is not None
+            width, last = next(sequence.prefill)
+            spent += width
+            if last:
+                self._filling = None
+                self._first_token(sequence)
+
+    def _first_token(self, sequence: _Sequence) -> None:
+        """A prefilled sequence's first token goes out; it takes a row unless that token ended it."""
         run = sequence.run
+        assert run is not None
         raw = run.host(run.out)
         if self._emit(sequence, raw):
             self.model._keep_cache(run.cache, run.written())
@@ -236,7 +246,7 @@ class Scheduler:
         run = sequence.run
         assert run is not None
         if None not in self._rows:
-            wanted = self.active + 1 + len(self._prefilling) + len(self._waiting)
+            wanted = self.active + 1 + len(self._waiting)  # room for those waiting too: one resize, not many
             self._resize(list(range(len(self._rows))), self._batch_size(wanted))
         row = self._rows.index(None)
         self._batch.join(row, run, _kept_length(run.prompt.size, run.cache.length))
@@ -290,9 +300,12 @@ class Scheduler:
     def _running(self) -> list[_Sequence]:
         return [s for s in self._rows if s is not None]
 
+    def _pending(self) -> list[_Sequence]:
+        return [] if self._filling is None else [self._filling]
+
     def _shrink(self) -> None:
         """Move the running rows up into a smaller batch when one holds them and no sequence is on its way in."""
-        if self._waiting or self._prefilling:
+        if self._waiting or self._filling:
             return
         size = self._batch_size(self.active) if self.active else 0
         if size < len(self._rows):
@@ -312,15 +325,15 @@ class Scheduler:
 
     def _fail(self, error: Exception) -> None:
         """A program failed: every sequence in a row or a prefill gets the error; the batch starts over."""
-        for sequence in [*self._running(), *self._prefilling]:
+        for sequence in [*self._running(), *self._pending()]:
             sequence.out.put(error)
-        self._prefilling.clear()
+        self._filling = None
         self._rows = []
         self._batch = _Batch(self.model)
 
     def _end_all(self) -> None:
         with self._work:
-            for sequence in [*self._running(), *self._prefilling, *self._waiting]:
+            for sequence in [*self._running(), *self._pending(), *self._waiting]:
                 if sequence.generation_stop is not None:
                     sequence.generation_stop.set()  # so its finish_reason is "cancelled"
                 sequence.out.put(_END)

@@ -202,3 +202,19 @@ def test_a_closed_scheduler_refuses_new_sequences_and_ends_waiting_ones(tiny_mod
     assert list(waiting) == [] and waiting.finish_reason in ("cancelled", "length")
     with pytest.raises(GenerationError, match="closed"):
         scheduler.submit(prompt(5, 72), GREEDY)
+
+
+CHATS = ("What is the capital of France?", "Write a haiku about the sea.", "Explain what a CPU cache is.")
+
+
+@pytest.mark.slow
+def test_real_model_chats_in_one_batch_answer_as_alone(real_model):
+    params = SamplingParams(temperature=0.0, max_tokens=40)
+    prompts = [real_model.tokenizer.apply_chat_template([{"role": "user", "content": c}]) for c in CHATS]
+    expected = [alone(real_model, p, params) for p in prompts]
+    real_model.prompt_cache.clear()
+    with Scheduler(real_model, max_batch=4) as scheduler:
+        generations = [scheduler.submit(p, params) for p in prompts]
+        answers = [tokens(g) for g in generations]
+    assert answers == expected
+    assert "Paris" in generations[0].text
