@@ -1,14 +1,16 @@
 """Continuous batching: aggregate tokens/s and per-step latency at 1, 2, 4, 8 and 16 concurrent sequences.
 
     python benchmarks/bench_scheduler.py [--model PATH] [--streams 1,2,4,8,16] [--tokens 128] [--max-batch 16]
+                                         [--rounds 3] [--out results.json]
 
 Each level submits that many different chat prompts at once to one `Scheduler` (greedy, EOS ignored, exactly
 `--tokens` tokens each) and reads every stream on its own thread, as a server's connections would. Reported per
-level: aggregate tokens/s (all tokens over the wall time from the first submit to the last token, prefills
-included), the median time between two tokens of a stream (one decode step of the whole batch while it is full),
-the median time to first token, and the batch cache's bytes; ratios against one stream in the same run. A
-warm-up pass at each level compiles its programs first. `Model.generate` alone (the single-sequence path) is
-timed too. The load average before and after is printed: on a shared machine, compare ratios, not absolutes.
+level, the median of `--rounds` runs with the levels interleaved: aggregate tokens/s (all tokens over the wall
+time from the first submit to the last token, prefills included), the median time between two tokens of a stream
+(one decode step of the whole batch while it is full), the median time to first token, and the batch cache's
+size; ratios against one stream in the same run. A warm-up pass at each level compiles its programs first.
+`Model.generate` alone (the single-sequence path) is timed too. The load average before and after is printed:
+on a shared machine, compare ratios, not absolutes.
 """
 
 from __future__ import annotations
@@ -66,6 +68,10 @@ def run_level(scheduler: Scheduler, prompts: list[list[int]], params: SamplingPa
     }
 
 
+def prompts_for(prompts: list[list[int]], n: int) -> list[list[int]]:
+    return [prompts[i % len(prompts)] for i in range(n)]
+
+
 def single_sequence_ms(model, prompt: list[int], n: int) -> float:
     """Decode ms/step of `Model.generate` alone (the scalar-position path), median of 3."""
     times = []
@@ -81,6 +87,7 @@ def main() -> None:
     parser.add_argument("--streams", default="1,2,4,8,16")
     parser.add_argument("--tokens", type=int, default=128)
     parser.add_argument("--max-batch", type=int, default=16)
+    parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--out", type=Path, default=None)
     args = parser.parse_args()
     levels = [int(n) for n in args.streams.split(",")]
@@ -89,13 +96,17 @@ def main() -> None:
     prompts = [model.tokenizer.apply_chat_template([{"role": "user", "content": q}]) for q in QUESTIONS]
     params = SamplingParams(temperature=0.0, max_tokens=args.tokens, ignore_eos=True)
     load_before = os.getloadavg()
-    rows = []
+    runs: dict[int, list[dict]] = {n: [] for n in levels}
     with Scheduler(model, max_batch=args.max_batch) as scheduler:
-        for n in levels:
-            chosen = [prompts[i % len(prompts)] for i in range(n)]
-            run_level(scheduler, chosen, SamplingParams(temperature=0.0, max_tokens=8, ignore_eos=True))  # compile
-            rows.append(run_level(scheduler, chosen, params))
-            print(json.dumps(rows[-1]), flush=True)
+        for n in levels:  # compile each level's programs
+            run_level(
+                scheduler, prompts_for(prompts, n), SamplingParams(temperature=0.0, max_tokens=8, ignore_eos=True)
+            )
+        for _ in range(args.rounds):  # levels interleaved: a change in the machine's load hits them all alike
+            for n in levels:
+                runs[n].append(run_level(scheduler, prompts_for(prompts, n), params))
+                print(json.dumps(runs[n][-1]), flush=True)
+    rows = [{k: statistics.median(r[k] for r in runs[n]) for k in runs[n][0]} for n in levels]
     alone_ms = single_sequence_ms(model, prompts[0], args.tokens)
     load_after = os.getloadavg()
     report(rows, alone_ms, load_before, load_after)

@@ -204,6 +204,23 @@ def test_a_closed_scheduler_refuses_new_sequences_and_ends_waiting_ones(tiny_mod
         scheduler.submit(prompt(5, 72), GREEDY)
 
 
+def test_a_failed_step_ends_its_batch_with_an_error_and_the_scheduler_keeps_serving(tiny_model, scheduler, monkeypatch):
+    real, calls = tiny_model._programs.decode_rows, []
+
+    def failing(*args):
+        calls.append(1)
+        if len(calls) == 3:
+            raise RuntimeError("boom")
+        return real(*args)
+
+    monkeypatch.setattr(tiny_model._programs, "decode_rows", failing)
+    failed = scheduler.submit(prompt(6, 80), GREEDY)
+    with pytest.raises(GenerationError, match="boom"):
+        tokens(failed)
+    assert failed.finish_reason == "cancelled" and failed.usage.completion_tokens == 3
+    assert tokens(scheduler.submit(prompt(6, 81), GREEDY)) == alone(tiny_model, prompt(6, 81))
+
+
 CHATS = ("What is the capital of France?", "Write a haiku about the sea.", "Explain what a CPU cache is.")
 
 
