@@ -8,7 +8,7 @@ Each level submits that many different chat prompts at once to one `Scheduler` (
 level, the median of `--rounds` runs with the levels interleaved: aggregate tokens/s (all tokens over the wall
 time from the first submit to the last token, prefills included), the median time between two tokens of a stream
 (one decode step of the whole batch while it is full), the median time to first token, and the batch cache's
-size; ratios against one stream in the same run. A warm-up pass at each level compiles its programs first.
+size mid-run; ratios against one stream in the same run. A warm-up pass at each level compiles its programs first.
 `Model.generate` alone (the single-sequence path) is timed too. The load average before and after is printed:
 on a shared machine, compare ratios, not absolutes.
 """
@@ -45,9 +45,10 @@ def run_level(scheduler: Scheduler, prompts: list[list[int]], params: SamplingPa
     generations = [scheduler.submit(p, params) for p in prompts]
 
     def read(i: int) -> None:
-        for _ in generations[i]:
+        for step in generations[i]:
             arrivals[i].append(time.perf_counter())
-            peak[0] = max(peak[0], scheduler.nbytes)
+            if step.index == params.max_tokens // 2:  # mid-run: every stream in its row, none left yet
+                peak[0] = max(peak[0], scheduler.nbytes)
 
     threads = [threading.Thread(target=read, args=(i,)) for i in range(len(prompts))]
     for t in threads:
