@@ -52,6 +52,7 @@ class _Out:
 
 
 _END = object()  # the queue's last item: no more steps
+_CLOSED = object()  # the same, when the scheduler closed: the generation ends as cancelled
 
 
 @dataclasses.dataclass(eq=False)
@@ -168,6 +169,9 @@ class Scheduler:
         sequence.generation_stop = stop
         try:
             while (item := sequence.out.get()) is not _END:
+                if item is _CLOSED:
+                    stop.set()
+                    return
                 if isinstance(item, BaseException):
                     raise GenerationError(f"The batch this sequence ran in failed: {item}") from item
                 usage.reused_tokens = sequence.reused
@@ -337,9 +341,7 @@ class Scheduler:
     def _end_all(self) -> None:
         with self._work:
             for sequence in [*self._running(), *self._pending(), *self._waiting]:
-                if sequence.generation_stop is not None:
-                    sequence.generation_stop.set()  # so its finish_reason is "cancelled"
-                sequence.out.put(_END)
+                sequence.out.put(_CLOSED)
             self._waiting.clear()
 
 

@@ -39,6 +39,40 @@ def wait_until(condition, seconds: float = 30.0) -> None:
         time.sleep(0.005)
 
 
+class Gate:
+    """Decode steps run only when the test lets one through: what happens between two steps is checked exactly."""
+
+    def __init__(self, scheduler: Scheduler, monkeypatch):
+        self.scheduler, self.permits = scheduler, threading.Semaphore(0)
+        decode = scheduler._batch.step
+
+        def gated(rows):
+            self.permits.acquire()
+            return decode(rows)
+
+        monkeypatch.setattr(scheduler._batch, "step", gated)
+
+    def step(self) -> None:
+        """Let one decode step run, and wait until it has."""
+        target = self.scheduler.steps + 1
+        self.permits.release()
+        wait_until(lambda: self.scheduler.steps >= target)
+
+    def until(self, condition) -> None:
+        """Let steps run one by one until `condition()` (checked between two steps)."""
+        deadline = time.monotonic() + 30
+        while not condition():
+            assert time.monotonic() < deadline, "timed out"
+            if self.scheduler.active:
+                self.step()
+            else:
+                time.sleep(0.005)  # a prefill is under way: no step to let through yet
+
+    def open(self) -> None:
+        """Let every step run from now on."""
+        self.permits.release(1_000_000)
+
+
 @pytest.fixture
 def scheduler(tiny_model):
     tiny_model.prompt_cache.clear()
@@ -83,14 +117,14 @@ def test_no_more_rows_than_max_batch_and_all_finish(tiny_model):
     assert max(busiest) <= 2 and scheduler.batch_sizes == (1, 2)
 
 
-def test_a_caller_that_stops_iterating_frees_its_row_within_a_step(tiny_model, scheduler):
-    slow = SamplingParams(temperature=0.0, max_tokens=400, ignore_eos=True)
-    runner = scheduler.submit(prompt(6, 5), slow)
+def test_a_caller_that_stops_iterating_frees_its_row_within_a_step(tiny_model, scheduler, monkeypatch):
+    gate = Gate(scheduler, monkeypatch)
+    runner = scheduler.submit(prompt(6, 5), GREEDY)
     for label in ("break", "close", "drop"):
-        generation = scheduler.submit(prompt(9, 6), slow)
+        generation = scheduler.submit(prompt(9, 6), GREEDY)
         steps = iter(generation)
+        gate.until(lambda: scheduler.active == 2)
         next(steps)
-        wait_until(lambda: scheduler.active == 2)
         if label == "close":
             steps.close()
         elif label == "drop":
@@ -100,12 +134,10 @@ def test_a_caller_that_stops_iterating_frees_its_row_within_a_step(tiny_model, s
             for _ in steps:
                 break
             del steps
-        now = scheduler.steps
-        wait_until(lambda now=now: scheduler.steps >= now + 2)
+        gate.step()
         assert scheduler.active == 1, label
-    runner.cancel()
-    assert runner.finish_reason is None or runner.finish_reason == "cancelled"
-    wait_until(lambda: scheduler.active == 0)
+    gate.open()
+    assert tokens(runner) == alone(tiny_model, prompt(6, 5))
 
 
 def test_the_callers_cancel_event_ends_its_sequence_only(tiny_model, scheduler):
@@ -172,19 +204,28 @@ def test_a_finished_sequence_goes_to_the_prompt_cache_and_a_follow_up_reuses_it(
     assert again.usage.reused_tokens == len(ids) + len(answer) - 1  # all it fed: every token but the last
 
 
-def test_rows_are_sized_to_need(tiny_model, scheduler):
+def test_a_sequence_starts_from_a_running_ones_prompt_when_they_share_a_prefix(tiny_model, scheduler):
+    """The system prompt of two chats: the second prefills only its own end (the first's prompt cache entry)."""
+    shared = prompt(40, 52)
+    first, second = [*shared, 7, *prompt(5, 53)], [*shared, 9, *prompt(7, 54)]
+    expected = [alone(tiny_model, p) for p in (first, second)]
+    tiny_model.prompt_cache.clear()
+    generations = [scheduler.submit(p, GREEDY) for p in (first, second)]
+    assert [tokens(g) for g in generations] == expected
+    assert [g.usage.reused_tokens for g in generations] == [0, 40]
+
+
+def test_rows_are_sized_to_need(tiny_model, scheduler, monkeypatch):
     """Two short sequences: a batch of 2 rows of MIN_ROW_CACHE positions, not max_batch rows of the window."""
-    params = SamplingParams(temperature=0.0, max_tokens=200, ignore_eos=True)
-    generations = [scheduler.submit(prompt(10, 60 + i), params) for i in range(2)]
-    iterators = [iter(g) for g in generations]  # (a dropped iterator would cancel its sequence)
-    for steps in iterators:
-        next(steps)
-    wait_until(lambda: scheduler.active == 2)
+    gate = Gate(scheduler, monkeypatch)
+    generations = [scheduler.submit(prompt(10, 60 + i), GREEDY) for i in range(2)]
+    gate.until(lambda: scheduler.active == 2)
     config = tiny_model.config
     per_position = 2 * config.n_layers * config.n_kv_heads * config.head_dim * 4  # keys and values, float32
     assert scheduler.nbytes == 2 * scheduling.MIN_ROW_CACHE * per_position
     for g in generations:
         g.cancel()
+    gate.open()
     wait_until(lambda: scheduler.nbytes == 0)
 
 
@@ -192,14 +233,17 @@ def test_free_rows_decode_greedy_padding():
     assert np.array_equal(scheduling._FREE["knobs"], SamplingParams(temperature=0.0).as_array())
 
 
-def test_a_closed_scheduler_refuses_new_sequences_and_ends_waiting_ones(tiny_model):
+def test_a_closed_scheduler_refuses_new_sequences_and_ends_waiting_ones(tiny_model, monkeypatch):
     scheduler = Scheduler(tiny_model, max_batch=1)
-    long = SamplingParams(temperature=0.0, max_tokens=1000, ignore_eos=True)
-    running, waiting = scheduler.submit(prompt(5, 70), long), scheduler.submit(prompt(5, 71), long)
-    next(iter(running))
-    scheduler.close()
-    assert len(list(running)) < 1000 and running.finish_reason == "cancelled"
-    assert list(waiting) == [] and waiting.finish_reason in ("cancelled", "length")
+    gate = Gate(scheduler, monkeypatch)
+    running, waiting = scheduler.submit(prompt(5, 70), GREEDY), scheduler.submit(prompt(5, 71), GREEDY)
+    next(iter(running))  # (its first token needs no decode step)
+    closing = threading.Thread(target=scheduler.close)
+    closing.start()
+    gate.open()  # the step under way ends, then the loop stops
+    closing.join()
+    assert len(list(running)) <= 2 and running.finish_reason == "cancelled"
+    assert list(waiting) == [] and waiting.finish_reason == "cancelled"
     with pytest.raises(GenerationError, match="closed"):
         scheduler.submit(prompt(5, 72), GREEDY)
 
