@@ -70,6 +70,7 @@ def greedy_reference() -> dict:
 
 SLOW_TIERS = ("slow", "browser")  # the markers plain `pytest` leaves out
 INTEGRATION = Path(__file__).resolve().parent / "integration"  # the real model, notebooks, the browser: all slow
+FAST_TIMEOUT = 120  # seconds per fast test at most (the slowest takes ~10): a hang fails and shows its stacks
 MAX_WORKERS = 4  # past a few workers, each one's start (importing JAX, collecting) outweighs its share of the tier
 
 
@@ -107,6 +108,8 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         real = INTEGRATION in item.path.parents or "real_model_path" in getattr(item, "fixturenames", ())
         if real and not item.get_closest_marker("browser"):
             item.add_marker(pytest.mark.slow)
+        if not any(item.get_closest_marker(name) for name in (*SLOW_TIERS, "timeout")):
+            item.add_marker(pytest.mark.timeout(FAST_TIMEOUT))
     if not fast_tier_only(config):
         return
     kept = [item for item in items if not any(item.get_closest_marker(name) for name in SLOW_TIERS)]

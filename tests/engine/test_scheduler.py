@@ -40,30 +40,39 @@ def wait_until(condition, seconds: float = 30.0) -> None:
 
 
 class Gate:
-    """Decode steps run only when the test lets one through: what happens between two steps is checked exactly."""
+    """Decode steps run only when the test lets one through: what happens between two steps is checked exactly.
+
+    `step()` returns once the loop is parked before its next step (or idle), so a check after it sees everything
+    the loop does between two steps (freeing the rows of callers that let go), never a moment in the middle."""
 
     def __init__(self, scheduler: Scheduler, monkeypatch):
         self.scheduler, self.permits = scheduler, threading.Semaphore(0)
+        self.arrivals = 0  # times the loop reached the gate
         decode = scheduler._batch.step
 
         def gated(rows):
-            self.permits.acquire()
+            self.arrivals += 1
+            if not self.permits.acquire(timeout=60):  # a test that failed before opening: never hang the loop
+                raise RuntimeError("the test's gate stayed shut")
             return decode(rows)
 
         monkeypatch.setattr(scheduler._batch, "step", gated)
 
     def step(self) -> None:
-        """Let one decode step run, and wait until it has."""
-        target = self.scheduler.steps + 1
+        """Let one decode step run, and wait until the loop is back at the gate (or has nothing left to step)."""
+        arrivals = self.arrivals
         self.permits.release()
-        wait_until(lambda: self.scheduler.steps >= target)
+        wait_until(lambda: self.arrivals > arrivals or self._idle())
+
+    def _idle(self) -> bool:
+        return self.scheduler.active == 0 and self.scheduler.queued == 0
 
     def until(self, condition) -> None:
         """Let steps run one by one until `condition()` (checked between two steps)."""
         deadline = time.monotonic() + 30
         while not condition():
             assert time.monotonic() < deadline, "timed out"
-            if self.scheduler.active:
+            if self.scheduler.active and self.arrivals > self.scheduler.steps:  # parked at the gate
                 self.step()
             else:
                 time.sleep(0.005)  # a prefill is under way: no step to let through yet
@@ -71,6 +80,14 @@ class Gate:
     def open(self) -> None:
         """Let every step run from now on."""
         self.permits.release(1_000_000)
+
+
+@pytest.fixture
+def gate(scheduler, monkeypatch):
+    """A Gate on the `scheduler` fixture's loop, opened at the end whatever the test did (its close() can join)."""
+    gate = Gate(scheduler, monkeypatch)
+    yield gate
+    gate.open()
 
 
 @pytest.fixture
@@ -117,23 +134,23 @@ def test_no_more_rows_than_max_batch_and_all_finish(tiny_model):
     assert max(busiest) <= 2 and scheduler.batch_sizes == (1, 2)
 
 
-def test_a_caller_that_stops_iterating_frees_its_row_within_a_step(tiny_model, scheduler, monkeypatch):
-    gate = Gate(scheduler, monkeypatch)
+def test_a_caller_that_stops_iterating_frees_its_row_within_a_step(tiny_model, scheduler, gate):
     runner = scheduler.submit(prompt(6, 5), GREEDY)
     for label in ("break", "close", "drop"):
         generation = scheduler.submit(prompt(9, 6), GREEDY)
         steps = iter(generation)
         gate.until(lambda: scheduler.active == 2)
-        next(steps)
+        if label == "break":  # reads the first token (its prefill's), then lets go of the iterator
+            for _ in steps:
+                break
+            del steps
+        else:
+            next(steps)
         if label == "close":
             steps.close()
         elif label == "drop":
             del steps, generation
             gc.collect()
-        else:  # a for loop's break: the iterator is dropped when the loop's frame lets it go
-            for _ in steps:
-                break
-            del steps
         gate.step()
         assert scheduler.active == 1, label
     gate.open()
@@ -215,9 +232,8 @@ def test_a_sequence_starts_from_a_running_ones_prompt_when_they_share_a_prefix(t
     assert [g.usage.reused_tokens for g in generations] == [0, 40]
 
 
-def test_rows_are_sized_to_need(tiny_model, scheduler, monkeypatch):
+def test_rows_are_sized_to_need(tiny_model, scheduler, gate):
     """Two short sequences: a batch of 2 rows of MIN_ROW_CACHE positions, not max_batch rows of the window."""
-    gate = Gate(scheduler, monkeypatch)
     generations = [scheduler.submit(prompt(10, 60 + i), GREEDY) for i in range(2)]
     gate.until(lambda: scheduler.active == 2)
     config = tiny_model.config
@@ -237,12 +253,14 @@ def test_a_closed_scheduler_refuses_new_sequences_and_ends_waiting_ones(tiny_mod
     scheduler = Scheduler(tiny_model, max_batch=1)
     gate = Gate(scheduler, monkeypatch)
     running, waiting = scheduler.submit(prompt(5, 70), GREEDY), scheduler.submit(prompt(5, 71), GREEDY)
-    next(iter(running))  # (its first token needs no decode step)
+    steps = iter(running)  # (kept: a dropped iterator would end it before the close does)
+    next(steps)  # (its first token needs no decode step)
     closing = threading.Thread(target=scheduler.close)
     closing.start()
+    wait_until(lambda: scheduler._closing)  # (before the gate opens: else the loop may run both to their ends)
     gate.open()  # the step under way ends, then the loop stops
     closing.join()
-    assert len(list(running)) <= 2 and running.finish_reason == "cancelled"
+    assert len(list(steps)) <= 1 and running.finish_reason == "cancelled"
     assert list(waiting) == [] and waiting.finish_reason == "cancelled"
     with pytest.raises(GenerationError, match="closed"):
         scheduler.submit(prompt(5, 72), GREEDY)
