@@ -73,8 +73,10 @@ class Usage:
     completion_tokens: int = 0
     reused_tokens: int = 0
     """Leading prompt tokens whose keys/values came from the prompt cache (not computed again)."""
+    queue_ms: float = 0.0
+    """Time from the first read to the start of the prefill: waiting for a batch's row (a scheduler's; else 0)."""
     prefill_ms: float = 0.0
-    """Time to the first token (which the prefill's logits give)."""
+    """Time from the start of the prefill to the first token (which the prefill's logits give)."""
     decode_ms: float = 0.0
     """Time from the first token to the last: the decode steps."""
     compile_ms: float = 0.0
@@ -97,9 +99,9 @@ class Usage:
         self.completion_tokens = index + 1
         self.compile_ms += compile_ms
         if index == 0:
-            self.prefill_ms = elapsed_ms
+            self.prefill_ms = elapsed_ms - self.queue_ms
         else:
-            self.decode_ms = elapsed_ms - self.prefill_ms
+            self.decode_ms = elapsed_ms - self.queue_ms - self.prefill_ms
             self.decode_compile_ms += compile_ms
 
 

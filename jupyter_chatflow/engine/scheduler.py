@@ -19,6 +19,7 @@ from __future__ import annotations
 import dataclasses
 import queue
 import threading
+import time
 import weakref
 from collections import deque
 from collections.abc import Iterator, Sequence
@@ -73,6 +74,14 @@ class _Sequence:
     reused: int = 0
     row: int = -1
     done_read: bool = False  # the constraint was complete after the step the caller read last (its thread only)
+    read_from: float | None = None  # perf_counter when the caller began reading (its thread)
+    admitted: float | None = None  # perf_counter when its prefill began (the loop thread)
+
+    def queue_ms(self) -> float:
+        """Time from the caller's first read to the start of the prefill (0 if it began reading later)."""
+        if self.read_from is None or self.admitted is None:
+            return 0.0
+        return max(0.0, (self.admitted - self.read_from) * 1000)
 
     def stopped(self) -> bool:
         """The caller cancelled, stopped iterating, or dropped the generation."""
@@ -166,7 +175,7 @@ class Scheduler:
 
     def _steps(self, sequence: _Sequence, stop: threading.Event, usage: Usage) -> Iterator[RawStep]:
         """The raw steps of one sequence, read from its queue on the caller's thread."""
-        sequence.generation_stop = stop
+        sequence.generation_stop, sequence.read_from = stop, time.perf_counter()
         try:
             while (item := sequence.out.get()) is not _END:
                 if item is _CLOSED:
@@ -174,7 +183,7 @@ class Scheduler:
                     return
                 if isinstance(item, BaseException):
                     raise GenerationError(f"The batch this sequence ran in failed: {item}") from item
-                usage.reused_tokens = sequence.reused
+                usage.reused_tokens, usage.queue_ms = sequence.reused, sequence.queue_ms()
                 sequence.done_read = item.done
                 yield item.raw
         finally:
@@ -211,7 +220,7 @@ class Scheduler:
             if sequence.stopped():
                 sequence.out.put(_END)
                 continue
-            self._filling = sequence  # (from here on, a failure reaches its caller)
+            self._filling, sequence.admitted = sequence, time.perf_counter()  # (a failure now reaches its caller)
             run = self.model._start(sequence.prompt, sequence.params)
             run.cache, sequence.reused = self.model._take_cache(sequence.prompt, room(sequence.prompt.size))
             sequence.run = run

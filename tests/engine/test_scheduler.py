@@ -297,3 +297,18 @@ def test_real_model_chats_in_one_batch_answer_as_alone(real_model):
         answers = [tokens(g) for g in generations]
     assert answers == expected
     assert "Paris" in generations[0].text
+
+
+def test_the_wait_for_a_row_is_queue_time_not_prefill_time(tiny_model, monkeypatch):
+    with Scheduler(tiny_model, max_batch=1) as scheduler:
+        gate = Gate(scheduler, monkeypatch)
+        first, second = scheduler.submit(prompt(5, 80), GREEDY), scheduler.submit(prompt(5, 81), GREEDY)
+        read = threading.Thread(target=lambda: list(second))  # reads from now on; waits for the first's row
+        read.start()
+        gate.until(lambda: scheduler.active == 1)
+        time.sleep(0.3)
+        gate.open()
+        list(first)
+        read.join()
+    assert second.usage.queue_ms >= 300 > second.usage.prefill_ms
+    assert first.usage.queue_ms == 0.0  # read only after its prefill began

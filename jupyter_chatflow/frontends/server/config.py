@@ -25,7 +25,7 @@ class ServerConfig:
     token_limit: int | None = None
     """Tokens (prompt + completion) per minute per key; None: unlimited."""
     max_batch: int = 8
-    """Sequences the engine decodes together (today's engine runs one at a time and queues the rest)."""
+    """Sequences the Scheduler decodes together (batched rows); the rest wait in its queue."""
     max_queue: int = 64
     """Requests waiting for the engine beyond which new ones get 503."""
     max_body_bytes: int = 1 << 20

@@ -13,8 +13,9 @@ from typing import Literal
 
 from jupyter_chatflow.engine.model import Model
 from jupyter_chatflow.engine.sampling import SamplingParams
+from jupyter_chatflow.engine.scheduler import Scheduler
 
-from .engine import Engine, SerialEngine
+from .engine import Engine
 from .errors import APIError
 
 Status = Literal["loading", "compiling", "ready", "failed"]
@@ -23,7 +24,7 @@ Status = Literal["loading", "compiling", "ready", "failed"]
 class ModelHost:
     """Holds the model, its engine and the served name once they are there."""
 
-    def __init__(self, make_engine: Callable[[Model], Engine] = SerialEngine):
+    def __init__(self, make_engine: Callable[[Model], Engine] = Scheduler):
         self.status: Status = "loading"
         self.error = ""
         self.model: Model | None = None
@@ -32,7 +33,7 @@ class ModelHost:
         self._make_engine = make_engine
 
     @classmethod
-    def ready(cls, model: Model, name: str | None = None, make_engine: Callable[[Model], Engine] = SerialEngine):
+    def ready(cls, model: Model, name: str | None = None, make_engine: Callable[[Model], Engine] = Scheduler):
         """A host over a model already loaded (compiled on its first request)."""
         host = cls(make_engine)
         host.install(model, name)
@@ -52,13 +53,19 @@ class ModelHost:
             model = load_model(path)
             self.status = "compiling"
             self.install(model, name)
-            if warm:  # the prefill and decode programs, compiled (or read from the XLA cache) before any request
-                prompt = model.tokenizer.apply_chat_template([{"role": "user", "content": "Hi"}])
-                list(model.generate(prompt, params=SamplingParams(temperature=0.0, max_tokens=2)))
+            if warm:
+                self._warm()
             self.status = "ready"
         except Exception as error:  # the server stays up and says why in /health
             self.error = f"{type(error).__name__}: {error}"
             self.status = "failed"
+
+    def _warm(self) -> None:
+        """Compile (or read from the XLA cache) the prefill and the batch-of-one decode before any request; other
+        batch sizes compile when that many streams first run together."""
+        assert self.model is not None and self.engine is not None
+        prompt = self.model.tokenizer.apply_chat_template([{"role": "user", "content": "Hi"}])
+        list(self.engine.submit(prompt, SamplingParams(temperature=0.0, max_tokens=3, ignore_eos=True)))
 
     def install(self, model: Model, name: str | None = None) -> None:
         """Serve `model` (loaded elsewhere) under `name`; `status` is left to the caller."""

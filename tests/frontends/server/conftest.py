@@ -12,16 +12,26 @@ import httpx
 import pytest
 import uvicorn
 
+from jupyter_chatflow.engine.scheduler import Scheduler
 from jupyter_chatflow.frontends.server import ModelHost, ServerConfig, create_app
-from jupyter_chatflow.frontends.server.engine import SerialEngine
 
 
 class Paced:
-    """An engine that takes `delay` seconds per step (so a test can act between two steps) and counts them."""
+    """The Scheduler with each decode step slowed to `delay` seconds (a test can act between two steps); it
+    remembers when each step ran and wraps each stream to count the steps its reader took."""
 
-    def __init__(self, inner: SerialEngine, delay: float):
+    def __init__(self, inner: Scheduler, delay: float):
         self.inner, self.delay = inner, delay
         self.streams: list[PacedStream] = []
+        self.step_times: list[float] = []  # when each decode step (of every row) began
+        step = inner._batch.step
+
+        def paced(rows):
+            time.sleep(delay)
+            self.step_times.append(time.perf_counter())
+            return step(rows)
+
+        inner._batch.step = paced  # type: ignore[method-assign]
 
     @property
     def queued(self) -> int:
@@ -32,7 +42,7 @@ class Paced:
         return self.inner.active
 
     def submit(self, prompt_ids, params=None, constraint=None, cancel=None):
-        stream = PacedStream(self.inner.submit(prompt_ids, params, constraint, cancel), self.delay)
+        stream = PacedStream(self.inner.submit(prompt_ids, params, constraint, cancel))
         self.streams.append(stream)
         return stream
 
@@ -41,9 +51,8 @@ class Paced:
 
 
 class PacedStream:
-    def __init__(self, stream, delay: float):
-        self.stream, self.delay, self.steps = stream, delay, 0
-        self.step_times: list[float] = []
+    def __init__(self, stream):
+        self.stream, self.steps = stream, 0
 
     finish_reason = property(lambda self: self.stream.finish_reason)
     text = property(lambda self: self.stream.text)
@@ -54,9 +63,7 @@ class PacedStream:
 
     def __iter__(self):
         for step in self.stream:
-            time.sleep(self.delay)
             self.steps += 1
-            self.step_times.append(time.perf_counter())
             yield step
 
 
@@ -92,14 +99,16 @@ def wide_model(tmp_path_factory):
 
 @pytest.fixture
 def serve(tiny_model):
-    """serve(config=None, host=None, delay=None, model=None) -> (base URL, app state): a live server for this test."""
+    """serve(config=None, host=None, delay=None, model=None, max_batch=4) -> (base URL, app state): a live server for
+    this test, on the engine `chatflow serve` runs (the batching Scheduler), closed at the end."""
     with contextlib.ExitStack() as stack:
 
         def start(config: ServerConfig | None = None, host: ModelHost | None = None, delay: float | None = None,
-                  model=None):  # fmt: skip
+                  model=None, max_batch: int = 4):  # fmt: skip
             if host is None:
-                make = SerialEngine if delay is None else (lambda m: Paced(SerialEngine(m), delay))
-                host = ModelHost.ready(model or tiny_model, name="tiny", make_engine=make)
+                scheduler = stack.enter_context(Scheduler(model or tiny_model, max_batch=max_batch))
+                engine = scheduler if delay is None else Paced(scheduler, delay)
+                host = ModelHost.ready(model or tiny_model, name="tiny", make_engine=lambda _: engine)
             app = create_app(host, config)
             return stack.enter_context(running(app)), app.state.chatflow
 

@@ -89,10 +89,9 @@ def test_a_client_that_disconnects_cancels_its_generation_within_a_step_or_two(s
             tokens += '"content":' in next(lines) and 1
         gone = time.perf_counter()
     stream = state.host.engine.streams[0]
-    wait_until(lambda: stream.finish_reason == "cancelled")
-    after = [t for t in stream.step_times if t > gone]
+    wait_until(lambda: stream.finish_reason == "cancelled" and state.host.engine.active == 0)
+    after = [t for t in state.host.engine.step_times if t > gone]  # decode steps begun once the client went
     assert len(after) <= 2 and stream.steps < 10
-    assert state.host.engine.active == 0
 
 
 def test_a_whole_answer_is_cancelled_when_its_client_goes(serve):
@@ -105,7 +104,7 @@ def test_a_whole_answer_is_cancelled_when_its_client_goes(serve):
 
 
 def test_a_queued_stream_gets_keepalive_comments(serve, http):
-    base, state = serve(ServerConfig(keepalive_s=0.05), delay=0.05)
+    base, state = serve(ServerConfig(keepalive_s=0.05), delay=0.05, max_batch=1)
     blocker = threading.Thread(target=http.post, args=(f"{base}/v1/chat/completions",),
                                kwargs={"json": chat_body(max_tokens=12, ignore_eos=True)})  # fmt: skip
     blocker.start()

@@ -120,14 +120,15 @@ def test_past_the_token_limit_is_a_429(serve, http):
 
 
 def test_a_full_queue_is_a_503(serve, http):
-    base, state = serve(ServerConfig(max_queue=1), delay=0.05)
+    base, state = serve(ServerConfig(max_queue=1), delay=0.05, max_batch=1)
     long = chat_body(max_tokens=200, ignore_eos=True)
     threads = [threading.Thread(target=http.post, args=(f"{base}/v1/chat/completions",), kwargs={"json": long})
                for _ in range(2)]  # fmt: skip
-    for thread in threads:
-        thread.start()
     engine = state.host.engine
-    wait_until(lambda: engine.active == 1 and engine.queued == 1)
+    threads[0].start()
+    wait_until(lambda: engine.active == 1)  # (one at a time: the second must not find the first still queued)
+    threads[1].start()
+    wait_until(lambda: engine.queued == 1)
     full = http.post(f"{base}/v1/chat/completions", json=chat_body())
     assert full.status_code == 503 and error_of(full)["code"] == "queue_full" and "Retry-After" in full.headers
     for stream in engine.streams:
