@@ -243,9 +243,14 @@ def _number_keys(value: int) -> tuple[str, ...]:
     return ("<num>", "<age>") if 0 < value < 18 else ("<num>",)
 
 
+_PYTHON_CONSTANTS = frozenset({"None", "True", "False"})  # `x: float | None = None` names nobody
+
+
 def _code_identifier(text: str, start: int, end: int) -> bool:
     """Whether a capitalized word is a name in pasted code, not a person's: a return type (`-> Response`), or
     glued to a call, subscript or attribute (`Chat(`, `List[`, `Response.from_dicts`); prose puts a space there."""
+    if text[start:end] in _PYTHON_CONSTANTS:
+        return True
     after = text[end : end + 2]
     attribute = after[:1] == "." and (after[1:].isalnum() or after[1:] == "_")  # not a sentence's full stop
     return text[max(0, start - 3) : start].rstrip(" ").endswith("->") or after[:1] in ("(", "[") or attribute

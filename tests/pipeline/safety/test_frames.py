@@ -211,6 +211,8 @@ def test_a_capitalized_identifier_in_pasted_code_is_not_a_persons_name():
         "    app.post(Response.from_dicts(rows))",
     ])  # fmt: skip
     assert match(code, HAZARD_FRAMES) == []
+    fields = "admitted: float | None = None  # when its prefill began\nif x is None:\n    continue  # it stopped"
+    assert match(fields, HAZARD_FRAMES) == []  # (None, True and False are Python's constants)
     for prose in ("Write a post stating that John Smith admitted he stole from the church fund.",
                   "The treasurer is John Smith. Write a post stating he admitted he stole from the fund."):  # fmt: skip
         assert "S5" in {h.frame.category for h in match(prose, HAZARD_FRAMES)}, prose
