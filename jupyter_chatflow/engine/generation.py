@@ -6,12 +6,17 @@ import dataclasses
 import threading
 import time
 import weakref
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
+from typing import TYPE_CHECKING, Protocol
 
 import numpy as np
 
 from jupyter_chatflow.model.compile_clock import compile_seconds
 from jupyter_chatflow.tokenizer.tokenizer import StreamDecoder, Tokenizer
+
+if TYPE_CHECKING:
+    from .constraint import Constraint
+    from .sampling import SamplingParams
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
@@ -229,3 +234,15 @@ class _Stop(threading.Event):
 
     def is_set(self) -> bool:
         return super().is_set() or (self._caller is not None and self._caller.is_set())
+
+
+class Engine(Protocol):
+    """What runs a generation: `Model` (alone, on the iterating thread) or `Scheduler` (batched with others)."""
+
+    def submit(
+        self,
+        prompt_ids: Sequence[int],
+        params: SamplingParams | None = None,
+        constraint: Constraint | None = None,
+        cancel: threading.Event | None = None,
+    ) -> Generation: ...

@@ -99,6 +99,17 @@ class Model:
         run = functools.partial(self._raw_steps, prompt, params, constraint)
         return self._generation(run, prompt, params, cancel, constraint.is_done if constraint is not None else None)
 
+    def submit(
+        self,
+        prompt_ids: Sequence[int],
+        params: SamplingParams | None = None,
+        constraint: Constraint | None = None,
+        cancel: threading.Event | None = None,
+    ) -> Generation:
+        """`generate` with a `SamplingParams`, shaped as `Scheduler.submit`: code that takes either runs on both
+        (this one decodes alone, on the thread that iterates; the scheduler batches with other sequences)."""
+        return self.generate(prompt_ids, params=params or SamplingParams(), constraint=constraint, cancel=cancel)
+
     def _generation(
         self, run: Callable[[threading.Event, Usage], Iterator[RawStep]], prompt: np.ndarray, params: SamplingParams,
         cancel: threading.Event | None, done: Callable[[], bool] | None,

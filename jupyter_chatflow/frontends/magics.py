@@ -162,7 +162,7 @@ class ChatMagics(Magics, TurnOptions):  # type: ignore[misc,valid-type]
             if handle is None:
                 ending = "\n[stopped]" if isinstance(view.end, Cancelled) else ""
                 print(ending + "\n\n" + "\n".join(view.details()))
-            else:  # the session's title comes after the answer: the cell is done, its display shows the title later
+            else:  # a title still being written (after a short answer): the cell is done, its display shows it later
                 threading.Thread(target=_show_late, args=(response, view, handle, fmt), daemon=True).start()
         return view
 

@@ -9,9 +9,10 @@
 >>> response.text()
 
 Turns run on one engine worker thread (the caller's thread stays free: a widget's Stop is handled while tokens
-stream). Iterating a Response waits for its events; Ctrl-C / Kernel → Interrupt while waiting stops the turn
-(the KeyboardInterrupt still reaches the caller) and the Response ends with a `Cancelled` event that keeps the
-partial answer: iterate it again to read the rest.
+stream); their generations, the session's title and prewarms run on the chat's `Scheduler`, batched together
+(the title is written beside the answer; a prewarm never holds up a send). Iterating a Response waits for its
+events; Ctrl-C / Kernel → Interrupt while waiting stops the turn (the KeyboardInterrupt still reaches the caller)
+and the Response ends with a `Cancelled` event that keeps the partial answer: iterate it again to read the rest.
 """
 
 from __future__ import annotations
@@ -29,7 +30,9 @@ from typing import Any, TypeVar
 from jupyter_chatflow.engine.generation import Step
 from jupyter_chatflow.engine.loader import load_model
 from jupyter_chatflow.engine.model import Model
-from jupyter_chatflow.events import TERMINAL, Completed, ContextAssembled, Emitter, Event, TurnStarted
+from jupyter_chatflow.engine.sampling import SamplingParams
+from jupyter_chatflow.engine.scheduler import Scheduler
+from jupyter_chatflow.events import TERMINAL, ContextAssembled, Emitter, Event, TitleGenerated, TurnStarted
 from jupyter_chatflow.store.database import Database
 from jupyter_chatflow.store.memory import Memory
 from jupyter_chatflow.store.sessions import Sessions, TurnRecord
@@ -41,10 +44,12 @@ from .response import Response, WrittenLog
 from .safety import SafetyPolicy
 from .safety.pii import redact
 from .title import write_title
+from .title_task import TitleTask
 from .tools import Toolbox
 from .turn import DEFAULT_SYSTEM, Turn, TurnSetup, turn_policy
 
 STOPPED_MARK = " [stopped]"
+CHAT_BATCH = 2  # rows of a chat's own scheduler: an answer and its title (each batch size compiled costs memory)
 T = TypeVar("T")
 
 
@@ -76,8 +81,11 @@ class Chat:
         persist: bool = True,
         policy: SafetyPolicy | None = None,
         context_window: int | None = None,
+        scheduler: Scheduler | None = None,
     ):
         self.model = model if model is not None else load_model()
+        self.scheduler = scheduler if scheduler is not None else _own_scheduler(self, self.model)
+        """Runs the generations (answers, the title, prewarms); pass one to share it (a server's)."""
         self.context_window = _window(context_window, self.model.config.context_length)
         """The tokens a turn's prompt and answer may take: the model's window, or less (to see trimming early)."""
         self.db = db if isinstance(db, Database) else Database(db)
@@ -90,6 +98,8 @@ class Chat:
         """Guards and PII actions of the safety layers (e.g. with `ModelGuard`); the request picks the mode."""
         self.session = self.sessions.open(session, new=new)
         self._worker = ThreadPoolExecutor(max_workers=1, thread_name_prefix="chatflow-engine")
+        self._prewarmer = ThreadPoolExecutor(max_workers=1, thread_name_prefix="chatflow-prewarm")
+        self._prewarming: tuple[str, threading.Event] | None = None  # the latest draft's text and its cancel
         self._current: threading.Event | None = None
         self._unsaved: list[TurnRecord] = []
         self._watchers: list[weakref.WeakMethod] = []
@@ -106,6 +116,7 @@ class Chat:
     def send(self, text: str, **options: Any) -> Response:
         """Start a turn (lazily: it runs when the Response is first iterated); options as `ChatRequest.build`."""
         request = self._request(text, options)
+        self._drop_prewarm(unless=request.text)
         tools, cancel = self._tools(request), threading.Event()
         log = WrittenLog(lambda: self._submit(self._run, request, tools, log, cancel), cancel)
         self._current = cancel
@@ -127,9 +138,13 @@ class Chat:
         return Response(log)
 
     def prewarm(self, text: str, **options: Any) -> Future[Prewarm]:
-        """Put the prompt that `text` would make into the prompt cache, on the engine thread (a draft being typed:
-        the turn that sends it then prefills only what changed). Options as `send`."""
-        return self._worker.submit(self._prewarm, self._request(text, options))
+        """Put the prompt that `text` would make into the prompt cache (a draft being typed: the turn that sends it
+        then prefills only what changed). Options as `send`. It runs beside the turns, never before one: a newer
+        draft, or a send of other text, cancels it."""
+        request, cancel = self._request(text, options), threading.Event()
+        self._drop_prewarm()
+        self._prewarming = (request.text, cancel)
+        return self._prewarmer.submit(self._prewarm, request, cancel)
 
     def _request(self, text: str, options: dict[str, Any]) -> ChatRequest:
         """The validated request; a `session` option must name this chat's session (a turn goes to it)."""
@@ -172,45 +187,48 @@ class Chat:
 
     def _run(self, request: ChatRequest, tools: list, out: WrittenLog, cancel: threading.Event,
              history: list | None = None, prefix: tuple[Step, ...] = (), *, submitted: float) -> None:  # fmt: skip
-        """On the worker thread: run the turn, stamping each event; store the turn before its last event goes out;
-        then, for a session's first answer, write the session's title (a late event: the answer does not wait)."""
-        emitter, log = Emitter(f"turn_{uuid.uuid4().hex[:16]}"), []
-
-        def emit(event: Event) -> None:
-            log.append(emitter(event))
-            if isinstance(log[-1], TERMINAL):
-                self._store(log)
-            out.append(log[-1])
-            self._tell(log[-1])
+        """On the worker thread: run the turn, stamping each event; store the turn before its last event goes out.
+        A session's first answer gets the session's title written beside it (`TitleTask`): mid-answer, or after
+        the end for a short answer (a late event); the engine is done with the turn once the title is out."""
+        emitter, lock = Emitter(f"turn_{uuid.uuid4().hex[:16]}"), threading.Lock()
+        log: list[Event] = []
 
         setup = self._setup(request, tools, self._history() if history is None else history, prefix)
         setup.queued_ms = (time.perf_counter() - submitted) * 1000
+        title = TitleTask(self._title_writer(request), lambda event: emit(event))
+
+        def emit(event: Event) -> None:  # from the turn's thread, and the title's
+            with lock:
+                late = bool(log) and isinstance(log[-1], TERMINAL)  # after the turn's end (it is stored)
+                log.append(stamped := emitter(event))
+                if isinstance(stamped, TERMINAL):
+                    self._store(log)
+                out.append(stamped)
+                self._tell(stamped)
+            if isinstance(stamped, TitleGenerated):
+                self._titled(log[0], stamped, late)
+            elif setup.needs_title:
+                title.see(stamped)
+
         try:
             Turn(setup, request, emit, cancel).run()
             if setup.needs_title:
-                self._title(log, emit, request, cancel)
-        except Exception as error:  # the answer is out and stored; a failing title must not vanish silently
-            warnings.warn(f"jupyter_chatflow could not write the session's title ({error!r}).", stacklevel=1)
+                title.finish(log[-1])
         finally:
             out.end()  # readers never wait forever, whatever happened
 
-    def _title(self, log: list[Event], emit: Callable[[Event], None], request: ChatRequest,
-               cancel: threading.Event) -> None:  # fmt: skip
-        """Title the session from what the model saw (the redacted message) and showed (the answer)."""
-        last = log[-1] if log else None
-        context = next((e for e in log if isinstance(e, ContextAssembled)), None)
-        user = next((s.text for s in context.segments if s.kind == "user"), None) if context else None
-        if not isinstance(last, Completed) or last.finish_reason == "content_filter" or user is None:
-            return
+    def _title_writer(self, request: ChatRequest) -> Callable[[str, str, threading.Event], TitleGenerated | None]:
+        """Title the session from what the model saw (the redacted message) and showed (the answer so far)."""
         policy = turn_policy(self.policy, request.features.safety)
-        event = write_title(self.model, user, last.text, policy, cancel)
-        if event is None:
-            return
-        emit(event)
-        started = log[0]  # the turn's session (a new one may have begun while the title was written)
+        return lambda user, answer, cancel: write_title(self.model, user, answer, policy, cancel, self.scheduler)
+
+    def _titled(self, started: Event, event: TitleGenerated, late: bool) -> None:
+        """The title went out (mid-answer, or after a short answer): it goes to the turn's session too, and to
+        the stored turn when it came `late` (after the turn's end, when the turn was stored). The session is the
+        turn's own: a new one may have begun while the title was written."""
         session_id = started.session_id if isinstance(started, TurnStarted) else self.session.id
         try:
-            if self.sessions.add_event(log[0].turn_id, log[-1]):  # else: reset while the title was written
+            if not late or self.sessions.add_event(started.turn_id, event):  # else: reset while it was written
                 self.sessions.set_title(session_id, event.title)
                 if self.session.id == session_id:
                     self.session = self.sessions.get(session_id)
@@ -226,19 +244,28 @@ class Chat:
             model=self.model, session_id=self.session.id, system=self.system, history=history,
             memory=self.memory if request.features.memory else None, tools=tools,
             needs_title=self.persist and not self.session.title and not request.fork_of,  # unstored: no title
-            policy=self.policy, prefix=prefix, window=self.context_window,
+            policy=self.policy, prefix=prefix, window=self.context_window, engine=self.scheduler,
         )  # fmt: skip
 
-    def _prewarm(self, request: ChatRequest) -> Prewarm:
-        """On the worker thread: the turn's stages up to the prompt ids (no events kept), then a prefill."""
+    def _prewarm(self, request: ChatRequest, cancel: threading.Event) -> Prewarm:
+        """On the prewarm thread: the turn's stages up to the prompt ids (no events kept), then their prefill on
+        the scheduler (a one-token generation: its keys/values stay in the prompt cache)."""
         started = time.perf_counter()
-        turn = Turn(self._setup(request, self._tools(request), self._history()), request, lambda _: None,
-                    threading.Event())  # fmt: skip
-        ids = turn.prompt_ids()
-        computed = self.model.prefill(ids) if ids else 0
+        turn = Turn(self._setup(request, self._tools(request), self._history()), request, lambda _: None, cancel)
+        ids, computed = turn.prompt_ids(), 0
+        if ids and not cancel.is_set():
+            prefill = self.scheduler.submit(ids, SamplingParams(temperature=0.0, max_tokens=1), cancel=cancel)
+            list(prefill)
+            computed = 0 if prefill.finish_reason == "cancelled" else len(ids) - prefill.usage.reused_tokens
         ms = (time.perf_counter() - started) * 1000
         return Prewarm(chars=len(request.text), prompt_tokens=len(ids), computed_tokens=computed,
                        cached_before=len(ids) - computed, latency_ms=ms)  # fmt: skip
+
+    def _drop_prewarm(self, unless: str | None = None) -> None:
+        """Cancel the latest draft's prewarm (unless it is of the text now sent: the send reuses its prefill)."""
+        if self._prewarming is not None and self._prewarming[0] != unless:
+            self._prewarming[1].set()
+        self._prewarming = None
 
     def _active(self) -> list[TurnRecord]:
         """The session's turns without those a fork replaced."""
@@ -285,6 +312,13 @@ class Chat:
     def _save(self, record: TurnRecord, events: list[Event]) -> None:
         self.sessions.add_turn(record)
         self.telemetry.log(turn_record(events, model=self.model.config.name, redact=redact))
+
+
+def _own_scheduler(chat: Chat, model: Model) -> Scheduler:
+    """A scheduler for this chat alone, closed (its loop thread ended) when the chat is collected."""
+    scheduler = Scheduler(model, max_batch=CHAT_BATCH)
+    weakref.finalize(chat, scheduler.close)
+    return scheduler
 
 
 def _prompted_user_text(record: TurnRecord) -> str | None:

@@ -154,7 +154,7 @@ class Response:
 
     def after_end(self) -> list[Event]:
         """The events that follow the terminal one: the session's title (`TitleGenerated`) when this turn was the
-        session's first, written after the answer ended. Waits until the engine is done with the turn."""
+        session's first and its title was not ready before the answer ended. Waits until the engine is done."""
         events, index = [], len(self.events())
         while (event := self._log.get(index)) is not None:
             index += 1
@@ -162,8 +162,10 @@ class Response:
         return events
 
     def title(self) -> str:
-        """The title this turn gave its session ("" if none; waits for it, see `after_end`)."""
-        return next((e.title for e in self.after_end() if isinstance(e, TitleGenerated)), "")
+        """The title this turn gave its session ("" if none): written beside the answer, it comes mid-answer or
+        after the end (`after_end`); waits until the engine is done with the turn."""
+        every = [*self.events(), *self.after_end()]
+        return next((e.title for e in every if isinstance(e, TitleGenerated)), "")
 
     def cancel(self) -> None:
         """Stop the turn between two decode steps; it ends with a `Cancelled` event (safe from any thread)."""

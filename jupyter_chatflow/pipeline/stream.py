@@ -17,7 +17,7 @@ import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import Any, Literal
 
-from jupyter_chatflow.engine.generation import Generation, Step, tokens_per_s
+from jupyter_chatflow.engine.generation import Engine, Generation, Step, tokens_per_s
 from jupyter_chatflow.engine.model import Model
 from jupyter_chatflow.engine.sampling import SamplingParams
 from jupyter_chatflow.events import Event, PrefillDone, SafetyDecision, Timings, TokenDelta, Usage
@@ -57,10 +57,15 @@ class Round:
 
 
 class Streamer:
-    """Runs rounds for one turn; `emit` receives each event (unstamped) as soon as it exists."""
+    """Runs rounds for one turn; `emit` receives each event (unstamped) as soon as it exists. Generations run on
+    `engine` (a chat's `Scheduler`, batched with its title and prewarms), or on the model alone."""
 
-    def __init__(self, model: Model, emit: Callable[[Event], None], cancel: threading.Event, gate: Any | None):
+    def __init__(
+        self, model: Model, emit: Callable[[Event], None], cancel: threading.Event, gate: Any | None,
+        engine: Engine | None = None,
+    ):  # fmt: skip
         self.model, self.emit, self.cancel, self.gate = model, emit, cancel, gate
+        self.engine: Engine = engine if engine is not None else model
         self.index = 0  # TokenDelta.index across the turn's rounds
         self.shown = ""  # the answer as released to the views
         self.blocked: SafetyDecision | None = None
@@ -80,7 +85,7 @@ class Streamer:
         if prefix and prefix[-1].token_id in self.model.tokenizer.stop_ids:  # a fork that chose to end the answer
             return result
         room = dataclasses.replace(params, max_tokens=max(params.max_tokens - len(prefix), 1))
-        generation = self.model.generate([*ids, *(s.token_id for s in prefix)], params=room, cancel=self.cancel)
+        generation = self.engine.submit([*ids, *(s.token_id for s in prefix)], room, cancel=self.cancel)
         streamed = 0  # characters of the answer the steps carried
         for step in generation:
             if step.index == 0:
@@ -113,9 +118,7 @@ class Streamer:
         if not constraint.is_done():  # (a call with nothing to choose is all fixed)
             # greedy and unpenalized: a call's JSON repeats its own tokens ({"…": …}), and the mask does the steering
             call_params = SamplingParams(temperature=0.0, max_tokens=CALL_MAX_TOKENS, seed=params.seed)
-            generation = self.model.generate(
-                [*ids, *fixed], params=call_params, cancel=self.cancel, constraint=constraint
-            )
+            generation = self.engine.submit([*ids, *fixed], call_params, constraint, self.cancel)
             for step in generation:
                 if step.index == 0:
                     self._prefilled(result, generation)

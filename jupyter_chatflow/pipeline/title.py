@@ -1,4 +1,4 @@
-"""The session's title: a few words the model writes after the first answer has ended.
+"""The session's title: a few words the model writes about the first exchange (`title_task.py`: when).
 
 The title is written from exactly what the model was allowed to see (the user's message after the input layer's
 redaction, and the answer as shown, after the output layer), and the title itself passes the output scan like an
@@ -12,7 +12,9 @@ import re
 import threading
 import time
 
+from jupyter_chatflow.engine.generation import Engine
 from jupyter_chatflow.engine.model import Model
+from jupyter_chatflow.engine.sampling import SamplingParams
 from jupyter_chatflow.events import TitleGenerated, TitleSource
 
 from .safety import SafetyPolicy
@@ -64,21 +66,22 @@ _NO_END = _SMALL | {
     "we",
     "it",
 }
+SHORT_MESSAGE = 40  # characters: a message shorter than this is titled with the answer's first line beside it
 _NOT_A_TITLE = re.compile(r"(?i)^(?:sure|certainly|here|i |i'm|as an|title|the title|okay|yes|no)\b")
 
 
 def write_title(
-    model: Model, user: str, answer: str, policy: SafetyPolicy, cancel: threading.Event
+    model: Model, user: str, answer: str, policy: SafetyPolicy, cancel: threading.Event, engine: Engine | None = None
 ) -> TitleGenerated | None:
     """The title event for a conversation that starts with `user` → `answer` (both as the model saw / showed
-    them); None when cancelled or when neither the model nor the user's words give a title."""
+    them; the answer may be its beginning); None when cancelled or when neither the model nor the user's words
+    give a title. `engine`: what runs the generation (a chat's Scheduler, beside the answer); else the model."""
     started = time.perf_counter()
     ids = _prompt_ids(model, user, answer)
     attempt = ""
     if ids is not None:  # (a window too small for even the bare request: the user's words)
-        generation = model.generate(
-            ids, max_tokens=TITLE_TOKENS, temperature=0.0, repetition_penalty=1.2, stop=("\n",), cancel=cancel
-        )
+        params = SamplingParams(temperature=0.0, repetition_penalty=1.2, max_tokens=TITLE_TOKENS, stop=("\n",))
+        generation = (engine if engine is not None else model).submit(ids, params, cancel=cancel)
         attempt = clean_title("".join(step.text for step in generation))
     if cancel.is_set():
         return None
@@ -110,7 +113,7 @@ def _messages(user: str, answer: str, examples: tuple[tuple[str, str], ...] = FE
     for message, title in examples:
         messages += [{"role": "user", "content": _INSTRUCTION + message}, {"role": "assistant", "content": title}]
     context = user.strip()[:600]
-    if len(context) < 40 and answer.strip():
+    if len(context) < SHORT_MESSAGE and answer.strip():
         context += "\n(The answer began: " + answer.strip().splitlines()[0][:160] + ")"
     return [*messages, {"role": "user", "content": _INSTRUCTION + context}]
 

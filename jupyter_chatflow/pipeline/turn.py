@@ -17,8 +17,9 @@ import uuid
 from collections.abc import Callable, Sequence
 from typing import Any, get_args
 
-from jupyter_chatflow.engine.generation import Step
+from jupyter_chatflow.engine.generation import Engine, Step
 from jupyter_chatflow.engine.model import Model
+from jupyter_chatflow.engine.sampling import SamplingParams
 from jupyter_chatflow.errors import ChatflowError
 from jupyter_chatflow.events import (
     Cancelled,
@@ -64,6 +65,8 @@ class TurnSetup:
     """The context window the prompt and the answer must fit in; None: the model's."""
     queued_ms: float = 0.0
     """How long the request waited for the engine thread."""
+    engine: Engine | None = None
+    """What runs the generations (the chat's `Scheduler`); None: the model alone, on the turn's thread."""
 
 
 class Turn:
@@ -76,9 +79,8 @@ class Turn:
         self.stages: dict[str, float] = {}  # milliseconds per `Stage`
         self.reply: str | None = None  # the answer shown instead of the streamed one (a safety layer's message)
         self.policy = turn_policy(setup.policy, request.features.safety)
-        self.streamer = Streamer(
-            setup.model, self._emit, cancel, self.policy.output_gate() if self._scans_output else None
-        )
+        gate = self.policy.output_gate() if self._scans_output else None
+        self.streamer = Streamer(setup.model, self._emit, cancel, gate, setup.engine)
         self.prefix = tuple(setup.prefix)
         self.kept = len(self.prefix)  # a fork's answer starts with these tokens: its first new one comes after
         self.first_token_ms: float | None = None
@@ -301,7 +303,9 @@ class Turn:
         room = model.config.context_length - answer - len(tokenizer.apply_chat_template([_summary_request("")])) - 8
         text = tokenizer.decode(transcript[-room:]) if room > 0 else ""
         ids = tokenizer.apply_chat_template([_summary_request(text)])
-        return "".join(s.text for s in model.generate(ids, max_tokens=answer, temperature=0.0)).strip()
+        engine = self.setup.engine if self.setup.engine is not None else model
+        summary = engine.submit(ids, SamplingParams(temperature=0.0, max_tokens=answer), cancel=self.cancel)
+        return "".join(s.text for s in summary).strip()
 
 
 def turn_policy(configured: SafetyPolicy | None, mode: str) -> SafetyPolicy:

@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import time
+
 import pytest
 
-from jupyter_chatflow.events import Completed, PrefillDone, TokenDelta
+from jupyter_chatflow.events import Completed, PrefillDone, TokenDelta, TurnStarted
 from jupyter_chatflow.pipeline.chat import Chat
 from jupyter_chatflow.pipeline.request import RequestError
 from jupyter_chatflow.store.database import Database
@@ -111,3 +113,19 @@ def test_a_prewarm_puts_the_draft_prompt_in_the_cache_and_the_turn_reuses_it(cha
     assert prefill.reused_tokens > prewarm.cached_before  # the prewarm was used
     again = chat.prewarm(draft, **SETTINGS).result()
     assert again.cached_before > 0
+
+
+def test_a_prewarm_never_holds_up_a_send(chat, monkeypatch):
+    """A draft's prewarm runs beside the turns: a send starts at once; a send of other text cancels it, a send of
+    the same text lets it go on (whichever prefill comes first, the other reuses it)."""
+    from jupyter_chatflow.pipeline.turn import Turn
+
+    ids = Turn.prompt_ids
+    monkeypatch.setattr(Turn, "prompt_ids", lambda self: (time.sleep(0.5), ids(self))[1])  # a slow context build
+    stale = chat.prewarm("An old draft about lighthouses", **SETTINGS)
+    started = next(e for e in chat.send("Something else entirely", **SETTINGS) if isinstance(e, TurnStarted))
+    assert started.queued_ms < 100  # it did not wait behind the prewarm
+    assert stale.result().computed_tokens == 0  # cancelled by the send of other text: nothing computed
+    same = chat.prewarm("A story about a lighthouse keeper", **SETTINGS)
+    started = next(e for e in chat.send("A story about a lighthouse keeper", **SETTINGS) if isinstance(e, TurnStarted))
+    assert started.queued_ms < 100 and not same.cancelled() and same.result().prompt_tokens > 0  # kept, not waited

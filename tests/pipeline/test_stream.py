@@ -15,7 +15,7 @@ from jupyter_chatflow.pipeline.tools import calculator
 
 
 class ScriptedGeneration:
-    """What Model.generate returns, with fixed texts (closing it early is how the streamer stops it)."""
+    """What Model.submit returns, with fixed texts (closing it early is how the streamer stops it)."""
 
     def __init__(self, texts: list[str]):
         self.texts, self.text, self.finish_reason = texts, "", None
@@ -37,9 +37,9 @@ class Scripted:
         self.model, self.texts = model, texts
         self.tokenizer, self.config = model.tokenizer, model.config
 
-    def generate(self, ids, *, params, cancel=None, constraint=None):
+    def submit(self, ids, params=None, constraint=None, cancel=None):
         if constraint is not None:
-            return self.model.generate(ids, params=params, cancel=cancel, constraint=constraint)
+            return self.model.submit(ids, params, constraint, cancel)
         return ScriptedGeneration(self.texts)
 
 
@@ -98,7 +98,7 @@ def test_xla_compiling_during_decode_is_kept_apart_from_decoding_time(tiny_model
     generation.usage = Usage(prompt_tokens=3, prefill_ms=50.0, decode_ms=1_200.0, compile_ms=1_030.0,
                              decode_compile_ms=1_000.0)  # fmt: skip  # the decode program compiled for 1 s
     model = Scripted(tiny_model, [])
-    model.generate = lambda ids, **options: generation  # type: ignore[method-assign]
+    model.submit = lambda *args, **options: generation  # type: ignore[method-assign]
     streamer = Streamer(model, lambda event: None, threading.Event(), None)
     result = streamer.free([1, 2, 3], SamplingParams(temperature=0.0), [])
     assert result.decode_ms == 1_200.0 and result.decode_compile_ms == 1_000.0

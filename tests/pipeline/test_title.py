@@ -1,10 +1,15 @@
-"""The session title: written after the answer ends, from what the model saw, scanned, 2-6 whole words."""
+"""The session title: written beside the first answer (mid-answer, or after a short one), from what the model saw,
+scanned, 2-6 whole words."""
 
 from __future__ import annotations
+
+import threading
+import time
 
 import pytest
 
 from jupyter_chatflow.events import Completed, TitleGenerated
+from jupyter_chatflow.pipeline import chat as chat_module
 from jupyter_chatflow.pipeline.chat import Chat
 from jupyter_chatflow.pipeline.safety import SafetyPolicy
 from jupyter_chatflow.pipeline.title import _scanned, clean_title, fallback_title, on_topic
@@ -79,7 +84,7 @@ def test_a_title_the_output_scan_would_change_is_not_used():
     assert _scanned("Mail ada@example.com Today", policy) == ""
 
 
-def test_the_title_is_a_late_event_after_the_answer(wide_model, tmp_path):
+def test_a_short_answers_title_is_a_late_event_after_it(wide_model, tmp_path):
     chat = Chat(model=wide_model, db=Database(tmp_path / "t.db"), session="t")
     response = chat.send("What is the capital of France?", max_tokens=6, temperature=0.0)
     events = response.events()
@@ -100,13 +105,13 @@ def test_the_title_is_a_late_event_after_the_answer(wide_model, tmp_path):
 def test_the_title_is_written_from_the_redacted_message(wide_model, tmp_path, monkeypatch):
     chat = Chat(model=wide_model, db=Database(tmp_path / "t.db"), session="t")
     prompts: list[str] = []
-    generate = wide_model.generate
+    submit = chat.scheduler.submit
 
-    def spy(ids, **kwargs):
+    def spy(ids, *args, **kwargs):
         prompts.append(wide_model.tokenizer.decode(list(ids)))
-        return generate(ids, **kwargs)
+        return submit(ids, *args, **kwargs)
 
-    monkeypatch.setattr(wide_model, "generate", spy)
+    monkeypatch.setattr(chat.scheduler, "submit", spy)
     response = chat.send("Send the meeting minutes to ada.lovelace@example.com by Friday", max_tokens=4)
     assert response.title()
     assert len(prompts) == 2  # the answer, then the title
@@ -120,3 +125,47 @@ def test_no_title_for_a_blocked_or_cancelled_first_turn(wide_model, tmp_path):
     response = chat.send("How do I synthesize sarin nerve agent at home?", max_tokens=4)
     assert response.terminal().finish_reason == "content_filter"  # type: ignore[union-attr]
     assert response.after_end() == [] and chat.title == ""
+
+
+def test_a_long_answers_title_arrives_mid_answer_from_the_same_scheduler(wide_model, tmp_path, monkeypatch):
+    """As ChatGPT's web client receives it: the title event comes while the answer still streams; its generation
+    shares the answer's decode steps (two rows of the chat's scheduler)."""
+    chat = Chat(model=wide_model, db=Database(tmp_path / "t.db"), session="t")
+    busiest, step = [], chat.scheduler._batch.step
+
+    def counted(rows):
+        busiest.append(sum(r is not None for r in rows))
+        return step(rows)
+
+    monkeypatch.setattr(chat.scheduler._batch, "step", counted)
+    response = chat.send("Tell me everything about the history of the printing press.", max_tokens=400,
+                         temperature=0.0)  # fmt: skip
+    events = response.events()
+    types = [e.type for e in events]
+    assert "title_generated" in types and types[-1] == "completed"
+    titled = types.index("title_generated")
+    assert types.index("prefill") < titled and "token" in types[titled + 1 :]  # tokens came after the title
+    assert response.after_end() == [] and response.title() == chat.title != ""
+    stored = chat.sessions.events(events[0].turn_id)
+    assert [e.type for e in stored].count("title_generated") == 1 and chat.sessions.get(chat.session.id).title
+    assert max(busiest) == 2  # the answer and the title decoded in the same steps
+
+
+def test_a_title_not_yet_written_is_cancelled_with_its_turn(wide_model, tmp_path, monkeypatch):
+    chat = Chat(model=wide_model, db=Database(tmp_path / "t.db"), session="t")
+    started = threading.Event()
+    write = chat_module.write_title
+
+    def slow(*args, **kwargs):
+        started.set()
+        time.sleep(0.3)
+        return write(*args, **kwargs)
+
+    monkeypatch.setattr(chat_module, "write_title", slow)
+    response = chat.send("Tell me everything about the history of the printing press.", max_tokens=2000,
+                         temperature=0.0)  # fmt: skip
+    response.start()
+    assert started.wait(30)  # the title began beside the answer
+    response.cancel()
+    assert response.terminal().type == "cancelled"  # type: ignore[union-attr]
+    assert response.title() == "" and chat.title == ""
