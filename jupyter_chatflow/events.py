@@ -21,10 +21,12 @@ from .engine.generation import Alternative
 E = TypeVar("E", bound="Event")
 
 EventType = Literal[
-    "turn_started", "safety_decision", "memory_recalled", "context_assembled", "tokenized", "prefill", "token",
-    "tool_call", "tool_result", "memory_written", "title_generated", "completed", "cancelled", "error",
+    "turn_started", "safety_decision", "memory_recalled", "context_assembled", "tokenized", "http_request",
+    "http_response", "sse_frame", "prefill", "token", "tool_call", "tool_result", "memory_written", "title_generated",
+    "completed", "cancelled", "error",
 ]  # fmt: skip
-"""Every event's `type`, in pipeline order."""
+"""Every event's `type`, in pipeline order (a remote turn's `http_*` and `sse_frame` stand where a local one
+prefills: see `pipeline/remote.py`)."""
 SegmentKind = Literal["system", "memory", "tools", "history", "user", "tool", "generated", "template"]
 """Where a prompt segment came from: `tool` is a tool's result and `generated` the model's earlier text of this
 turn (its tool calls), both fed back in a later round; `template` is the chat template's own tokens."""
@@ -250,6 +252,53 @@ class Tokenized(Event):
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
+class HttpRequest(Event):
+    """A request a remote turn sent to an OpenAI-compatible server, as it went on the wire (the key masked)."""
+
+    type: ClassVar[Literal["http_request"]] = "http_request"
+    method: str
+    url: str
+    headers: dict[str, str]
+    """The request's headers; `Authorization` shows the key masked (`Bearer sk-…abcd`), never the key."""
+    body: dict[str, Any] = dataclasses.field(default_factory=dict)
+    """The JSON body ({} for a GET)."""
+    round: int = 0
+    """Which request of the turn: a tool call's result goes back in the next one."""
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class HttpResponse(Event):
+    """The status line and headers of the server's answer to the latest `HttpRequest`."""
+
+    type: ClassVar[Literal["http_response"]] = "http_response"
+    status: int
+    reason: str
+    headers: dict[str, str]
+    request_id: str = ""
+    """The server's `x-request-id` ("" when it sends none)."""
+    elapsed_ms: float = 0.0
+    """Milliseconds from sending the request to its response's headers."""
+    body: str = ""
+    """An error's body (its first 2,000 characters); "" for a stream, whose body comes as `SseFrame`s."""
+    round: int = 0
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class SseFrame(Event):
+    """One server-sent event of a streamed response, as its bytes arrived (a `: ping` comment is a frame too)."""
+
+    type: ClassVar[Literal["sse_frame"]] = "sse_frame"
+    index: int
+    """0, 1, 2… within the response."""
+    bytes: int
+    """The frame's size on the wire, its closing blank line included: the frames of a response add up to its body."""
+    arrival_ms: float
+    """Milliseconds from sending the request to the arrival of the frame's last byte."""
+    text: str
+    round: int = 0
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
 class PrefillDone(Event):
     """The prompt is in the KV cache; reused tokens came from the prompt cache."""
 
@@ -269,10 +318,13 @@ class TokenDelta(Event):
     type: ClassVar[Literal["token"]] = "token"
     index: int
     token_id: int
+    """-1 in a remote turn: the Chat Completions API sends a token's bytes, not its id."""
     text: str
     logprob: float
     entropy: float
+    """0 in a remote turn: a server sends at most its top 5 alternatives, not the distribution."""
     alternatives: tuple[Alternative, ...] = ()
+    """In a remote turn, the server's `top_logprobs` (ids -1, sampling_prob -1: it does not send them)."""
     elapsed_ms: float = 0.0
     compile_ms: float = 0.0
     """XLA compile time since the previous token (a decode program's first call in the process), in elapsed_ms.
@@ -372,8 +424,9 @@ class Failed(Event):
 EVENT_TYPES: dict[EventType, type[Event]] = {
     cls.type: cls
     for cls in (
-        TurnStarted, SafetyDecision, MemoryRecalled, ContextAssembled, Tokenized, PrefillDone, TokenDelta,
-        ToolCall, ToolResult, MemoryWritten, TitleGenerated, Completed, Cancelled, Failed,
+        TurnStarted, SafetyDecision, MemoryRecalled, ContextAssembled, Tokenized, HttpRequest, HttpResponse,
+        SseFrame, PrefillDone, TokenDelta, ToolCall, ToolResult, MemoryWritten, TitleGenerated, Completed, Cancelled,
+        Failed,
     )
 }  # fmt: skip
 TERMINAL = (Completed, Cancelled, Failed)

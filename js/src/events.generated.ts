@@ -3,13 +3,19 @@
 // After changing an event, regenerate it: python -m jupyter_chatflow.frontends.ts_types
 // (tests/frontends/test_ts_types.py fails while this file is out of date).
 
-/** Every event's `type`, in pipeline order. */
+/**
+ * Every event's `type`, in pipeline order (a remote turn's `http_*` and `sse_frame` stand where a local one prefills:
+ * see `pipeline/remote.py`).
+ */
 export type EventType =
   | "turn_started"
   | "safety_decision"
   | "memory_recalled"
   | "context_assembled"
   | "tokenized"
+  | "http_request"
+  | "http_response"
+  | "sse_frame"
   | "prefill"
   | "token"
   | "tool_call"
@@ -216,6 +222,47 @@ export interface Tokenized extends BaseEvent {
   latency_ms: number;
 }
 
+/** A request a remote turn sent to an OpenAI-compatible server, as it went on the wire (the key masked). */
+export interface HttpRequest extends BaseEvent {
+  type: "http_request";
+  method: string;
+  url: string;
+  /** The request's headers; `Authorization` shows the key masked (`Bearer sk-…abcd`), never the key. */
+  headers: Record<string, string>;
+  /** The JSON body ({} for a GET). */
+  body: Record<string, unknown>;
+  /** Which request of the turn: a tool call's result goes back in the next one. */
+  round: number;
+}
+
+/** The status line and headers of the server's answer to the latest `HttpRequest`. */
+export interface HttpResponse extends BaseEvent {
+  type: "http_response";
+  status: number;
+  reason: string;
+  headers: Record<string, string>;
+  /** The server's `x-request-id` ("" when it sends none). */
+  request_id: string;
+  /** Milliseconds from sending the request to its response's headers. */
+  elapsed_ms: number;
+  /** An error's body (its first 2,000 characters); "" for a stream, whose body comes as `SseFrame`s. */
+  body: string;
+  round: number;
+}
+
+/** One server-sent event of a streamed response, as its bytes arrived (a `: ping` comment is a frame too). */
+export interface SseFrame extends BaseEvent {
+  type: "sse_frame";
+  /** 0, 1, 2… within the response. */
+  index: number;
+  /** The frame's size on the wire, its closing blank line included: the frames of a response add up to its body. */
+  bytes: number;
+  /** Milliseconds from sending the request to the arrival of the frame's last byte. */
+  arrival_ms: number;
+  text: string;
+  round: number;
+}
+
 /** The prompt is in the KV cache; reused tokens came from the prompt cache. */
 export interface PrefillDone extends BaseEvent {
   type: "prefill";
@@ -231,10 +278,13 @@ export interface PrefillDone extends BaseEvent {
 export interface TokenDelta extends BaseEvent {
   type: "token";
   index: number;
+  /** -1 in a remote turn: the Chat Completions API sends a token's bytes, not its id. */
   token_id: number;
   text: string;
   logprob: number;
+  /** 0 in a remote turn: a server sends at most its top 5 alternatives, not the distribution. */
   entropy: number;
+  /** In a remote turn, the server's `top_logprobs` (ids -1, sampling_prob -1: it does not send them). */
   alternatives: Alternative[];
   elapsed_ms: number;
   /**
@@ -333,6 +383,9 @@ export type ChatEvent =
   | MemoryRecalled
   | ContextAssembled
   | Tokenized
+  | HttpRequest
+  | HttpResponse
+  | SseFrame
   | PrefillDone
   | TokenDelta
   | ToolCall

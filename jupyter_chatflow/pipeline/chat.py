@@ -13,6 +13,9 @@ stream); their generations, the session's title and prewarms run on the chat's `
 (the title is written beside the answer; a prewarm never holds up a send). Iterating a Response waits for its
 events; Ctrl-C / Kernel → Interrupt while waiting stops the turn (the KeyboardInterrupt still reaches the caller)
 and the Response ends with a `Cancelled` event that keeps the partial answer: iterate it again to read the rest.
+
+`Chat(base_url="http://127.0.0.1:8000/v1", api_key=…)` sends each turn to an OpenAI-compatible server instead of
+the local model (which is then never loaded): see `remote.py`.
 """
 
 from __future__ import annotations
@@ -32,13 +35,15 @@ from jupyter_chatflow.engine.loader import load_model
 from jupyter_chatflow.engine.model import Model
 from jupyter_chatflow.engine.sampling import SamplingParams
 from jupyter_chatflow.engine.scheduler import Scheduler
-from jupyter_chatflow.events import TERMINAL, ContextAssembled, Emitter, Event, TitleGenerated, TurnStarted
+from jupyter_chatflow.errors import ChatflowError
+from jupyter_chatflow.events import TERMINAL, Completed, ContextAssembled, Emitter, Event, TitleGenerated, TurnStarted
 from jupyter_chatflow.store.database import Database
 from jupyter_chatflow.store.memory import Memory
 from jupyter_chatflow.store.sessions import Sessions, TurnRecord
 from jupyter_chatflow.store.telemetry import Telemetry, turn_record
 
 from .fork import fork_request
+from .remote import RemoteServer, RemoteSetup, RemoteTurn, prompted_user_text, remote_title
 from .request import ChatRequest, RequestError
 from .response import Response, WrittenLog
 from .safety import SafetyPolicy
@@ -71,7 +76,7 @@ class Chat:
     def __init__(
         self,
         *,
-        model: Model | None = None,
+        model: Model | str | None = None,
         session: str = "default",
         new: bool = False,
         system: str | None = None,
@@ -82,17 +87,25 @@ class Chat:
         policy: SafetyPolicy | None = None,
         context_window: int | None = None,
         scheduler: Scheduler | None = None,
+        base_url: str | None = None,
+        api_key: str | None = None,
     ):
-        self.model = model if model is not None else load_model()
-        self.scheduler = scheduler if scheduler is not None else _own_scheduler(self, self.model)
-        """Runs the generations (answers, the title, prewarms); pass one to share it (a server's)."""
-        self.context_window = _window(context_window, self.model.config.context_length)
-        """The tokens a turn's prompt and answer may take: the model's window, or less (to see trimming early)."""
+        self.remote = RemoteServer(base_url, api_key, model if isinstance(model, str) else None) if base_url else None
+        """The OpenAI-compatible server the turns go to (`base_url`; `model` may name its model), or None."""
+        if isinstance(model, str) and self.remote is None:
+            raise ChatflowError(f"model={model!r} names a server's model: pass base_url= too, or a cf.load_model(…).")
+        self._model = None if self.remote or isinstance(model, str) else model or load_model()
+        own = None if self._model is None else scheduler or _own_scheduler(self, self._model)
+        self.scheduler: Scheduler | None = own
+        """Runs the generations (answers, the title, prewarms); pass one to share it (a server's); None: remote."""
+        self.context_window = 0 if self._model is None else _window(context_window, self._model.config.context_length)
+        """The tokens a turn's prompt and answer may take: the model's window, or less (to see trimming early); 0 for
+        a remote chat (the server's window applies)."""
         self.db = db if isinstance(db, Database) else Database(db)
         self.sessions, self.memory = Sessions(self.db), Memory(self.db)
         self.telemetry = Telemetry(self.db)
         self.toolbox = toolbox or Toolbox.builtin(namespace=namespace, memory=self.memory)
-        self.system = system or DEFAULT_SYSTEM
+        self.system = system or ("" if self.remote else DEFAULT_SYSTEM)  # remote: the server's template decides
         self.persist = persist
         self.policy = policy or SafetyPolicy()  # (its lexicon is built now, not in the first turn's time)
         """Guards and PII actions of the safety layers (e.g. with `ModelGuard`); the request picks the mode."""
@@ -103,6 +116,14 @@ class Chat:
         self._current: threading.Event | None = None
         self._unsaved: list[TurnRecord] = []
         self._watchers: list[weakref.WeakMethod] = []
+
+    @property
+    def model(self) -> Model:
+        """The local model; a remote chat (`base_url=`) has none."""
+        if self._model is None:
+            raise ChatflowError(f"This chat's turns go to {self.remote.base_url if self.remote else 'a server'}: "
+                                "it has no local model (the remote server does not provide one).")  # fmt: skip
+        return self._model
 
     @property
     def title(self) -> str:
@@ -142,6 +163,8 @@ class Chat:
         then prefills only what changed). Options as `send`. It runs beside the turns, never before one: a newer
         draft, or a send of other text, cancels it."""
         request, cancel = self._request(text, options), threading.Event()
+        if self.remote is not None:
+            raise ChatflowError("A remote chat cannot prewarm: the prompt cache is the server's.")
         self._drop_prewarm()
         self._prewarming = (request.text, cancel)
         return self._prewarmer.submit(self._prewarm, request, cancel)
@@ -154,7 +177,8 @@ class Chat:
                 f"This chat is on session {self.session.name!r}, not {session!r}: use "
                 f"cf.Chat(session={session!r}) or chat.new_session({session!r}) to talk in another session."
             )
-        return ChatRequest.build(text, window=self.model.config.context_length, **options)
+        window = None if self._model is None else self._model.config.context_length  # remote: the server checks
+        return ChatRequest.build(text, window=window, **options)
 
     def submit(self, work: Callable[..., T], *args: Any) -> Future[T]:
         """Run `work(*args)` on the engine thread, after the turns already queued (e.g. an attention pass)."""
@@ -207,19 +231,35 @@ class Chat:
                 self._tell(stamped)
             if isinstance(stamped, TitleGenerated):
                 self._titled(log[0], stamped, late)
-            elif setup.needs_title:
+            elif isinstance(setup, TurnSetup) and setup.needs_title:
                 title.see(stamped)
 
         try:
-            Turn(setup, request, emit, cancel).run()
-            if setup.needs_title:
-                title.finish(log[-1])
+            if isinstance(setup, RemoteSetup):
+                RemoteTurn(setup, request, emit, cancel).run()
+                self._remote_title(log, emit, request)
+            else:
+                Turn(setup, request, emit, cancel).run()
+                if setup.needs_title:
+                    title.finish(log[-1])
         finally:
             out.end()  # readers never wait forever, whatever happened
 
+    def _remote_title(self, log: list[Event], emit: Callable[[Event], None], request: ChatRequest) -> None:
+        """A remote session's first completed answer: its title from the user's words, after the answer."""
+        last = log[-1] if log else None
+        user = prompted_user_text(log)
+        if not self.persist or self.session.title or not isinstance(last, Completed) or user is None:
+            return
+        if last.finish_reason != "content_filter" and (event := remote_title(user, self._policy(request))) is not None:
+            emit(event)
+
+    def _policy(self, request: ChatRequest) -> SafetyPolicy:
+        return turn_policy(self.policy, request.features.safety)
+
     def _title_writer(self, request: ChatRequest) -> Callable[[str, str, threading.Event], TitleGenerated | None]:
         """Title the session from what the model saw (the redacted message) and showed (the answer so far)."""
-        policy = turn_policy(self.policy, request.features.safety)
+        policy = self._policy(request)
         return lambda user, answer, cancel: write_title(self.model, user, answer, policy, cancel, self.scheduler)
 
     def _titled(self, started: Event, event: TitleGenerated, late: bool) -> None:
@@ -239,7 +279,13 @@ class Chat:
         """The tools the request names, from this chat's toolbox."""
         return self.toolbox.resolve(",".join(request.features.tools)) if request.features.tools else []
 
-    def _setup(self, request: ChatRequest, tools: list, history: list, prefix: tuple[Step, ...] = ()) -> TurnSetup:
+    def _setup(
+        self, request: ChatRequest, tools: list, history: list, prefix: tuple[Step, ...] = ()
+    ) -> TurnSetup | RemoteSetup:
+        if self.remote is not None:
+            return RemoteSetup(server=self.remote, session_id=self.session.id, system=self.system, history=history,
+                               memory=self.memory if request.features.memory else None, tools=tools,
+                               policy=self.policy)  # fmt: skip
         return TurnSetup(
             model=self.model, session_id=self.session.id, system=self.system, history=history,
             memory=self.memory if request.features.memory else None, tools=tools,
@@ -251,8 +297,9 @@ class Chat:
         """On the prewarm thread: the turn's stages up to the prompt ids (no events kept), then their prefill on
         the scheduler (a one-token generation: its keys/values stay in the prompt cache)."""
         started = time.perf_counter()
-        turn = Turn(self._setup(request, self._tools(request), self._history()), request, lambda _: None, cancel)
-        ids, computed = turn.prompt_ids(), 0
+        setup = self._setup(request, self._tools(request), self._history())
+        assert isinstance(setup, TurnSetup) and self.scheduler is not None  # (a remote chat does not prewarm)
+        ids, computed = Turn(setup, request, lambda _: None, cancel).prompt_ids(), 0
         if ids and not cancel.is_set():
             prefill = self.scheduler.submit(ids, SamplingParams(temperature=0.0, max_tokens=1), cancel=cancel)
             list(prefill)
@@ -311,7 +358,8 @@ class Chat:
 
     def _save(self, record: TurnRecord, events: list[Event]) -> None:
         self.sessions.add_turn(record)
-        self.telemetry.log(turn_record(events, model=self.model.config.name, redact=redact))
+        name = (self.remote.model or "") if self.remote else self.model.config.name
+        self.telemetry.log(turn_record(events, model=name, redact=redact))
 
 
 def _own_scheduler(chat: Chat, model: Model) -> Scheduler:
@@ -325,7 +373,7 @@ def _prompted_user_text(record: TurnRecord) -> str | None:
     """The user's message as it went into the prompt (its `user` segment), or None if no prompt was built."""
     context = next((e for e in record.events if isinstance(e, ContextAssembled)), None)
     if context is None:
-        return None
+        return prompted_user_text(record.events)  # a remote turn's: what its request carried
     return next((s.text for s in context.segments if s.kind == "user"), record.user)
 
 

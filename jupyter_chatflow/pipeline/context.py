@@ -101,6 +101,12 @@ def assemble(
     return Assembled(messages=messages, ids=ids, context=context, tokenized=Tokenized(ids=tuple(ids), provenance=runs))
 
 
+def plain_messages(inputs: Inputs) -> list[Message]:
+    """The messages `assemble` would make of `inputs` before any trimming (a remote turn's: the server's own
+    template and window apply there)."""
+    return _messages(_parts(inputs))
+
+
 def _parts(inputs: Inputs) -> list[Part]:
     """The prompt's pieces in order; the system message is the system prompt + memory + tools."""
     parts = [Part(kind="system", label="system", text=inputs.system)]
