@@ -142,3 +142,16 @@ def test_a_tool_the_server_asks_for_runs_here(serve, wide_model):
     sent = second.body["messages"]
     assert sent[-2]["tool_calls"][0]["id"] == call.call_id
     assert sent[-1] == {"role": "tool", "tool_call_id": call.call_id, "content": result.output or result.error}
+
+
+def test_a_remote_session_keeps_its_history_and_gets_a_title(serve, tmp_path):
+    url, _ = serve()
+    chat = Chat(base_url=f"{url}/v1", db=str(tmp_path / "remote.db"), session="remote")
+    first = chat.send("Tell me about the capital of France", temperature=0, max_tokens=4, safety="input")
+    assert first.title() == "Capital of France" == chat.title  # the user's words: no title request is sent
+    second = chat.send("And Spain?", temperature=0, max_tokens=4, safety="input")
+    sent = next(e for e in of(second, HttpRequest) if e.method == "POST").body["messages"]
+    assert [m["role"] for m in sent] == ["user", "assistant", "user"]
+    assert sent[0]["content"] == "Tell me about the capital of France" and sent[1]["content"] == first.text()
+    with pytest.raises(Exception, match="no local model"):
+        chat.model  # noqa: B018
