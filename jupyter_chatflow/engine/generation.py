@@ -41,6 +41,9 @@ class RawStep:
     top_ids: np.ndarray
     top_logprobs: np.ndarray
     top_sampling_probs: np.ndarray
+    compile_ms: float | None = None
+    """XLA compile time since the step before, when another thread computed this one (a scheduler's loop: the
+    compile clock is per thread); None: the reading thread's clock tells."""
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
@@ -170,7 +173,7 @@ class Generation:
         for index, raw in enumerate(self._raw_steps(self._cancel, self.usage)):
             elapsed = (time.perf_counter() - started) * 1000
             now = compile_seconds()
-            compile_ms, compiled = (now - compiled) * 1000, now
+            compile_ms, compiled = (now - compiled) * 1000 if raw.compile_ms is None else raw.compile_ms, now
             self.usage.count(index, elapsed, compile_ms)
             if raw.token_id in self._stop_ids:
                 self.finish_reason = "stop"

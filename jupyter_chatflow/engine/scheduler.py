@@ -29,6 +29,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from jupyter_chatflow.errors import GenerationError
+from jupyter_chatflow.model.compile_clock import compile_seconds
 from jupyter_chatflow.model.transformer import KVCache
 
 from .constraint import Constraint
@@ -76,6 +77,7 @@ class _Sequence:
     done_read: bool = False  # the constraint was complete after the step the caller read last (its thread only)
     read_from: float | None = None  # perf_counter when the caller began reading (its thread)
     admitted: float | None = None  # perf_counter when its prefill began (the loop thread)
+    compiled: float = 0.0  # the loop thread's compile clock at this sequence's last step (or its admission)
 
     def queue_ms(self) -> float:
         """Time from the caller's first read to the start of the prefill (0 if it began reading later)."""
@@ -221,6 +223,7 @@ class Scheduler:
                 sequence.out.put(_END)
                 continue
             self._filling, sequence.admitted = sequence, time.perf_counter()  # (a failure now reaches its caller)
+            sequence.compiled = compile_seconds()
             run = self.model._start(sequence.prompt, sequence.params)
             run.cache, sequence.reused = self.model._take_cache(sequence.prompt, room(sequence.prompt.size))
             sequence.run = run
@@ -298,6 +301,8 @@ class Scheduler:
         if constraint is not None:
             constraint.advance(raw.token_id)
         done = constraint is not None and constraint.is_done()
+        compiled, sequence.compiled = sequence.compiled, compile_seconds()  # (what the loop compiled meanwhile)
+        raw = dataclasses.replace(raw, compile_ms=(sequence.compiled - compiled) * 1000)
         sequence.out.put(_Out(raw=raw, done=done))
         finished = raw.token_id in sequence.stop_ids or len(run.tokens) >= sequence.budget or done
         if finished:

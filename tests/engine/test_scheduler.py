@@ -312,3 +312,16 @@ def test_the_wait_for_a_row_is_queue_time_not_prefill_time(tiny_model, monkeypat
         read.join()
     assert second.usage.queue_ms >= 300 > second.usage.prefill_ms
     assert first.usage.queue_ms == 0.0  # read only after its prefill began
+
+
+def test_compiling_on_the_loop_thread_is_counted_in_each_sequences_steps(tiny_model):
+    """XLA's compile clock is per thread; the scheduler hands each step the compile time its loop spent since the
+    sequence's step before, so a timeline still draws compiling as compiling (a batch of 3 is new here)."""
+    with Scheduler(tiny_model, max_batch=3) as scheduler:
+        generations = [scheduler.submit(prompt(6, 90 + i), GREEDY) for i in range(3)]
+        steps = [list(g) for g in generations]
+    assert all(g.usage.compile_ms > 50 for g in generations), [g.usage for g in generations]
+    assert all(
+        sum(s.compile_ms for s in run) == pytest.approx(g.usage.compile_ms)
+        for run, g in zip(steps, generations, strict=True)
+    )
