@@ -394,17 +394,17 @@ def test_start_runs_a_turn_nobody_reads_and_watchers_see_every_event_in_order(ch
 
 def test_usage_and_speed_are_what_the_events_show(wide_model, tmp_path, monkeypatch):
     """Every token an event, the first out of the prefill; tokens/s over the decode steps, compiling left out."""
-    import jupyter_chatflow.engine.generation as generation_module
+    import jupyter_chatflow.engine.scheduler as scheduler_module
 
-    real, extra, calls = generation_module.compile_seconds, [0.0], iter(range(1_000))
+    real, extra, calls = scheduler_module.compile_seconds, [0.0], iter(range(1_000))
 
-    def compile_seconds():  # XLA's, and the second decode step "compiles" 50 ms more (as a program's first call)
-        if next(calls) == 3:
+    def compile_seconds():  # XLA's on the chat's scheduler thread (read at admission, then at each step it hands
+        if next(calls) == 3:  # out); the second decode step "compiles" 50 ms more (as a program's first call)
             time.sleep(0.05)
             extra[0] += 0.05
         return real() + extra[0]
 
-    monkeypatch.setattr(generation_module, "compile_seconds", compile_seconds)
+    monkeypatch.setattr(scheduler_module, "compile_seconds", compile_seconds)
     chat = Chat(model=wide_model, db=Database(tmp_path / "usage.db"), session="usage", persist=False)
     response = chat.send("Hello there", max_tokens=8, temperature=0.0, ignore_eos=True, safety="off", memory=False)
     events, end = response.events(), response.terminal()
