@@ -7,6 +7,10 @@
 
 Defaults are traitlets: `%config ChatMagics.temperature = 0.5`. This module only parses arguments and hands
 them on; the turn itself is `Chat.send`, the cell's output `render.TurnView`.
+
+`%%chat --server http://127.0.0.1:8000/v1` (or `%config ChatMagics.server = …`) sends the turn to an
+OpenAI-compatible server instead of the local model; its key comes from `--api-key`, `ChatMagics.api_key`,
+`$CHATFLOW_API_KEY` or `$OPENAI_API_KEY`, and is never shown (`%config ChatMagics` prints it masked).
 """
 
 from __future__ import annotations
@@ -22,7 +26,7 @@ from IPython.core.error import UsageError
 from IPython.core.magic import Magics, line_cell_magic, line_magic, magics_class
 from IPython.core.magic_arguments import argument, magic_arguments, parse_argstring
 from IPython.display import Markdown, Pretty, display
-from traitlets import Bool, Enum, Unicode
+from traitlets import Bool, Enum, TraitType, Unicode
 from traitlets.config import Configurable
 
 from jupyter_chatflow.engine.loader import enable_compilation_cache, load_model
@@ -34,6 +38,7 @@ from jupyter_chatflow.pipeline.chat import Chat
 from jupyter_chatflow.pipeline.request import ChatRequest
 from jupyter_chatflow.pipeline.response import Response
 from jupyter_chatflow.pipeline.safety import ModelGuard, SafetyPolicy
+from jupyter_chatflow.pipeline.wire import mask_key
 from jupyter_chatflow.settings import OPTIONS
 
 from .options import add_flags, options_given, trait
@@ -48,6 +53,27 @@ def _option_flags(magic: Any) -> Any:
     """The `%%chat` flags of every option of a turn (`settings.OPTIONS`), as `chatflow chat` has them."""
     add_flags(lambda *flags, **kwargs: argument(*flags, **kwargs)(magic))
     return magic
+
+
+class Secret(str):
+    """A key that prints masked (`sk-…abcd`): `%config ChatMagics` and reprs never show it."""
+
+    __slots__ = ()
+
+    def __repr__(self) -> str:
+        return repr(mask_key(self)) if self else "''"
+
+
+class SecretUnicode(TraitType[str, str]):
+    """A Unicode trait whose value is a `Secret`."""
+
+    default_value = Secret("")
+    info_text = "a key (shown masked)"
+
+    def validate(self, obj: Any, value: Any) -> Secret:
+        if not isinstance(value, str):
+            self.error(obj, value)
+        return Secret(value)
 
 
 TurnOptions: type[Configurable] = type("TurnOptions", (Configurable,), {o.name: trait(o) for o in OPTIONS})
@@ -65,6 +91,11 @@ class ChatMagics(Magics, TurnOptions):  # type: ignore[misc,valid-type]
         config=True
     )
     model_path = Unicode("", help="GGUF file to load ('' = the default model).").tag(config=True)
+    server = Unicode("", help="An OpenAI-compatible server's URL (http://host:8000/v1) the turns go to instead of the "
+                     "local model ('' = the local model).").tag(config=True)  # fmt: skip
+    api_key = SecretUnicode(help="The --server's key ('' = $CHATFLOW_API_KEY or $OPENAI_API_KEY); shown masked.").tag(
+        config=True
+    )
 
     def __init__(self, shell: Any = None, **kwargs: Any):
         super().__init__(shell=shell, **kwargs)
@@ -80,6 +111,8 @@ class ChatMagics(Magics, TurnOptions):  # type: ignore[misc,valid-type]
     @argument("--session", help="Session name: the conversation continues across cells and kernel restarts.")
     @argument("--new", action="store_true", help="Start the session afresh (the old one is archived).")
     @argument("--system", help="System prompt for this session.")
+    @argument("--server", metavar="URL", help="Send the turn to this OpenAI-compatible server (…/v1).")
+    @argument("--api-key", dest="api_key", metavar="KEY", help="The server's key (never shown).")
     @_option_flags
     @argument("--format", choices=["markdown", "text", "code"])
     @argument("-o", dest="output", metavar="VAR", help="Store the turn's Response in this variable.")
@@ -107,7 +140,8 @@ class ChatMagics(Magics, TurnOptions):  # type: ignore[misc,valid-type]
             self._status = None  # a later magic must not draw into this cell's output
 
     def _send(self, args: Any, message: str) -> None:
-        chat = self._chat(args.session or self.session, new=args.new, system=args.system)
+        chat = self._chat(args.session or self.session, new=args.new, system=args.system, server=args.server,
+                          api_key=args.api_key)  # fmt: skip
         if args.inspect:  # the panel streams the turn; the cell returns at once, so the panel's Stop is heard
             return self._inspect(chat, message, args)
         response = chat.send(message, **self._options(args))
@@ -115,7 +149,7 @@ class ChatMagics(Magics, TurnOptions):  # type: ignore[misc,valid-type]
             self._namespace()[args.output] = response
         fmt = args.format or self.format
         session = chat.session.name + ("" if args.session else " (no --session: shared by every %%chat without one)")
-        view = self._stream(response, fmt, TurnView(session=session))
+        view = self._stream(response, fmt, TurnView(session=session), local=chat.remote is None)
         if fmt == "code" and view.end is not None and self.shell is not None:
             self.shell.set_next_input(_code_of(view.text), replace=False)
 
@@ -123,7 +157,8 @@ class ChatMagics(Magics, TurnOptions):  # type: ignore[misc,valid-type]
         from .widget import ChatWidget
 
         options = self._options(args)
-        request = ChatRequest.build(message, window=chat.model.config.context_length, **options)  # mistakes first
+        window = None if chat.remote else chat.model.config.context_length
+        request = ChatRequest.build(message, window=window, **options)  # mistakes first
         settings = {**options, "tools": list(request.features.tools), "stop": list(request.params.stop)}
         panel = ChatWidget(chat, settings=settings)
         display(panel)
@@ -136,12 +171,13 @@ class ChatMagics(Magics, TurnOptions):  # type: ignore[misc,valid-type]
         flags = options_given(args)
         return {o.name: flags.get(o.name, getattr(self, o.name)) for o in OPTIONS}
 
-    def _stream(self, response: Response, fmt: str, view: TurnView) -> TurnView:
+    def _stream(self, response: Response, fmt: str, view: TurnView, *, local: bool = True) -> TurnView:
         """Show events as they arrive; Kernel → Interrupt stops the turn and keeps what was written. Above the
         answer, the status line says what XLA compiling cost (a clock while a kernel's first turn compiles)."""
         status = self._status or StatusLine(_has_display(self.shell))
         loaded = self._loaded if status.rich else ""  # a terminal has printed it already
-        watch = CompileWatch(status, first_turn=not self._warm, cache=_cache_dir(), before=loaded)
+        first = local and not self._warm  # (a remote turn compiles nothing here)
+        watch = CompileWatch(status, first_turn=first, cache=_cache_dir(), before=loaded)
         self._loaded = ""
         with watch:
             handle = display(Markdown("…"), display_id=True) if status.rich else None
@@ -158,7 +194,7 @@ class ChatMagics(Magics, TurnOptions):  # type: ignore[misc,valid-type]
                     drawn = time.monotonic()
 
             response.follow(show)
-            self._warm = True
+            self._warm = self._warm or local
             if handle is None:
                 ending = "\n[stopped]" if isinstance(view.end, Cancelled) else ""
                 print(ending + "\n\n" + "\n".join(view.details()))
@@ -248,14 +284,24 @@ class ChatMagics(Magics, TurnOptions):  # type: ignore[misc,valid-type]
     def _still_in_use(self) -> str:
         return f" The model in use is still {self._model.config.name}." if self._model is not None else ""
 
-    def _chat(self, session: str, *, new: bool = False, system: str | None = None) -> Chat:
-        chat = self._chats.get(session)
+    def _chat(self, session: str, *, new: bool = False, system: str | None = None, server: str | None = None,
+              api_key: str | None = None) -> Chat:  # fmt: skip
+        """The session's chat: on the local model, or on `server` (the flag, else `ChatMagics.server`)."""
+        url = server or self.server or None
+        chat = self._chats.get(f"{session}\n{url or ''}")
         if chat is None or new:
-            model = self._load()
-            policy = SafetyPolicy(model_guard=ModelGuard(model=model)) if self.model_guard else None
-            chat = Chat(model=model, session=session, new=new, system=system or self.system or None,
-                        namespace=self._namespace(), policy=policy)  # fmt: skip
-            self._chats[session] = chat
+            system = system or self.system or None
+            if url:
+                if self.model_guard:
+                    raise ChatflowError("model_guard scores with the local model: turn it off to use --server.")
+                chat = Chat(base_url=url, api_key=api_key or self.api_key or None, session=session, new=new,
+                            system=system, namespace=self._namespace())  # fmt: skip
+            else:
+                model = self._load()
+                policy = SafetyPolicy(model_guard=ModelGuard(model=model)) if self.model_guard else None
+                chat = Chat(model=model, session=session, new=new, system=system, namespace=self._namespace(),
+                            policy=policy)  # fmt: skip
+            self._chats[f"{session}\n{url or ''}"] = chat
         elif system:
             chat.system = system
         return chat

@@ -17,10 +17,13 @@ from jupyter_chatflow.events import (
     ContextAssembled,
     Event,
     Failed,
+    HttpRequest,
+    HttpResponse,
     MemoryRecalled,
     MemoryWritten,
     PrefillDone,
     SafetyDecision,
+    SseFrame,
     TitleGenerated,
     TokenDelta,
     ToolCall,
@@ -48,6 +51,9 @@ class TurnView:
         self.tools: list[tuple[ToolCall, ToolResult | None]] = []
         self.title = ""
         self.end: Event | None = None
+        self.requests: list[HttpRequest] = []  # a remote turn's wire: its requests, their answers, the SSE frames
+        self.responses: list[HttpResponse] = []
+        self.frames: list[SseFrame] = []
 
     def add(self, event: Event) -> None:
         """Take one event into account."""
@@ -70,6 +76,8 @@ class TurnView:
             self.tools = [(c, event if c.call_id == event.call_id else r) for c, r in self.tools]
         elif isinstance(event, TitleGenerated):
             self.title = event.title
+        elif isinstance(event, (HttpRequest, HttpResponse, SseFrame)):
+            self._wire(event)
         elif isinstance(event, (Completed, Cancelled, Failed)):
             self.end = event
             self.text = event.text or self.text
@@ -89,6 +97,7 @@ class TurnView:
             self._safety_line(),
             self._memory_line(),
             self._context_line(),
+            *self._wire_lines(),
             *self._tool_lines(),
             self._speed_line(),
         ]
@@ -157,6 +166,27 @@ class TurnView:
         trimmed = f"; trimmed {len(c.trimmed)}" if c.trimmed else ""
         reused = f"; {self.prefill.reused_tokens} reused from cache" if self.prefill else ""
         return f"context: {c.prompt_tokens}/{c.window} tokens ({used}){trimmed}{reused}"
+
+    def _wire(self, event: HttpRequest | HttpResponse | SseFrame) -> None:
+        if isinstance(event, HttpRequest):
+            self.requests.append(event)
+        elif isinstance(event, HttpResponse):
+            self.responses.append(event)
+        else:
+            self.frames.append(event)
+
+    def _wire_lines(self) -> list[str]:
+        """A remote turn: each request, its status and request id, and the SSE frames that answered it."""
+        lines = []
+        for request in self.requests:
+            answer = next((r for r in self.responses if r.round == request.round and r.sequence_number >
+                           request.sequence_number), None)  # fmt: skip
+            status = f" → {answer.status} {answer.reason}" if answer else " → …"
+            rid = f", {answer.request_id}" if answer and answer.request_id else ""
+            frames = [f for f in self.frames if f.round == request.round] if request.method == "POST" else []
+            sse = f", {len(frames)} SSE frames ({sum(f.bytes for f in frames):,} bytes)" if frames else ""
+            lines.append(f"server: {request.method} {request.url}{status}{rid}{sse}")
+        return lines
 
     def _tool_lines(self) -> list[str]:
         lines = []

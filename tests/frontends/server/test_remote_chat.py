@@ -155,3 +155,40 @@ def test_a_remote_session_keeps_its_history_and_gets_a_title(serve, tmp_path):
     assert sent[0]["content"] == "Tell me about the capital of France" and sent[1]["content"] == first.text()
     with pytest.raises(Exception, match="no local model"):
         chat.model  # noqa: B018
+
+
+@pytest.fixture
+def shell(tmp_path, monkeypatch):
+    from IPython.core.interactiveshell import InteractiveShell
+
+    monkeypatch.setenv("CHATFLOW_DB", str(tmp_path / "magic.db"))
+    monkeypatch.delenv("CHATFLOW_API_KEY", raising=False)
+    monkeypatch.delenv("OPENAI_API_KEY", raising=False)
+    InteractiveShell.clear_instance()
+    ip = InteractiveShell.instance()
+    ip.run_line_magic("load_ext", "jupyter_chatflow")
+    yield ip
+    InteractiveShell.clear_instance()
+
+
+def test_chat_magic_sends_to_a_server(serve, shell, capsys):
+    url, _ = serve(ServerConfig(api_keys=(KEY,)))
+    shell.run_cell_magic("chat", f"--server {url}/v1 --api-key {KEY} --max-tokens 4 -o r", "Hi")
+    out, err = capsys.readouterr()
+    response = shell.user_ns["r"]
+    assert isinstance(response.terminal(), Completed) and response.text() in out and not err
+    assert f"server: POST {url}/v1/chat/completions → 200 OK, req_" in out and "SSE frames" in out
+    magics = shell.magics_manager.registry["ChatMagics"]
+    assert magics._model is None  # no local model was loaded
+    # the kernel's default server and key: %config, then a plain %%chat; the key is never printed
+    shell.run_line_magic("config", f"ChatMagics.server = '{url}/v1'")
+    shell.run_line_magic("config", f"ChatMagics.api_key = '{KEY}'")
+    shell.run_cell_magic("chat", "--session other --max-tokens 4 -o r2", "Hello")
+    shell.run_line_magic("config", "ChatMagics")
+    out, err = capsys.readouterr()
+    assert isinstance(shell.user_ns["r2"].terminal(), Completed), err
+    assert KEY not in out + err and "sk-…abcd" in out
+    # a wrong key: the error names the fix, not the key
+    shell.run_cell_magic("chat", f"--session third --server {url}/v1 --api-key sk-not-the-key-12345678", "Hi")
+    out, err = capsys.readouterr()
+    assert "error: " in out and "401" in out and "pass api_key=" in out and "sk-not-the-key" not in out + err
