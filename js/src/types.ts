@@ -54,6 +54,8 @@ export interface ModelInfo {
   context_length: number;
   vocab_size: number;
   tools: string[];
+  /** A remote chat's server (its base URL); the numbers above are then 0: the server does not provide them. */
+  remote?: string;
 }
 
 export interface AttentionSegment {

@@ -7,7 +7,7 @@
  * (`completed.tokens_per_s`), not recomputed here.
  */
 import { prewarmUsed, type TurnData } from "./state";
-import type { ChatEvent, PrefillDone, TokenDelta, TurnStarted } from "./types";
+import type { ChatEvent, HttpRequest, HttpResponse, PrefillDone, SseFrame, TokenDelta, TurnStarted } from "./types";
 
 export interface Stage {
   label: string;
@@ -88,6 +88,7 @@ function build(events: readonly ChatEvent[], origin: number, queuedMs: number): 
   }
   for (const e of events) b.take(e);
   b.endDecode();
+  b.endWire();
   return b;
 }
 
@@ -106,6 +107,8 @@ class Builder {
   private round = 0;
   private decode: { start: number; last: number; tokens: TokenDelta[] } | null = null;
   private firstToken: TokenDelta | null = null;
+  /** A remote turn's request being answered, and the SSE frames that came for it. */
+  private request: { e: HttpRequest; response: HttpResponse | null; frames: SseFrame[] } | null = null;
 
   constructor(private origin: number) {}
 
@@ -127,6 +130,7 @@ class Builder {
     const r = this.round > 1 ? ` #${this.round}` : "";
     if (e.type === "prefill") this.prefill(e, r);
     else if (e.type === "token") this.token(e);
+    else if (e.type === "http_request" || e.type === "http_response" || e.type === "sse_frame") this.wire(e);
     else if (e.type === "tool_call") {
       const how = e.constrained ? " (arguments decoded under the JSON-schema mask)" : "";
       this.endDecode(e.timestamp - this.origin, `tool call ${e.name}${how}`);
@@ -188,6 +192,38 @@ class Builder {
     if (compile > 0) this.compile(this.decode.last, compile, "decode");
     this.decode.tokens.push(e);
     this.decode.last = at;
+  }
+
+  /** A remote turn's HTTP: a row from sending the request to its response's headers, then one for the SSE
+   * stream, with a tick at each frame's arrival (the server's queue, prefill and decode are inside these). */
+  private wire(e: HttpRequest | HttpResponse | SseFrame): void {
+    if (e.type === "http_request") {
+      this.endWire();
+      this.request = { e, response: null, frames: [] };
+      return;
+    }
+    if (!this.request) return;
+    if (e.type === "sse_frame") {
+      this.request.frames.push(e);
+      return;
+    }
+    this.request.response = e;
+    const sent = this.request.e.timestamp - this.origin;
+    const rid = e.request_id ? ` · ${e.request_id}` : "";
+    const what = `${this.request.e.method} ${new URL(this.request.e.url).pathname}`;
+    this.add(`HTTP ${what}`, "http", sent, sent + e.elapsed_ms / 1000, `${e.status} ${e.reason}${rid}`);
+  }
+
+  /** Ends the SSE row of the latest request (at its last frame). */
+  endWire(): void {
+    const r = this.request;
+    this.request = null;
+    if (!r?.response || !r.frames.length) return;
+    const sent = r.e.timestamp - this.origin;
+    const at = r.frames.map((f) => sent + f.arrival_ms / 1000);
+    const bytes = r.frames.reduce((sum, f) => sum + f.bytes, 0);
+    const detail = `${r.frames.length} frames, ${bytes.toLocaleString()} bytes (the server's prefill and decode)`;
+    this.add("SSE stream", "http", sent + r.response.elapsed_ms / 1000, at[at.length - 1], detail, at);
   }
 
   private compile(start: number, seconds: number, where: string): void {

@@ -2,6 +2,7 @@ import type { ChatEvent, TurnRecord } from "../src/types";
 import answer from "./fixtures/answer.json";
 import blocked from "./fixtures/blocked.json";
 import redacted from "./fixtures/redacted.json";
+import remote from "./fixtures/remote.json";
 import tool from "./fixtures/tool.json";
 
 export const rec = (f: unknown): TurnRecord => ({
@@ -10,6 +11,8 @@ export const rec = (f: unknown): TurnRecord => ({
   ...(f as Omit<TurnRecord, "prewarm" | "fork_of">),
 });
 export const FIX = { answer: rec(answer), tool: rec(tool), redacted: rec(redacted), blocked: rec(blocked) };
+/** A remote chat's turn (`Chat(base_url=…)` against `chatflow serve`): wire events, tokens without ids. */
+export const REMOTE = rec(remote);
 export const tokensOf = (r: TurnRecord) =>
   r.events.filter((e): e is Extract<ChatEvent, { type: "token" }> => e.type === "token");
 export const completedOf = (r: TurnRecord) =>

@@ -5,6 +5,9 @@
 Each fixture is the first turn of a fresh session in a scratch database (so the session's title follows the answer
 as a late event), run in one fresh process in this order, so the first turn's prefill carries the XLA compile time
 of a new process (`compile_ms`; loaded from the persistent cache if it holds the programs). Sampling is seeded.
+
+`python js/test/make_fixtures.py remote` writes only remote.json: a turn of a remote chat (`Chat(base_url=…)`)
+against `chatflow serve` on a thread of this process, its key masked in the wire events.
 """
 
 from __future__ import annotations
@@ -28,8 +31,28 @@ TURNS = {
 SAMPLING = {"temperature": 0.2, "top_p": 0.9, "seed": 1, "memory": False}
 
 
+def remote(model) -> None:
+    """remote.json: the first question, asked of the same model behind `chatflow serve` over HTTP."""
+    from jupyter_chatflow.frontends.server import ServerConfig, serve_in_background
+
+    server = serve_in_background(model, ServerConfig(api_keys=("sk-fixture-key-0000000000abcd",)))
+    try:
+        db = Database(Path(tempfile.mkdtemp()) / "fixtures.db")
+        chat = Chat(base_url=f"{server.url}/v1", api_key="sk-fixture-key-0000000000abcd", db=db, session="remote")
+        text, options = TURNS["answer"]
+        response = chat.send(text, **SAMPLING, **options)
+        events = [e.to_dict() for e in response] + [e.to_dict() for e in response.after_end()]
+        turn = {"turn_id": response.turn_id, "events": events, "pieces": {}}
+        (OUT / "remote.json").write_text(json.dumps(turn, indent=1, ensure_ascii=False) + "\n")
+        print(f"remote: {len(events)} events, text {response.text()!r}", file=sys.stderr)
+    finally:
+        server.close()
+
+
 def main() -> None:
     model = load_model()
+    if sys.argv[1:] == ["remote"]:
+        return remote(model)
     db = Database(Path(tempfile.mkdtemp()) / "fixtures.db")
     for name, (text, options) in TURNS.items():
         chat = Chat(model=model, db=db, session=f"fixture-{name}", new=True)

@@ -77,14 +77,16 @@ class ChatWidget(anywidget.AnyWidget):
         """A panel over `chat` (or a new `Chat(**chat_options)`), showing the session's earlier turns."""
         _check_built()
         if chat is None:
-            if chat_options.get("model") is None:  # the default model, its load shown in the cell
+            if chat_options.get("model") is None and not chat_options.get(
+                "base_url"
+            ):  # the default model, shown loading
                 chat_options["model"] = _load_shown()
             chat = Chat(**chat_options)
         history = chat.history()
         super().__init__(
             model_info=_model_info(chat), session=chat.session.name, title=chat.title,
             settings={**panel_settings(), **(settings or {})},
-            turns=[_row(r.id, r.events, chat.model.tokenizer) for r in history],
+            turns=[_row(r.id, r.events, _tokenizer(chat)) for r in history],
         )  # fmt: skip
         self.chat = chat
         self._events: dict[str, list[Event]] = {r.id: list(r.events) for r in history}  # the session's turns
@@ -162,7 +164,7 @@ class ChatWidget(anywidget.AnyWidget):
 
     def _draft(self, message: dict[str, Any]) -> None:
         text = str(message.get("text", ""))
-        if not text.strip() or self.status == "generating":
+        if not text.strip() or self.status == "generating" or self.chat.remote is not None:  # (a server's cache)
             return
         self._drafts += 1
         number = self._drafts
@@ -182,7 +184,7 @@ class ChatWidget(anywidget.AnyWidget):
         with self._lock:
             events = [e for e in self._events.get(turn_id, []) if e.sequence_number > after]
         if events:
-            self._send_events(turn_id, events, token_pieces(self.chat.model.tokenizer, events))
+            self._send_events(turn_id, events, _pieces(self.chat, events))
 
     def _attention_request(self, message: dict[str, Any]) -> None:
         request_id = message.get("request_id")
@@ -238,7 +240,7 @@ class ChatWidget(anywidget.AnyWidget):
         if turn_id not in self._events:  # it began before this panel was made, or in a session since left
             return
         self._events[turn_id] += events
-        self._send_events(turn_id, events, token_pieces(self.chat.model.tokenizer, events, self._known))
+        self._send_events(turn_id, events, _pieces(self.chat, events, self._known))
         live = self.live is not None and self.live["turn_id"] == turn_id
         if live and any(isinstance(e, TERMINAL) for e in events):
             self._end(turn_id)
@@ -259,9 +261,11 @@ class ChatWidget(anywidget.AnyWidget):
 
     def _end(self, turn_id: str) -> None:
         live = self.live or {}
-        row = _row(turn_id, self._events[turn_id], self.chat.model.tokenizer)
+        row = _row(turn_id, self._events[turn_id], _tokenizer(self.chat))
         self.turns = [*self.turns, {**row, "prewarm": live.get("prewarm"), "fork_of": live.get("fork_of", "")}]
         self.live = None  # type: ignore[assignment]  # traitlets: allow_none
+        if self.chat.remote is not None:  # the server's model is known once a turn has asked for it
+            self.model_info = _model_info(self.chat)
         self._check_status()
 
     def _late(self, turn_id: str, events: list[Event]) -> None:
@@ -328,10 +332,21 @@ def _view(events: list[Event]) -> tuple[str, TurnView]:
     return next((e.user for e in events[:1] if isinstance(e, TurnStarted)), ""), view
 
 
-def _row(turn_id: str, events: Sequence[Event], tokenizer: Tokenizer) -> dict[str, Any]:
+def _tokenizer(chat: Chat) -> Tokenizer | None:
+    """The local tokenizer (None for a remote chat: its tokens come with their text, and no ids)."""
+    return None if chat.remote is not None else chat.model.tokenizer
+
+
+def _pieces(chat: Chat, events: Sequence[Event], known: set[int] | None = None) -> dict:
+    tokenizer = _tokenizer(chat)
+    return {} if tokenizer is None else token_pieces(tokenizer, events, known)
+
+
+def _row(turn_id: str, events: Sequence[Event], tokenizer: Tokenizer | None) -> dict[str, Any]:
     """A finished turn as the `turns` trait holds it: its events as dicts, with its tokens' pieces."""
     started = events[0] if events and isinstance(events[0], TurnStarted) else None
-    return {"turn_id": turn_id, "events": [e.to_dict() for e in events], "pieces": token_pieces(tokenizer, events),
+    pieces = {} if tokenizer is None else token_pieces(tokenizer, events)
+    return {"turn_id": turn_id, "events": [e.to_dict() for e in events], "pieces": pieces,
             "prewarm": None, "fork_of": started.fork_of if started else ""}  # fmt: skip
 
 
@@ -347,6 +362,10 @@ def _by_turn(events: list[Event]) -> list[tuple[str, list[Event]]]:
 
 
 def _model_info(chat: Chat) -> dict[str, Any]:
+    if chat.remote is not None:  # the server does not say how its model is built: no numbers are made up
+        return {"name": chat.remote.model or "remote model", "layers": 0, "heads": 0, "kv_heads": 0,
+                "context_length": 0, "vocab_size": 0, "tools": chat.toolbox.names,
+                "remote": chat.remote.base_url}  # fmt: skip
     config = chat.model.config
     return {"name": config.name, "layers": config.n_layers, "heads": config.n_heads, "kv_heads": config.n_kv_heads,
             "context_length": config.context_length, "vocab_size": config.vocab_size,

@@ -96,9 +96,9 @@ class RemoteServer:
             self._client = httpx.Client(timeout=httpx.Timeout(self.timeout, connect=5.0))
         return self._client
 
-    def headers(self) -> dict[str, str]:
+    def headers(self, *, stream: bool = True) -> dict[str, str]:
         """The request headers; the key goes only here, never into an event (see `wire.shown_headers`)."""
-        headers = {"Content-Type": "application/json", "Accept": "text/event-stream"}
+        headers = {"Content-Type": "application/json", "Accept": "text/event-stream" if stream else "application/json"}
         return headers | ({"Authorization": f"Bearer {self._key}"} if self._key else {})
 
     def close(self) -> None:
@@ -295,7 +295,7 @@ class RemoteTurn:
         """The first model `GET /v1/models` lists (its request is part of the turn's wire)."""
         server = self.setup.server
         url = f"{server.base_url}/models"
-        for item in exchange(server.client, "GET", url, server.headers(), None, self.cancel):
+        for item in exchange(server.client, "GET", url, server.headers(stream=False), None, self.cancel):
             if isinstance(item, Event):
                 self._emit(item)
             elif isinstance(item, dict) and item.get("data"):

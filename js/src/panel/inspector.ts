@@ -11,12 +11,14 @@ import { AttentionView } from "../views/attention";
 import { ContextView } from "../views/context";
 import { SafetyTab } from "../views/safety_tab";
 import { TimelineView } from "../views/timeline";
+import { isRemote, WireView } from "../views/wire";
 
 const TABS = [
   ["context", "Context"],
   ["attention", "Attention"],
   ["timeline", "Timeline"],
   ["safety", "Safety & tools"],
+  ["wire", "Wire"],
 ] as const;
 type Tab = (typeof TABS)[number][0];
 
@@ -46,6 +48,13 @@ export class Inspector {
   private attention: AttentionView;
   private timeline = new TimelineView();
   private safety = new SafetyTab();
+  private wire = new WireView();
+  /** Shown instead of the heatmap for a remote turn. */
+  private remoteAttention = el("div", {
+    class: "cf-empty cf-remote-note",
+    "data-testid": "remote-attention",
+    text: "The remote server does not provide attention weights: they are the model's internals, which the Chat Completions API does not send.",
+  });
   private panels: Record<Tab, HTMLElement>;
   private tabButtons: HTMLButtonElement[];
   private dirty = true;
@@ -58,8 +67,15 @@ export class Inspector {
     background: () => RGB,
   ) {
     this.attention = new AttentionView(send, background);
-    const { context, attention, timeline, safety } = this;
-    this.panels = { context: context.el, attention: attention.el, timeline: timeline.el, safety: safety.el };
+    const { context, attention, timeline, safety, wire } = this;
+    const attentionBox = el("div", {}, this.remoteAttention, attention.el);
+    this.panels = {
+      context: context.el,
+      attention: attentionBox,
+      timeline: timeline.el,
+      safety: safety.el,
+      wire: wire.el,
+    };
     this.tabButtons = TABS.map(([id, label]) => this.tabButton(id, label));
     this.turnSelect.addEventListener("change", () => {
       this.selected = this.turnSelect.value || null;
@@ -114,7 +130,10 @@ export class Inspector {
     for (const b of this.tabButtons) b.setAttribute("aria-selected", String(b.getAttribute("data-tab") === this.tab));
     for (const [id, panel] of Object.entries(this.panels)) panel.hidden = id !== this.tab;
     const turn = this.shownTurn();
-    this.attention.setTurn(turn);
+    const remote = !!turn && isRemote(turn.events);
+    this.remoteAttention.hidden = !remote;
+    this.attention.el.hidden = remote;
+    this.attention.setTurn(remote ? null : turn);
     if (turn) this.showTab(turn);
     else this.clearTabs();
   }
@@ -123,7 +142,8 @@ export class Inspector {
     if (this.tab === "context") this.context.show(turn);
     else if (this.tab === "timeline") this.timeline.show(turn);
     else if (this.tab === "safety") this.safety.show(turn);
-    else if (this.tab === "attention") this.attention.autoShow();
+    else if (this.tab === "wire") this.wire.show(turn);
+    else if (this.tab === "attention" && !isRemote(turn.events)) this.attention.autoShow();
   }
 
   /** A new session (or no turn yet): nothing of an earlier turn stays on show. */
@@ -131,6 +151,7 @@ export class Inspector {
     this.context.clear();
     this.timeline.clear();
     this.safety.clear();
+    this.wire.clear();
   }
 
   /** Redraws lazily: on the next frame at least REDRAW_MS after the last draw; one pending redraw at a time. */

@@ -7,6 +7,7 @@ import { type Conversation, summarize } from "../state";
 import type { TokenDelta, ViewMessage } from "../types";
 import type { StreamView } from "../views/stream";
 import { tokenDetails } from "../views/token_details";
+import { isRemote } from "../views/wire";
 
 /** The room (px) the popover's left edge keeps from the panel's right edge, besides a 4 px margin. */
 const WIDTH = 360;
@@ -101,7 +102,8 @@ export class TokenPopover {
     const { order, turns } = this.host.conversation;
     const turn = turns.get(turnId);
     const latest = turnId === order[order.length - 1];
-    return this.host.status() !== "generating" && latest && !!turn && !!summarize(turn.events).terminal;
+    const remote = !!turn && isRemote(turn.events); // forking needs the local model's cache
+    return this.host.status() !== "generating" && latest && !!turn && !remote && !!summarize(turn.events).terminal;
   }
 
   /** What the content depends on: its token, and whether it may fork. */

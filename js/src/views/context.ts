@@ -2,6 +2,7 @@
 import { clear, el } from "../dom";
 import { type BarPart, contextBar, promptTokens, type Round, summarize, type TurnData } from "../state";
 import type { Segment, Trim } from "../types";
+import { isRemote } from "./wire";
 
 /** The bar's parts as elements (widths in % of the window). */
 export function contextBarElement(parts: BarPart[]): HTMLElement {
@@ -25,6 +26,7 @@ export class ContextView {
   private head = el("div", { class: "cf-row cf-ctx-head" });
   private body = el("div", { class: "cf-ctx-body" });
   private prompt = el("div", { class: "cf-prompt", "data-testid": "prompt-tokens" });
+  private promptLabel = el("div", { class: "cf-label", text: "Exact prompt — coloured by where each token came from" });
   private chips: HTMLElement[] = [];
   private turn: TurnData | null = null;
   private round = -1; // -1: the last
@@ -36,12 +38,7 @@ export class ContextView {
       this.drawnKey = "";
       if (this.turn) this.show(this.turn);
     });
-    this.el.append(
-      this.head,
-      this.body,
-      el("div", { class: "cf-label", text: "Exact prompt — coloured by where each token came from" }),
-      this.prompt,
-    );
+    this.el.append(this.head, this.body, this.promptLabel, this.prompt);
   }
 
   /** Shows nothing (no turn, or a new session). */
@@ -56,6 +53,7 @@ export class ContextView {
   show(turn: TurnData): void {
     if (this.turn?.turn_id !== turn.turn_id) this.round = -1;
     this.turn = turn;
+    this.promptLabel.hidden = this.prompt.hidden = isRemote(turn.events); // (no tokens of a remote prompt here)
     const summary = summarize(turn.events);
     const rounds = summary.rounds;
     const index = this.round >= 0 && this.round < rounds.length ? this.round : rounds.length - 1;
@@ -79,7 +77,10 @@ export class ContextView {
   }
 
   private drawNoContext(): void {
-    const text = "No context was assembled for this turn (it may have been blocked before).";
+    const remote = this.turn && isRemote(this.turn.events);
+    const text = remote
+      ? "The remote server does not provide the prompt's tokens: its tokenizer and chat template are on the server. The messages sent are in the Wire tab; the prompt's size is in the usage it reported."
+      : "No context was assembled for this turn (it may have been blocked before).";
     this.body.appendChild(el("div", { class: "cf-empty", text }));
     clear(this.prompt);
     this.chips = [];

@@ -53,7 +53,7 @@ export class Header {
     this.title.textContent = title || "Untitled chat";
     this.title.classList.toggle("cf-untitled", !title);
     this.session.textContent = session ? `session ${session}` : "";
-    this.modelName.textContent = model?.name ?? "";
+    this.modelName.textContent = model?.remote ? `${model.name} · via ${model.remote}` : (model?.name ?? "");
     this.status.textContent = status;
     this.status.className = `cf-status cf-status-${status}`;
   }

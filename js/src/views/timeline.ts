@@ -12,6 +12,7 @@ const LEGEND: [string, string][] = [
   ["decode", "decode (ticks: tokens shown)"],
   ["tool", "tool"],
   ["title", "title"],
+  ["http", "HTTP (ticks: SSE frames)"],
 ];
 
 export class TimelineView {

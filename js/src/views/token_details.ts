@@ -19,6 +19,9 @@ export function tokenHex(pieces: Pieces, tokenId: number): string {
   return hex.replace(/(..)(?!$)/g, "$1 ");
 }
 
+const REMOTE =
+  "From a remote server: it sends each token's bytes, logprob and top 5 alternatives, not the token's id, the entropy, the sampler's probabilities or anything beyond those 5; forking from here needs the local model.";
+
 const num = (v: unknown, fallback: number) => (typeof v === "number" && Number.isFinite(v) ? v : fallback);
 
 /**
@@ -34,7 +37,7 @@ export function cutReason(
   alternatives: readonly Alternative[],
   params: Record<string, unknown>,
 ): string {
-  if (alt.sampling_prob > 0) return "";
+  if (alt.sampling_prob > 0 || alt.sampling_prob < 0) return ""; // (< 0: not known, a remote server's)
   const temperature = num(params.temperature, 1);
   const topK = num(params.top_k, 0);
   const topP = num(params.top_p, 1);
@@ -65,6 +68,9 @@ export function tokenDetails(token: TokenDelta, pieces: Pieces, options: TokenDe
       token.redacted ? el("span", { class: "cf-badge cf-act-redact", text: "redacted" }) : null,
     ),
     tokenFacts(token, pieces),
+    token.token_id < 0
+      ? el("div", { class: "cf-muted cf-remote-note", "data-testid": "remote-token", text: REMOTE })
+      : null,
     token.alternatives.length
       ? alternativesTable(token, options)
       : el("div", { class: "cf-muted", text: "No alternatives recorded." }),
@@ -74,11 +80,12 @@ export function tokenDetails(token: TokenDelta, pieces: Pieces, options: TokenDe
 
 /** Id, index, both probabilities, entropy and bytes, each with a tooltip that says what it measures. */
 function tokenFacts(token: TokenDelta, pieces: Pieces): HTMLElement {
-  const chosen = token.alternatives.find((a) => a.token_id === token.token_id);
+  const chosen = token.alternatives.find((a) => isChosen(a, token));
+  const remote = token.token_id < 0;
   return el(
     "dl",
     { class: "cf-facts" },
-    ...fact("id", String(token.token_id)),
+    ...fact("id", remote ? "— (not sent)" : String(token.token_id)),
     ...fact("index", String(token.index)),
     ...fact(
       "probability",
@@ -87,10 +94,14 @@ function tokenFacts(token: TokenDelta, pieces: Pieces): HTMLElement {
     ),
     ...fact(
       "after sampling",
-      chosen ? `${(chosen.sampling_prob * 100).toFixed(1)} %` : "—",
+      chosen && chosen.sampling_prob >= 0 ? `${(chosen.sampling_prob * 100).toFixed(1)} %` : "—",
       "the chance the sampler gave it, after repetition penalty, temperature, top-k / top-p / min-p",
     ),
-    ...fact("entropy", `${token.entropy.toFixed(2)} nats`, "of the model's distribution: how unsure it was"),
+    ...fact(
+      "entropy",
+      remote ? "— (not sent)" : `${token.entropy.toFixed(2)} nats`,
+      "of the model's distribution: how unsure it was",
+    ),
     ...fact("bytes", tokenHex(pieces, token.token_id) || "—", "the token's raw bytes, hex", "cf-nowrap"),
   );
 }
@@ -115,7 +126,7 @@ function alternativesTable(token: TokenDelta, options: TokenDetailsOptions): HTM
 
 function altRow(alt: Alternative, rank: number, token: TokenDelta, options: TokenDetailsOptions): HTMLElement {
   const reason = cutReason(alt, rank, token.alternatives, options.params);
-  const chosen = alt.token_id === token.token_id;
+  const chosen = isChosen(alt, token);
   return el(
     "tr",
     { class: `${reason ? "cf-alt-cut" : ""}${chosen ? " cf-alt-chosen" : ""}`.trim() || null },
@@ -124,15 +135,25 @@ function altRow(alt: Alternative, rank: number, token: TokenDelta, options: Toke
     el(
       "td",
       { class: "cf-num" },
-      reason ? el("span", { class: "cf-cut", "data-testid": "cut-reason", text: reason }) : probBar(alt.sampling_prob),
+      reason
+        ? el("span", { class: "cf-cut", "data-testid": "cut-reason", text: reason })
+        : alt.sampling_prob < 0
+          ? el("span", { class: "cf-muted", text: "—" })
+          : probBar(alt.sampling_prob),
     ),
     el("td", {}, altAction(alt, chosen, options)),
   );
 }
 
+/** The alternative the sampler took: by id, or for a remote token (ids not sent) by its logprob. */
+function isChosen(alt: Alternative, token: TokenDelta): boolean {
+  return token.token_id < 0 ? alt.logprob === token.logprob : alt.token_id === token.token_id;
+}
+
 /** "regenerate from here" on another token when forking is offered; else whether this is the chosen one. */
 function altAction(alt: Alternative, chosen: boolean, options: TokenDetailsOptions): HTMLElement {
-  if (!options.canFork || chosen) return el("span", { class: "cf-muted", text: chosen ? "chosen" : "" });
+  if (!options.canFork || chosen || alt.token_id < 0)
+    return el("span", { class: "cf-muted", text: chosen ? "chosen" : "" });
   const button = el("button", {
     class: "cf-link",
     type: "button",

@@ -192,3 +192,20 @@ def test_chat_magic_sends_to_a_server(serve, shell, capsys):
     shell.run_cell_magic("chat", f"--session third --server {url}/v1 --api-key sk-not-the-key-12345678", "Hi")
     out, err = capsys.readouterr()
     assert "error: " in out and "401" in out and "pass api_key=" in out and "sk-not-the-key" not in out + err
+
+
+def test_the_panel_over_a_remote_chat(serve):
+    from jupyter_chatflow.frontends.widget import ChatWidget
+
+    url, _ = serve()
+    panel = ChatWidget(remote(url), settings={"temperature": 0, "max_tokens": 6})
+    assert panel.model_info["remote"] == f"{url}/v1" and panel.model_info["layers"] == 0  # nothing made up
+    panel._on_message(panel, {"type": "draft", "text": "Hel"}, [])  # a draft: no prewarm, no error
+    panel.ask("Hello")
+    panel.wait(60)
+    [row] = panel.turns
+    kinds = [e["type"] for e in row["events"]]
+    assert row["pieces"] == {} and "http_request" in kinds and "sse_frame" in kinds and kinds[-1] == "completed"
+    assert panel.model_info["name"] == "tiny" and panel.error == ""  # the server's model, once a turn asked
+    panel._on_message(panel, {"type": "fork", "turn_id": row["turn_id"], "index": 0, "token_id": -1}, [])
+    assert "no local model" in panel.error

@@ -1,0 +1,64 @@
+import { describe, expect, it } from "vitest";
+import { createTurn, mergeEvents } from "../src/state";
+import type { ChatEvent } from "../src/types";
+import { tokenDetails } from "../src/views/token_details";
+import { exchanges, isRemote, WireView } from "../src/views/wire";
+import { waterfall } from "../src/waterfall";
+import { FIX, REMOTE, tokensOf } from "./helpers";
+
+const turn = () => {
+  const t = createTurn(REMOTE);
+  mergeEvents(t, REMOTE.events, REMOTE.pieces);
+  return t;
+};
+const frames = REMOTE.events.filter((e): e is Extract<ChatEvent, { type: "sse_frame" }> => e.type === "sse_frame");
+
+describe("a remote turn's wire (a real turn against chatflow serve)", () => {
+  it("pairs each request with its response and frames; the key is masked", () => {
+    expect(isRemote(REMOTE.events)).toBe(true);
+    expect(isRemote(FIX.answer.events)).toBe(false);
+    const [models, chat] = exchanges(REMOTE.events);
+    expect([models.request.method, chat.request.method]).toEqual(["GET", "POST"]);
+    expect(models.frames).toEqual([]);
+    expect(chat.response?.status).toBe(200);
+    expect(chat.frames.length).toBe(frames.length);
+    expect(chat.request.headers.Authorization).toBe("Bearer sk-…abcd");
+    expect(JSON.stringify(REMOTE)).not.toContain("sk-fixture-key");
+  });
+
+  it("draws the request, the status and every frame with its bytes", () => {
+    const view = new WireView();
+    view.show(turn());
+    const text = view.el.textContent ?? "";
+    expect(text).toContain("POST http://127.0.0.1:");
+    expect(text).toContain("200 OK");
+    expect(view.el.querySelectorAll("[data-testid=sse-frame]").length).toBe(frames.length);
+    const bytes = frames.reduce((sum, f) => sum + f.bytes, 0);
+    expect(view.el.querySelector("[data-testid=sse-summary]")!.textContent).toContain(
+      `${bytes.toLocaleString()} bytes`,
+    );
+  });
+
+  it("the timeline gets an HTTP row and an SSE row ticked at each frame's arrival", () => {
+    const w = waterfall(turn());
+    const http = w.stages.filter((s) => s.kind === "http");
+    expect(http.map((s) => s.label)).toEqual(["HTTP GET /v1/models", "HTTP POST /v1/chat/completions", "SSE stream"]);
+    const sse = http[2];
+    expect(sse.ticks?.length).toBe(frames.length);
+    for (const t of sse.ticks ?? []) expect(t >= sse.start - 1e-9 && t <= sse.end + 1e-9).toBe(true);
+  });
+
+  it("a remote token's card says what the server does not send, and offers no fork", () => {
+    const token = tokensOf(REMOTE)[1];
+    const card = tokenDetails(token, {}, { canFork: true, params: {}, onFork: () => {} });
+    const facts = Object.fromEntries(
+      [...card.querySelectorAll("dt")].map((dt) => [dt.textContent, dt.nextElementSibling!.textContent]),
+    );
+    expect(facts.id).toBe("— (not sent)");
+    expect(facts.entropy).toBe("— (not sent)");
+    expect(card.querySelector("[data-testid=remote-token]")!.textContent).toContain("remote server");
+    expect(card.querySelectorAll(".cf-alt-chosen").length).toBe(1); // (ids are -1: chosen by its logprob)
+    expect(card.querySelectorAll("[data-testid=cut-reason]").length).toBe(0);
+    expect(card.querySelectorAll("[data-testid=fork]").length).toBe(0); // (no ids to fork with)
+  });
+});
