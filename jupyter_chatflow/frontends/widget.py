@@ -362,7 +362,7 @@ def _by_turn(events: list[Event]) -> list[tuple[str, list[Event]]]:
 
 
 def _model_info(chat: Chat) -> dict[str, Any]:
-    if chat.remote is not None:  # the server does not say how its model is built: no numbers are made up
+    if chat.remote is not None:  # the server does not say how its model is built: 0, "not known"
         return {"name": chat.remote.model or "remote model", "layers": 0, "heads": 0, "kv_heads": 0,
                 "context_length": 0, "vocab_size": 0, "tools": chat.toolbox.names,
                 "remote": chat.remote.base_url}  # fmt: skip

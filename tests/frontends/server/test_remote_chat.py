@@ -199,7 +199,7 @@ def test_the_panel_over_a_remote_chat(serve):
 
     url, _ = serve()
     panel = ChatWidget(remote(url), settings={"temperature": 0, "max_tokens": 6})
-    assert panel.model_info["remote"] == f"{url}/v1" and panel.model_info["layers"] == 0  # nothing made up
+    assert panel.model_info["remote"] == f"{url}/v1" and panel.model_info["layers"] == 0  # 0: not known
     panel._on_message(panel, {"type": "draft", "text": "Hel"}, [])  # a draft: no prewarm, no error
     panel.ask("Hello")
     panel.wait(60)
