@@ -209,3 +209,23 @@ def test_the_panel_over_a_remote_chat(serve):
     assert panel.model_info["name"] == "tiny" and panel.error == ""  # the server's model, once a turn asked
     panel._on_message(panel, {"type": "fork", "turn_id": row["turn_id"], "index": 0, "token_id": -1}, [])
     assert "no local model" in panel.error
+
+
+def test_a_rate_limit_and_a_loading_server_are_clear_errors(serve):
+    from jupyter_chatflow.frontends.server import ModelHost
+
+    url, _ = serve(ServerConfig(rate_limit=1))
+    chat = remote(url, model="tiny")
+    assert isinstance(chat.send("Hi", max_tokens=2).terminal(), Completed)
+    limited = chat.send("Hi", max_tokens=2)
+    failed = limited.terminal()
+    assert isinstance(failed, Failed) and "429" in failed.message and "Retry after" in failed.message
+    [status] = of(limited, HttpResponse)
+    assert (
+        status.status == 429
+        and int(status.headers["retry-after"]) > 0
+        and "x-ratelimit-limit-requests" in status.headers
+    )
+    loading, _ = serve(host=ModelHost())  # no model yet: /health and the routes say 503
+    failed = remote(loading, model="tiny").send("Hi").terminal()
+    assert isinstance(failed, Failed) and "503" in failed.message and "still loading" in failed.message
