@@ -53,6 +53,13 @@ class _Out:
     done: bool
 
 
+@dataclasses.dataclass(frozen=True)
+class _Own:
+    """What a sequence's queue carries when its own work failed (its prefill, its constraint): it alone ends."""
+
+    error: Exception
+
+
 _END = object()  # the queue's last item: no more steps
 _CLOSED = object()  # the same, when the scheduler closed: the generation ends as cancelled
 
@@ -183,6 +190,8 @@ class Scheduler:
                 if item is _CLOSED:
                     stop.set()
                     return
+                if isinstance(item, _Own):
+                    raise GenerationError(f"This sequence failed: {item.error}") from item.error
                 if isinstance(item, BaseException):
                     raise GenerationError(f"The batch this sequence ran in failed: {item}") from item
                 usage.reused_tokens, usage.queue_ms = sequence.reused, sequence.queue_ms()
@@ -243,7 +252,12 @@ class Scheduler:
                 sequence.out.put(_END)
                 continue
             assert sequence.prefill is not None
-            width, last = next(sequence.prefill)
+            try:
+                width, last = next(sequence.prefill)
+            except Exception as error:  # its own prefill (or its constraint's first mask): only it ends
+                self._filling = None
+                sequence.out.put(_Own(error))
+                continue
             spent += width
             if last:
                 self._first_token(sequence)
@@ -279,10 +293,11 @@ class Scheduler:
             if sequence.stopped():
                 sequence.out.put(_END)
                 self._leave(sequence)
+        masks = self._masks()
         if not self.active:
             self._shrink()
             return
-        host = self._batch.step(self._rows)
+        host = self._batch.step(self._rows, masks)
         self.steps += 1
         for sequence in self._running():
             run = sequence.run
@@ -294,13 +309,31 @@ class Scheduler:
                 self._leave(sequence)
         self._shrink()
 
+    def _masks(self) -> dict[int, np.ndarray]:
+        """Each constrained row's mask for the next step; a constraint that fails ends its own sequence only."""
+        masks = {}
+        for sequence in self._running():
+            try:
+                mask = sequence.constraint.allowed() if sequence.constraint is not None else None
+            except Exception as error:
+                sequence.out.put(_Own(error))
+                self._leave(sequence)
+                continue
+            if mask is not None:
+                masks[sequence.row] = mask
+        return masks
+
     def _emit(self, sequence: _Sequence, raw: RawStep) -> bool:
         """Hand a step to its sequence; True when the sequence ends with it (then its queue is closed too)."""
         constraint, run = sequence.constraint, sequence.run
         assert run is not None
-        if constraint is not None:
-            constraint.advance(raw.token_id)
-        done = constraint is not None and constraint.is_done()
+        try:
+            if constraint is not None:
+                constraint.advance(raw.token_id)
+            done = constraint is not None and constraint.is_done()
+        except Exception as error:  # its constraint failed: it alone ends
+            sequence.out.put(_Own(error))
+            return True
         compiled, sequence.compiled = sequence.compiled, compile_seconds()  # (what the loop compiled meanwhile)
         raw = dataclasses.replace(raw, compile_ms=(sequence.compiled - compiled) * 1000)
         sequence.out.put(_Out(raw=raw, done=done))
@@ -432,14 +465,15 @@ class _Batch:
     def _length(self, needed: int) -> int:
         return min(bucket(needed, MIN_ROW_CACHE), bucket(self.model.config.context_length))
 
-    def step(self, rows: list[_Sequence | None]) -> Sampled:
-        """One decode step of every row (free rows too, harmlessly); returns the sampler's output on the host."""
+    def step(self, rows: list[_Sequence | None], masks: dict[int, np.ndarray]) -> Sampled:
+        """One decode step of every row (free rows too, harmlessly), constrained rows under their `masks`;
+        returns the sampler's output on the host."""
         self._fit(int(self.host["pos"].max()) + 1)
         assert self.cache is not None
         h = self.host
         out, chunk, self.seen = self.programs.decode_rows(
             self.model._weights, self.cache, h["token"], h["pos"], self.seen, h["knobs"], h["key"], h["step"],
-            self._allowed(rows),
+            self._allowed(len(rows), masks),
         )  # fmt: skip
         self.cache = self.programs.write(self.cache, chunk, h["pos"])
         host = jax.device_get(out)
@@ -449,15 +483,13 @@ class _Batch:
         h["step"] = h["step"] + busy
         return host
 
-    def _allowed(self, rows: list[_Sequence | None]) -> jax.Array:
+    def _allowed(self, size: int, masks: dict[int, np.ndarray]) -> jax.Array:
         """[B, V]: each row's constraint mask, all True where a row has none."""
-        masks = {i: s.constraint.allowed() for i, s in enumerate(rows) if s is not None and s.constraint is not None}
-        masks = {i: m for i, m in masks.items() if m is not None}
         if not masks:
             if self._anything is None:
-                self._anything = jax.device_put(np.ones((len(rows), self.model.config.vocab_size), bool))
+                self._anything = jax.device_put(np.ones((size, self.model.config.vocab_size), bool))
             return self._anything
-        allowed = np.ones((len(rows), self.model.config.vocab_size), bool)
+        allowed = np.ones((size, self.model.config.vocab_size), bool)
         for i, mask in masks.items():
             allowed[i] = mask
         return jax.device_put(allowed)

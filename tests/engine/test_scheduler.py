@@ -50,11 +50,11 @@ class Gate:
         self.arrivals = 0  # times the loop reached the gate
         decode = scheduler._batch.step
 
-        def gated(rows):
+        def gated(rows, *rest):
             self.arrivals += 1
             if not self.permits.acquire(timeout=60):  # a test that failed before opening: never hang the loop
                 raise RuntimeError("the test's gate stayed shut")
-            return decode(rows)
+            return decode(rows, *rest)
 
         monkeypatch.setattr(scheduler._batch, "step", gated)
 
@@ -325,3 +325,29 @@ def test_compiling_on_the_loop_thread_is_counted_in_each_sequences_steps(tiny_mo
         sum(s.compile_ms for s in run) == pytest.approx(g.usage.compile_ms)
         for run, g in zip(steps, generations, strict=True)
     )
+
+
+class Failing(Allow):
+    """Allows a fixed set of tokens, and fails (a grammar's bug, say) when asked for its mask the `fail_at`-th time."""
+
+    def __init__(self, vocab: int, fail_at: int):
+        super().__init__(vocab, list(range(40, 60)), length=100)
+        self.asked, self.fail_at = 0, fail_at
+
+    def allowed(self):
+        self.asked += 1
+        if self.asked == self.fail_at:
+            raise ValueError("the grammar broke")
+        return self.mask
+
+
+@pytest.mark.parametrize("fail_at", [1, 4], ids=["in its prefill", "mid-decode"])
+def test_a_failing_constraint_ends_its_own_sequence_only(tiny_model, scheduler, fail_at):
+    expected = alone(tiny_model, prompt(8, 100))
+    failing = scheduler.submit(prompt(8, 101), GREEDY, Failing(tiny_model.config.vocab_size, fail_at))
+    other = scheduler.submit(prompt(8, 100), GREEDY)
+    with pytest.raises(GenerationError, match="This sequence failed: the grammar broke"):
+        list(failing)
+    assert tokens(other) == expected
+    wait_until(lambda: scheduler.active == 0)
+    assert tokens(scheduler.submit(prompt(8, 100), GREEDY)) == expected  # the scheduler serves on

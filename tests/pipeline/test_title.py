@@ -133,9 +133,9 @@ def test_a_long_answers_title_arrives_mid_answer_from_the_same_scheduler(wide_mo
     chat = Chat(model=wide_model, db=Database(tmp_path / "t.db"), session="t")
     busiest, step = [], chat.scheduler._batch.step
 
-    def counted(rows):
+    def counted(rows, *rest):
         busiest.append(sum(r is not None for r in rows))
-        return step(rows)
+        return step(rows, *rest)
 
     monkeypatch.setattr(chat.scheduler._batch, "step", counted)
     response = chat.send("Tell me everything about the history of the printing press.", max_tokens=400,

@@ -26,10 +26,10 @@ class Paced:
         self.step_times: list[float] = []  # when each decode step (of every row) began
         step = inner._batch.step
 
-        def paced(rows):
+        def paced(rows, *rest):
             time.sleep(delay)
             self.step_times.append(time.perf_counter())
-            return step(rows)
+            return step(rows, *rest)
 
         inner._batch.step = paced  # type: ignore[method-assign]
 
