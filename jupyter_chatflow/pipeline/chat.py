@@ -48,10 +48,11 @@ from .request import ChatRequest, RequestError
 from .response import Response, WrittenLog
 from .safety import SafetyPolicy
 from .safety.pii import redact
+from .stages import turn_policy
 from .title import write_title
 from .title_task import TitleTask
 from .tools import Toolbox
-from .turn import DEFAULT_SYSTEM, Turn, TurnSetup, turn_policy
+from .turn import DEFAULT_SYSTEM, Turn, TurnSetup
 
 STOPPED_MARK = " [stopped]"
 CHAT_BATCH = 2  # rows of a chat's own scheduler: an answer and its title (each batch size compiled costs memory)

@@ -30,30 +30,24 @@ from typing import TYPE_CHECKING, Any
 from jupyter_chatflow.engine.generation import Alternative, tokens_per_s
 from jupyter_chatflow.errors import ChatflowError
 from jupyter_chatflow.events import (
-    Cancelled,
-    Completed,
     Event,
-    Failed,
     HttpRequest,
-    MemoryRecalled,
-    MemoryWritten,
     SafetyDecision,
     Timings,
     TitleGenerated,
     TokenDelta,
     ToolCall,
-    ToolResult,
-    TurnStarted,
     Usage,
 )
-from jupyter_chatflow.store.memory import Memory, MemoryCommand, parse_command
+from jupyter_chatflow.store.memory import Memory
 
 from .context import Inputs, plain_messages
 from .request import ChatRequest
 from .safety import SafetyPolicy
+from .stages import TurnStages, round_choice
+from .stream import Totals
 from .title import _scanned, fallback_title
-from .tools import Tool, ToolOutcome
-from .turn import _choice, _finish_reason, _run, turn_policy
+from .tools import Tool
 from .wire import RemoteError, exchange, mask_key
 
 if TYPE_CHECKING:
@@ -143,100 +137,17 @@ class Round:
     last_ms: float = 0.0
 
 
-class RemoteTurn:
-    """The stages of one remote turn; `run()` drives them and ends with exactly one terminal event."""
+class RemoteTurn(TurnStages):
+    """The stages of one remote turn (`stages.TurnStages`: the ones that need no model), the answer from the server."""
+
+    streamer: RemoteText
 
     def __init__(self, setup: RemoteSetup, request: ChatRequest, emit: Callable[[Event], None],
                  cancel: threading.Event):  # fmt: skip
-        self.setup, self.request, self.emit, self.cancel = setup, request, emit, cancel
-        self.started = time.perf_counter()
-        self.policy = turn_policy(setup.policy, request.features.safety)
-        scans_output = request.features.safety == "all"
-        self.text = RemoteText(self._emit, self.policy.output_gate() if scans_output else None)
+        super().__init__(setup, request, emit, cancel)
+        self.setup: RemoteSetup = setup
+        self.streamer = RemoteText(self._emit, self.policy.output_gate() if self._scans_output else None)
         self.rounds: list[Round] = []
-        self.stages: dict[str, float] = {}
-        self.reply: str | None = None
-        self.first_token_ms: float | None = None
-
-    @property
-    def answer(self) -> str:
-        return self.text.shown if self.reply is None else self.reply
-
-    def run(self) -> None:
-        try:
-            self._emit(TurnStarted(request_id=self.request.request_id, session_id=self.setup.session_id,
-                                   user=self.request.text, created=time.time(), queued_ms=self.setup.queued_ms,
-                                   **self.request.envelope()))  # fmt: skip
-            self._pipeline()
-        except KeyboardInterrupt:
-            self.cancel.set()
-            self._end_cancelled()
-        except ChatflowError as error:
-            self._emit(Failed(error=type(error).__name__, message=str(error), text=self.answer))
-        except Exception as error:  # a bug, or a server that broke the protocol: still a clean end
-            self._emit(Failed(error=type(error).__name__, message=f"{type(error).__name__}: {error}",
-                              text=self.answer))  # fmt: skip
-
-    def _pipeline(self) -> None:
-        text = self._scan_input()
-        if text is None:
-            return
-        memory_on = self.request.features.memory and self.setup.memory is not None
-        command = parse_command(text) if memory_on else None
-        finish = self._answer(text, self._recall(text) if memory_on else [])
-        if self.cancel.is_set():
-            return self._end_cancelled()
-        if self.text.blocked is not None:
-            self.reply = self.text.blocked.replacement or "[blocked by the output safety layer]"
-        if finish != "content_filter":
-            self._check_answer()
-            self._write_memory(command)
-        self._complete(finish)
-
-    # ---- the stages that run here -------------------------------------------------------------------------------
-
-    def _scan_input(self) -> str | None:
-        if self.request.features.safety == "off":
-            return self.request.text
-        started = time.perf_counter()
-        decisions, text = self.policy.scan_input(self.request.text)
-        self._time("safety_input", started)
-        for decision in decisions:
-            self._emit(decision)
-        if text is None:
-            blocked = next((d for d in decisions if d.action == "block"), None)
-            self.reply = blocked.replacement if blocked else "This request was blocked by the input scan."
-            self._complete("content_filter")
-        return text
-
-    def _recall(self, text: str) -> list:
-        started, memory = time.perf_counter(), self.setup.memory
-        assert memory is not None
-        snippets = memory.recall(text, limit=3)
-        self._emit(MemoryRecalled(query=text, snippets=tuple(snippets), latency_ms=self._time("memory", started)))
-        return snippets
-
-    def _check_answer(self) -> None:
-        if self.request.features.safety == "off":
-            return
-        self.text.finish()
-        if self.request.features.safety == "all":
-            self._emit(self.policy.check_answer(self.answer))
-        summary = self.text.summary()
-        if summary is not None:
-            self._emit(summary)
-
-    def _write_memory(self, command: MemoryCommand | None) -> None:
-        memory = self.setup.memory
-        if command is None or memory is None:
-            return
-        started = time.perf_counter()
-        if command.kind == "remember":
-            ids = [memory.remember(command.text, session_id=self.setup.session_id)]
-        else:
-            ids = memory.forget(command.text)
-        self._time("memory_write", started)
-        self._emit(MemoryWritten(operation=command.kind, text=command.text, memory_ids=tuple(ids)))
 
     # ---- the server's part ------------------------------------------------------------------------------------
 
@@ -247,10 +158,10 @@ class RemoteTurn:
         messages = [m for m in plain_messages(inputs) if m["role"] != "system" or m["content"]]
         features = self.request.features
         for index in range(features.max_tool_rounds + 1):
-            choice = _choice(features.tool_choice, index, features.max_tool_rounds)
+            choice = round_choice(features.tool_choice, index, features.max_tool_rounds)
             result = self._request(messages, choice, index)
-            if self.cancel.is_set() or self.text.blocked is not None:
-                return "content_filter" if self.text.blocked is not None else "cancelled"
+            if self.cancel.is_set() or self.streamer.blocked is not None:
+                return "content_filter" if self.streamer.blocked is not None else "cancelled"
             if not result.calls:
                 return "length" if result.finish_reason == "length" else "stop"
             messages += self._run_calls(result)
@@ -267,7 +178,7 @@ class RemoteTurn:
                 arrival = getattr(item, "arrival_ms", None)
             elif isinstance(item, dict):
                 self._chunk(result, item, arrival or 0.0)
-            if self.cancel.is_set() or self.text.blocked is not None:
+            if self.cancel.is_set() or self.streamer.blocked is not None:
                 break
         return result
 
@@ -318,12 +229,12 @@ class RemoteTurn:
                     result.first_ms = arrival if result.first_ms is None else result.first_ms
                     result.last_ms = arrival
                 result.text += piece
-                self.text.add(_token(entry, arrival) if entry is not None else None, piece)
+                self.streamer.add(_token(entry, arrival) if entry is not None else None, piece)
             result.finish_reason = choice.get("finish_reason") or result.finish_reason
 
     def _run_calls(self, result: Round) -> list[dict[str, Any]]:
         """Run each tool the server asked for; the assistant's call message and one tool message per call."""
-        started, scans = time.perf_counter(), self.request.features.safety == "all"
+        started = time.perf_counter()
         calls = [result.calls[k] for k in sorted(result.calls)]
         replies: list[dict[str, Any]] = []
         for call in calls:
@@ -332,39 +243,17 @@ class RemoteTurn:
                 error = "" if isinstance(arguments, dict) else "the arguments are not a JSON object"
             except ValueError as bad:
                 arguments, error = {}, f"the call's arguments are not JSON: {bad}"
-            self._emit(ToolCall(call_id=call["id"], name=call["name"], arguments=arguments))
-            verdict = self.policy.scan_tool_arguments(call["name"], arguments) if scans else None
-            if verdict is not None:
-                self._emit(verdict)
-            blocked = verdict is not None and verdict.action == "block"
-            outcome = (
-                ToolOutcome(error=error) if error else _run(self.setup.tools, call["name"], arguments, blocked=blocked)
-            )
-            self._emit(ToolResult(call_id=call["id"], name=call["name"], output=outcome.output, error=outcome.error,
-                                  latency_ms=outcome.latency_ms))  # fmt: skip
-            if scans and outcome.output:
-                decision, safe = self.policy.scan_tool_result(call["name"], outcome.output)
-                self._emit(decision)
-                outcome = dataclasses.replace(outcome, output=safe)
+            event = ToolCall(call_id=call["id"], name=call["name"], arguments=arguments)
+            outcome = self._vetted_run(event, self.setup.tools, error)
             replies.append({"role": "tool", "tool_call_id": call["id"], "content": outcome.output or outcome.error})
         self._time("tools", started)
         wire_calls = [{"id": c["id"], "type": "function", "function": {"name": c["name"], "arguments": c["arguments"]}}
                       for c in calls]  # fmt: skip
         return [{"role": "assistant", "content": result.text or None, "tool_calls": wire_calls}, *replies]
 
-    # ---- endings ----------------------------------------------------------------------------------------------
+    # ---- endings ---------------------------------------------------------------------------------------------
 
-    def _complete(self, finish: str) -> None:
-        usage, timings, speed = self._totals()
-        self._emit(Completed(finish_reason=_finish_reason(finish), text=self.answer, usage=usage, timings=timings,
-                             tokens_per_s=speed))  # fmt: skip
-
-    def _end_cancelled(self) -> None:
-        self.text.finish()
-        usage, timings, _ = self._totals()
-        self._emit(Cancelled(text=self.answer, usage=usage, timings=timings))
-
-    def _totals(self) -> tuple[Usage, Timings, float]:
+    def _totals(self) -> Totals:
         """The server's usage summed over the rounds (the tokens seen, where it sent none); the client's times."""
         prompt = sum(int(r.usage.get("prompt_tokens", 0)) for r in self.rounds)
         completion = sum(int(r.usage.get("completion_tokens", r.tokens)) for r in self.rounds)
@@ -376,17 +265,7 @@ class RemoteTurn:
                           ttft_ms=None if self.first_token_ms is None else queued + self.first_token_ms,
                           total_ms=(time.perf_counter() - self.started) * 1000 + queued)  # fmt: skip
         usage = Usage(prompt_tokens=prompt, completion_tokens=completion, reused_tokens=cached)
-        return usage, timings, tokens_per_s(sum(r.tokens - 1 for r in timed), decode)
-
-    def _emit(self, event: Event) -> None:
-        if self.first_token_ms is None and isinstance(event, TokenDelta):
-            self.first_token_ms = (time.perf_counter() - self.started) * 1000
-        self.emit(event)
-
-    def _time(self, stage: str, started: float) -> float:
-        elapsed = (time.perf_counter() - started) * 1000
-        self.stages[stage] = self.stages.get(stage, 0.0) + elapsed
-        return elapsed
+        return Totals(usage=usage, timings=timings, tokens_per_s=tokens_per_s(sum(r.tokens - 1 for r in timed), decode))
 
 
 class RemoteText:
