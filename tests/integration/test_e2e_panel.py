@@ -11,6 +11,7 @@ to $CHATFLOW_ARTIFACTS (default: test-artifacts/ in the checkout).
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import re
@@ -85,23 +86,31 @@ def lab(tmp_path_factory, real_model_path):
 
 @pytest.fixture(scope="module")
 def page(lab):
+    with open_notebook(lab, "panel.ipynb", "panel-last.png", height=1600) as page:
+        yield page
+
+
+@contextlib.contextmanager
+def open_notebook(lab: str, name: str, last_shot: str, height: int):
+    """A Chromium page on the lab's notebook `name`, its kernel idle; `page.errors` collects the page's errors (a
+    test checks them at its end); a screenshot of the whole page goes to `last_shot` at the end, passed or not."""
     from playwright.sync_api import sync_playwright
 
     ARTIFACTS.mkdir(parents=True, exist_ok=True)
     with sync_playwright() as playwright:
         browser = playwright.chromium.launch(executable_path=str(CHROMIUM), args=FLAGS)
-        page = browser.new_page(viewport={"width": 1280, "height": 1600})
+        page = browser.new_page(viewport={"width": 1280, "height": height})
         page.set_default_timeout(120_000)
         errors: list[str] = []
         page.on("pageerror", lambda error: errors.append(str(error)))
-        page.errors = errors  # type: ignore[attr-defined]  # checked at the end of the test
-        page.goto(f"{lab}/lab/tree/panel.ipynb?token={TOKEN}")
+        page.errors = errors  # type: ignore[attr-defined]
+        page.goto(f"{lab}/lab/tree/{name}?token={TOKEN}")
         page.wait_for_selector(".jp-Notebook .jp-Cell")
         page.wait_for_selector("text=Python 3 (ipykernel) | Idle")  # keys pressed before the kernel is up are lost
         try:
             yield page
         finally:
-            page.screenshot(path=str(ARTIFACTS / "panel-last.png"), full_page=True)
+            page.screenshot(path=str(ARTIFACTS / last_shot), full_page=True)
             browser.close()
 
 

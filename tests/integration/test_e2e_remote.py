@@ -15,7 +15,7 @@ import urllib.request
 
 import pytest
 
-from .test_e2e_panel import ARTIFACTS, CHROMIUM, FLAGS, TOKEN, _wait_until, lab  # noqa: F401  (lab: a fixture)
+from .test_e2e_panel import ARTIFACTS, CHROMIUM, TOKEN, _wait_until, lab, open_notebook  # noqa: F401  (lab: a fixture)
 
 KEY = "sk-e2e-remote-5d1c9b7a3e2f9c41"
 
@@ -52,25 +52,9 @@ def remote_notebook(lab_url: str) -> None:
 
 @pytest.fixture(scope="module")
 def remote_page(lab):  # noqa: F811
-    from playwright.sync_api import sync_playwright
-
     remote_notebook(lab)
-    ARTIFACTS.mkdir(parents=True, exist_ok=True)
-    with sync_playwright() as playwright:
-        browser = playwright.chromium.launch(executable_path=str(CHROMIUM), args=FLAGS)
-        page = browser.new_page(viewport={"width": 1280, "height": 1400})
-        page.set_default_timeout(120_000)
-        errors: list[str] = []
-        page.on("pageerror", lambda error: errors.append(str(error)))
-        page.errors = errors  # type: ignore[attr-defined]
-        page.goto(f"{lab}/lab/tree/remote.ipynb?token={TOKEN}")
-        page.wait_for_selector(".jp-Notebook .jp-Cell")
-        page.wait_for_selector("text=Python 3 (ipykernel) | Idle")
-        try:
-            yield page
-        finally:
-            page.screenshot(path=str(ARTIFACTS / "remote-last.png"), full_page=True)
-            browser.close()
+    with open_notebook(lab, "remote.ipynb", "remote-last.png", height=1400) as page:
+        yield page
 
 
 def test_the_panel_over_a_remote_chat_shows_the_wire(remote_page):
