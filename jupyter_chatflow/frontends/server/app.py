@@ -1,7 +1,8 @@
 """The FastAPI app: routes, and the middleware every request passes (request id, body size, its log line).
 
 Auth: /v1/* and /tokenize need a key when the server has keys; /health and /metrics never do (probes and
-scrapers; they show no request's content). Rate limits and idempotency keys apply to /v1/chat/completions.
+scrapers; they show no request's content). Rate limits apply to /v1/chat/completions and to starting a
+conversation turn (conversation.py); idempotency keys to /v1/chat/completions.
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 from . import log
 from .completions import chat_completions
 from .config import ServerConfig
+from .conversation import conversation_turn, resume
 from .errors import APIError, server_error
 from .host import ModelHost
 from .idempotency import HEADER, Answer, Claim
@@ -87,6 +89,16 @@ def _routes(app: FastAPI, state: ServerState) -> None:
                 return Response(held.body, status_code=held.status, media_type=held.media_type)
             request.state.claim = held
         return await chat_completions(request, state, data)
+
+    @app.post("/v1/chatflow/conversation")
+    async def conversation(request: Request) -> Response:
+        key = _authorize(request, state)
+        request.state.headers.update(state.limiter.admit(key))
+        return await conversation_turn(request, state, parse_json(await _body(request, state)), key)
+
+    @app.get("/v1/chatflow/conversation/{conversation_id}/stream")
+    def conversation_stream(conversation_id: str, request: Request) -> Response:
+        return resume(request, state, conversation_id, _authorize(request, state))
 
 
 def _authorize(request: Request, state: ServerState) -> str:
@@ -181,7 +193,9 @@ def _request_id(client: str | None) -> str:
 
 def _route(path: str) -> str:
     """The metrics label of a path: known routes as they are, anything else as "other" (bounded labels)."""
-    known = {"/health", "/metrics", "/v1/models", "/tokenize", "/v1/chat/completions"}
+    known = {"/health", "/metrics", "/v1/models", "/tokenize", "/v1/chat/completions", "/v1/chatflow/conversation"}
+    if path.startswith("/v1/chatflow/conversation/") and path.endswith("/stream"):
+        return "/v1/chatflow/conversation/{id}/stream"
     return path if path in known else "other"
 
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from .auth import Keys
 from .config import ServerConfig
+from .conversation import Conversations
 from .host import ModelHost
 from .idempotency import IdempotencyStore
 from .limits import Limiter
@@ -21,6 +22,7 @@ class ServerState:
         self.keys = Keys(config.api_keys)
         self.limiter = Limiter(config.rate_limit, config.token_limit)
         self.answers = IdempotencyStore(config.idempotency_ttl_s)
+        self.conversations = Conversations()
         self.metrics = Metrics(
             queued=lambda: host.engine.queued if host.engine else 0,
             active=lambda: host.engine.active if host.engine else 0,
