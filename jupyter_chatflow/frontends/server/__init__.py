@@ -8,7 +8,8 @@ shape of the batching Scheduler), host.py (the model as it loads), errors.py (Op
 keys), limits.py (per-key rate limits), idempotency.py (stored answers), metrics.py (Prometheus), log.py (one JSON
 line per request), requests.py (a chat completion's body, checked), tools.py (tools and tool_choice), formats.py
 (response_format), pump.py (a generation's steps as OpenAI chunks, off the event loop), state.py (what the routes
-share), completions.py (the route), app.py (the routes and middleware), main.py (uvicorn), background.py (the
+share), completions.py (the route), conversation.py and conversations.py (the pipeline's own route: its turns as
+delta-encoding v1 SSE, resumable), app.py (the routes and middleware), main.py (uvicorn), background.py (the
 server on a thread of this process, for a notebook).
 """
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from .auth import Keys
 from .config import ServerConfig
-from .conversation import Conversations
+from .conversations import Conversations
 from .host import ModelHost
 from .idempotency import IdempotencyStore
 from .limits import Limiter
