@@ -7,9 +7,9 @@ scheduler, one Chat per conversation. Its events go out as SSE in the "delta_enc
 title_generation`) as events of their own, then `data: [DONE]`. Every frame carries its number as `id:` (1, 2, …).
 
 A dropped connection does not stop the turn: `GET /v1/chatflow/conversation/{id}/stream` with `Last-Event-ID: n`
-replays the frames after n and follows the rest live, so no token is lost or repeated. A turn that nobody reads for
-`conversations.ORPHAN_S` seconds is cancelled (its slot is freed). Conversations belong to the key that made them; memory (a
-store all keys would share) is off here.
+replays the frames after n and follows the rest live, so no token is lost or repeated. A turn that nobody reads
+for `conversations.ORPHAN_S` seconds is cancelled (its slot is freed). Conversations belong to the key that made
+them; memory (a store all keys would share) is off here.
 """
 
 from __future__ import annotations
