@@ -8,12 +8,14 @@ title_generation`) as events of their own, then `data: [DONE]`. Every frame carr
 
 A dropped connection does not stop the turn: `GET /v1/chatflow/conversation/{id}/stream` with `Last-Event-ID: n`
 replays the frames after n and follows the rest live, so no token is lost or repeated. A turn that nobody reads
-for `conversations.ORPHAN_S` seconds is cancelled (its slot is freed). Conversations belong to the key that made
-them; memory (a store all keys would share) is off here.
+for `conversations.ORPHAN_S` seconds is cancelled (its slot is freed); an ended turn stays resumable for
+`conversations.KEEP_S` seconds. One turn at a time per conversation (a second send while one runs is a 409).
+Conversations belong to the key that made them; memory (a store all keys would share) is off here.
 """
 
 from __future__ import annotations
 
+import re
 import threading
 from collections.abc import Callable
 from typing import Any
@@ -25,7 +27,7 @@ from starlette.responses import Response
 from jupyter_chatflow.events import Event
 from jupyter_chatflow.pipeline.request import RequestError
 
-from .conversations import Conversations, TurnFrames, conversation_frames
+from .conversations import KEEP_S, Conversations, TurnFrames, conversation_frames
 from .errors import APIError, bad_request
 from .state import ServerState
 
@@ -37,12 +39,16 @@ async def conversation_turn(request: Request, state: ServerState, data: dict[str
     given = data.get("conversation_id")
     if given is not None:
         conversation = conversations.get(given, key)
+        if conversation.turn is not None and not conversation.turn.ended:  # (no await between this and the send)
+            raise APIError(409, f"Conversation {given!r} has a turn running: read it with GET "
+                           f"/v1/chatflow/conversation/{given}/stream, then send.", param="conversation_id",
+                           code="turn_running")  # fmt: skip
     else:
         conversation = conversations.start(key, *state.host.require())
     try:
         response = conversation.chat.send(message, **options)
     except RequestError as error:
-        raise bad_request(str(error), param="options") from None
+        raise bad_request(str(error), param=_option_named(str(error), options)) from None
     turn = conversation.turn = TurnFrames(response)
     record = request.state.record
 
@@ -64,7 +70,8 @@ def resume(request: Request, state: ServerState, conversation_id: str, key: str)
     """The conversation's latest turn again, from the frame after `Last-Event-ID` (from the start without it)."""
     conversation = state.conversations.get(conversation_id, key)
     if conversation.turn is None:
-        raise APIError(404, "This conversation has no turn to stream yet.", code="no_turn")
+        raise APIError(404, f"Conversation {conversation_id!r} has no turn to stream: none yet, or the last one "
+                       f"ended over {KEEP_S:.0f} s ago.", code="no_turn")  # fmt: skip
     last = request.headers.get("last-event-id", "0").strip() or "0"
     if not last.isdigit() or int(last) > len(conversation.turn.frames):
         raise bad_request(f"Last-Event-ID must be a frame number this turn has sent (1 to "
@@ -108,6 +115,15 @@ def _options(data: dict[str, Any]) -> dict[str, Any]:
         if name in options and not (name == "memory" and options[name] is False):
             raise bad_request(f"options.{name} is not offered here: {_WHY[name]}", param=f"options.{name}")
     return {**options, "memory": False}
+
+
+def _option_named(message: str, options: dict[str, Any]) -> str:
+    """`options.NAME` for the option a RequestError's message is about ("temperature must be …", "Unknown
+    option(s) NAME …"), else `options`."""
+    for name in options:
+        if re.match(rf"(Unknown option\(s\) )?{re.escape(name)}\b", message):
+            return f"options.{name}"
+    return "options"
 
 
 _WHY = {

@@ -2,18 +2,20 @@
 
 A turn's frames are made on a thread as its events come (`conversation_frames`: delta-encoding v1 items with the
 safety decisions and the title between them) and numbered from 1; any number of readers replay and follow them
-(`TurnFrames.follow`), so a reader that comes back after a dropped connection misses nothing.
+(`TurnFrames.follow`), so a reader that comes back after a dropped connection misses nothing. An ended turn's
+frames are kept KEEP_S seconds; a conversation, past MAX_CONVERSATIONS, is forgotten least recently used first.
 """
 
 from __future__ import annotations
 
 import asyncio
 import collections
+import contextlib
 import json
 import threading
 import time
 import uuid
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator, Callable, Iterator
 from typing import Any, cast
 
 from jupyter_chatflow.engine.model import Model
@@ -28,60 +30,91 @@ from jupyter_chatflow.store.database import Database
 from .errors import APIError
 
 ORPHAN_S = 30.0  # a turn nobody reads for this long is cancelled
+KEEP_S = 600.0  # an ended turn's frames are kept this long for a late resume, then dropped
 MAX_CONVERSATIONS = 256  # the least recently used beyond these are forgotten (their stored sessions stay)
-WAIT_S = 1.0  # a reader's longest wait for the next frame before it looks again (keep-alive pings go meanwhile)
 
 
 class TurnFrames:
-    """One turn's SSE frames as they are made, numbered from 1; readers replay and follow them."""
+    """One turn's SSE frames as they are made, numbered from 1; readers replay and follow them.
+
+    The frames are made on a thread; each reader waits on an asyncio event of its own loop, set from that thread,
+    so a waiting reader holds no thread (many slow streams cannot use up the loop's thread pool)."""
 
     def __init__(self, response: TurnResponse):
         self.response = response
         self.frames: list[bytes] = []
-        self.ended = False
-        self.readers = 0
+        self.ended_at: float | None = None  # when the turn's last frame was made (monotonic), None while it runs
         self.unread_since: float | None = None  # when the last reader left (None while one reads)
-        self._changed = threading.Condition()
+        self._wakes: list[Callable[[], None]] = []  # one per reader: wakes it on its loop
+        self._lock = threading.Lock()
+
+    @property
+    def ended(self) -> bool:
+        return self.ended_at is not None
 
     def add(self, name: str | None, data: str) -> None:
-        with self._changed:
+        with self._lock:
             number = len(self.frames) + 1
             self.frames.append((f"id: {number}\n" + sse_frame(data, event=name)).encode())
-            self._changed.notify_all()
+            wakes = list(self._wakes)
+        for wake in wakes:
+            wake()
 
     def end(self) -> None:
-        with self._changed:
-            self.ended = True
-            self._changed.notify_all()
+        with self._lock:
+            self.ended_at = time.monotonic()
+            wakes = list(self._wakes)
+        for wake in wakes:
+            wake()
 
     def orphaned(self) -> bool:
         """Nobody has read this turn for ORPHAN_S seconds."""
         return self.unread_since is not None and time.monotonic() - self.unread_since > ORPHAN_S
 
-    def _after(self, seen: int) -> tuple[list[bytes], bool]:
-        """The frames after the first `seen` (waiting up to WAIT_S for one), and whether the turn has ended."""
-        with self._changed:
-            self._changed.wait_for(lambda: len(self.frames) > seen or self.ended, timeout=WAIT_S)
-            return self.frames[seen:], self.ended
+    def expired(self) -> bool:
+        """The turn ended more than KEEP_S seconds ago (its frames may go)."""
+        return self.ended_at is not None and time.monotonic() - self.ended_at > KEEP_S
 
     async def follow(self, seen: int) -> AsyncIterator[bytes]:
         """Frames after the first `seen`, then live ones until the turn's last; a reader gone leaves the turn on."""
-        self._attach(+1)
+        woken, wake = _waker()
+        self._attach(wake)
         try:
             while True:
-                frames, ended = await asyncio.to_thread(self._after, seen)
+                woken.clear()  # before looking: a frame added after the look sets it again
+                with self._lock:
+                    frames, ended = self.frames[seen:], self.ended
                 for frame in frames:
                     yield frame
                 seen += len(frames)
                 if ended:
                     return
+                if not frames:
+                    await woken.wait()
         finally:
-            self._attach(-1)
+            self._detach(wake)
 
-    def _attach(self, change: int) -> None:
-        with self._changed:
-            self.readers += change
-            self.unread_since = None if self.readers else time.monotonic()
+    def _attach(self, wake: Callable[[], None]) -> None:
+        with self._lock:
+            self._wakes.append(wake)
+            self.unread_since = None
+
+    def _detach(self, wake: Callable[[], None]) -> None:
+        with self._lock:
+            self._wakes.remove(wake)
+            if not self._wakes:
+                self.unread_since = time.monotonic()
+
+
+def _waker() -> tuple[asyncio.Event, Callable[[], None]]:
+    """An event of the running loop and a function any thread may call to set it (a closed loop is ignored)."""
+    loop, woken = asyncio.get_running_loop(), asyncio.Event()
+
+    def wake() -> None:
+        with contextlib.suppress(RuntimeError):  # the loop has closed: its reader is gone
+            loop.call_soon_threadsafe(woken.set)
+
+    return woken, wake
 
 
 class Conversation:
@@ -103,6 +136,7 @@ class Conversations:
     def get(self, conversation_id: str, key: str) -> Conversation:
         """The caller's conversation, or 404 (another key's conversation is not found either)."""
         with self._lock:
+            self._sweep()
             found = self._open.get(conversation_id)
             if found is None or found.key != key:
                 raise APIError(404, f"No conversation {conversation_id!r} for this key: start one with POST "
@@ -114,6 +148,7 @@ class Conversations:
     def start(self, key: str, model: Model, engine: Any) -> Conversation:
         """A new conversation for `key`: a Chat on `model`, its generations on the server's `engine`."""
         with self._lock:
+            self._sweep()
             self._db = self._db or Database()
             chat = Chat(model=model, session=f"conv_{uuid.uuid4().hex[:24]}", new=True, db=self._db,
                         toolbox=Toolbox([calculator]), scheduler=cast(Scheduler, engine))  # fmt: skip
@@ -121,6 +156,12 @@ class Conversations:
             while len(self._open) > MAX_CONVERSATIONS:
                 self._open.popitem(last=False)
             return conversation
+
+    def _sweep(self) -> None:
+        """Drop the frames of turns that ended more than KEEP_S ago (the conversations stay, to go on)."""
+        for conversation in self._open.values():
+            if conversation.turn is not None and conversation.turn.expired():
+                conversation.turn = None
 
 
 def conversation_frames(response: TurnResponse, conversation_id: str) -> Iterator[tuple[str | None, str]]:

@@ -8,7 +8,7 @@ import httpx
 import pytest
 
 from jupyter_chatflow.frontends.adapters import apply_delta_v1
-from jupyter_chatflow.frontends.server import ServerConfig
+from jupyter_chatflow.frontends.server import ServerConfig, conversations
 
 from .conftest import wait_until
 
@@ -56,26 +56,65 @@ def test_a_turn_streams_numbered_delta_v1_frames_with_safety_and_title(server, h
     assert title["title"] == chat.title != ""
 
 
-def test_a_dropped_stream_resumes_after_last_event_id_without_a_token_lost_or_repeated(server):
-    base, state = server
+@pytest.fixture
+def paced(serve, wide_model):
+    """A server whose decode steps take 20 ms each: a 40-token turn is still running when a test acts."""
+    return serve(ServerConfig(api_keys=(KEY,)), model=wide_model, delay=0.02)
+
+
+def first_frames(client: httpx.Client, url: str, body: dict, count: int) -> tuple[str, list[dict]]:
+    """POST `body`, read `count` frames, then drop the connection: the conversation id and the frames read."""
+    with client.stream("POST", url, json=body, headers=AUTH) as reply:
+        assert reply.status_code == 200
+        head = ""
+        for line in reply.iter_lines():
+            head += line + "\n"
+            if line == "" and len(frames(head)) >= count:
+                return reply.headers["x-conversation-id"], frames(head)  # the connection drops here
+    raise AssertionError(f"the stream ended before {count} frames")
+
+
+def test_a_dropped_stream_resumes_after_last_event_id_without_a_token_lost_or_repeated(paced):
+    base, state = paced
     with httpx.Client(timeout=30) as client:
-        with client.stream("POST", f"{base}/v1/chatflow/conversation", json=ASK, headers=AUTH) as reply:
-            conversation_id = reply.headers["x-conversation-id"]
-            head = ""
-            for line in reply.iter_lines():
-                head += line + "\n"
-                if line == "" and len(frames(head)) >= 4:
-                    break  # the connection drops here
-        seen = frames(head)
-        last = seen[-1]["id"]
+        conversation_id, seen = first_frames(client, f"{base}/v1/chatflow/conversation", ASK, 4)
+        turn = state.conversations.get(conversation_id, state.keys.check(AUTH["Authorization"])).turn
+        assert not turn.ended  # the dropped POST left the turn running: the resume below follows it live
         url = f"{base}/v1/chatflow/conversation/{conversation_id}/stream"
-        rest = frames(client.get(url, headers={**AUTH, "Last-Event-ID": str(last)}).text)
+        rest = frames(client.get(url, headers={**AUTH, "Last-Event-ID": str(seen[-1]["id"])}).text)
         whole = frames(client.get(url, headers=AUTH).text)  # the turn has ended: the whole of it again
     assert [f["id"] for f in seen + rest] == [f["id"] for f in whole] == list(range(1, len(whole) + 1))
     assert seen + rest == whole and whole[-1]["data"] == "[DONE]"
     deltas = [json.loads(f["data"]) for f in seen + rest if f["event"] == "delta"]
     [record] = state.conversations.get(conversation_id, state.keys.check(AUTH["Authorization"])).chat.history()
     assert apply_delta_v1(deltas)["message"]["content"]["parts"][0] == record.answer
+    assert len(record.answer) > 0 and turn.response.terminal().type == "completed"
+
+
+def test_a_turn_nobody_reads_is_cancelled_after_the_grace_period(paced, monkeypatch):
+    monkeypatch.setattr(conversations, "ORPHAN_S", 0.1)
+    base, state = paced
+    long = {**ASK, "options": {"temperature": 0, "max_tokens": 400}}
+    with httpx.Client(timeout=30) as client:
+        conversation_id, _ = first_frames(client, f"{base}/v1/chatflow/conversation", long, 3)
+        turn = state.conversations.get(conversation_id, state.keys.check(AUTH["Authorization"])).turn
+        wait_until(lambda: turn.ended)
+        whole = frames(client.get(f"{base}/v1/chatflow/conversation/{conversation_id}/stream", headers=AUTH).text)
+    assert turn.response.terminal().type == "cancelled"
+    document = apply_delta_v1([json.loads(f["data"]) for f in whole if f["event"] == "delta"])
+    assert document["message"]["status"] == "finished_partial_completion" and whole[-1]["data"] == "[DONE]"
+    assert sum(1 for f in whole if f["event"] == "delta") < 100  # far fewer than the 400 tokens asked for
+
+
+def test_a_second_send_while_a_turn_runs_is_a_409(paced, http):
+    base, _ = paced
+    with httpx.Client(timeout=30) as client:
+        conversation_id, _ = first_frames(client, f"{base}/v1/chatflow/conversation", ASK, 3)
+        again = {"conversation_id": conversation_id, "message": "And in Asia?", "options": {"max_tokens": 4}}
+        busy = http.post(f"{base}/v1/chatflow/conversation", json=again, headers=AUTH)
+        assert busy.status_code == 409 and busy.json()["error"]["code"] == "turn_running", busy.text
+        client.get(f"{base}/v1/chatflow/conversation/{conversation_id}/stream", headers=AUTH)  # to the turn's end
+    assert http.post(f"{base}/v1/chatflow/conversation", json=again, headers=AUTH).status_code == 200
 
 
 def test_a_conversation_goes_on_with_its_id(server, http):
@@ -94,7 +133,9 @@ def test_a_conversation_goes_on_with_its_id(server, http):
     "body, status, param",
     [
         ({"message": ""}, 400, "message"),
-        ({"message": "Hi", "options": {"temperature": "hot"}}, 400, "options"),
+        ({"message": "Hi", "options": {"temperature": "hot"}}, 400, "options.temperature"),
+        ({"message": "Hi", "options": {"max_tokens": 4, "max_tokns": 4}}, 400, "options.max_tokns"),
+        ({"message": "Hi", "options": ["temperature"]}, 400, "options"),
         ({"message": "Hi", "options": {"memory": True}}, 400, "options.memory"),
         ({"message": "Hi", "conversation_id": "conv_nope"}, 404, "conversation_id"),
     ],
@@ -112,3 +153,15 @@ def test_a_conversation_is_its_keys_only(serve, wide_model, http):
     assert http.get(url).status_code == 401
     assert http.get(url, headers={"Authorization": "Bearer sk-other"}).status_code == 404
     assert http.get(url, headers={**AUTH, "Last-Event-ID": "9999"}).status_code == 400
+
+
+def test_an_unknown_conversation_or_an_expired_turn_is_a_404(server, http, monkeypatch):
+    base, _ = server
+    unknown = http.get(f"{base}/v1/chatflow/conversation/conv_nope/stream", headers=AUTH)
+    assert unknown.status_code == 404 and unknown.json()["error"]["code"] == "conversation_not_found"
+    reply = http.post(f"{base}/v1/chatflow/conversation", json={**ASK, "options": {"max_tokens": 4}}, headers=AUTH)
+    url = f"{base}/v1/chatflow/conversation/{reply.headers['x-conversation-id']}/stream"
+    assert frames(http.get(url, headers=AUTH).text) == frames(reply.text)  # kept: the same frames again
+    monkeypatch.setattr(conversations, "KEEP_S", 0.0)  # the ended turn's frames expire
+    gone = http.get(url, headers=AUTH)
+    assert gone.status_code == 404 and gone.json()["error"]["code"] == "no_turn"
