@@ -15,6 +15,7 @@ Conversations belong to the key that made them; memory (a store all keys would s
 
 from __future__ import annotations
 
+import asyncio
 import re
 import threading
 from collections.abc import Callable
@@ -44,7 +45,8 @@ async def conversation_turn(request: Request, state: ServerState, data: dict[str
                            f"/v1/chatflow/conversation/{given}/stream, then send.", param="conversation_id",
                            code="turn_running")  # fmt: skip
     else:
-        conversation = conversations.start(key, *state.host.require())
+        # off the loop: the first Chat imports jsonschema (its toolbox) and builds the safety lexicon: ~1.4 s
+        conversation = await asyncio.to_thread(conversations.start, key, *state.host.require())
     try:
         response = conversation.chat.send(message, **options)
     except RequestError as error:
