@@ -149,9 +149,11 @@ class Conversations:
         """A new conversation for `key`: a Chat on `model`, its generations on the server's `engine`."""
         with self._lock:
             self._sweep()
-            self._db = self._db or Database()
-            chat = Chat(model=model, session=f"conv_{uuid.uuid4().hex[:24]}", new=True, db=self._db,
-                        toolbox=Toolbox([calculator]), scheduler=cast(Scheduler, engine))  # fmt: skip
+            db = self._db = self._db or Database()
+        # the Chat is made outside the lock (the first takes ~1.4 s), so `get` on the event loop never waits for it
+        chat = Chat(model=model, session=f"conv_{uuid.uuid4().hex[:24]}", new=True, db=db,
+                    toolbox=Toolbox([calculator]), scheduler=cast(Scheduler, engine))  # fmt: skip
+        with self._lock:
             conversation = self._open[chat.session.name] = Conversation(key, chat)
             while len(self._open) > MAX_CONVERSATIONS:
                 self._open.popitem(last=False)
