@@ -8,9 +8,10 @@ Starts `chatflow serve` (the engine's continuous-batching Scheduler) and llama-c
 `llama_cpp.server`) on the same GGUF file, each a subprocess on a free loopback port, and waits until each says it
 is ready (/health 200 for ours, /v1/models for llama.cpp). A warm-up round at every level first (XLA compiles one
 decode program per batch size; first calls are slow on both), then `--rounds` rounds with levels and servers
-interleaved, so a change in the machine's load hits both alike. Each level sends that many different chat
-questions at once (`stream=True`, `temperature=0`, `max_tokens`; ours with vLLM's `ignore_eos`, llama.cpp with its
-own `min_tokens` = `max_tokens`, which masks EOS until then) and stamps every chunk as it arrives.
+interleaved, so a change in the machine's load hits both alike. Each level sends that many chat questions at once,
+each numbered so that no earlier request asked it (`stream=True`, `temperature=0`, `max_tokens`; ours with vLLM's
+`ignore_eos`, llama.cpp with its own `min_tokens` = `max_tokens`, which masks EOS until then), and stamps every
+chunk as it arrives.
 
 Per server and level: aggregate tokens/s (all completion tokens over the wall time from the first request to the
 last token; median of the rounds), TTFT and inter-token latency p50/p95 (every stream and gap of every round),
@@ -160,10 +161,16 @@ async def one_stream(client: AsyncOpenAI, server: Server, question: str, max_tok
     return {"start": start, "arrivals": arrivals, "tokens": usage if usage is not None else len(arrivals)}
 
 
+def question(tag: str, i: int) -> str:
+    """A question no earlier request asked (so no prompt cache holds all of it; the template's system prompt it
+    shares with every other request, as on a real server)."""
+    return f"Request {tag}-{i}: {QUESTIONS[i % len(QUESTIONS)]}"
+
+
 async def run_level(client: AsyncOpenAI, server: Server, n: int, max_tokens: int, tag: str) -> dict:
     """`n` different questions at once; the level's figures (raw lists kept for pooling over rounds)."""
     cpu, own_cpu = server.cpu_s(), time.process_time()
-    streams = [one_stream(client, server, QUESTIONS[i % len(QUESTIONS)], max_tokens, f"{tag}-{i}") for i in range(n)]
+    streams = [one_stream(client, server, question(tag, i), max_tokens, f"{tag}-{i}") for i in range(n)]
     done = await asyncio.wait_for(asyncio.gather(*streams), LEVEL_TIMEOUT_S)
     start = min(s["start"] for s in done)
     wall = max(s["arrivals"][-1] if s["arrivals"] else s["start"] for s in done) - start
