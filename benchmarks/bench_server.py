@@ -347,7 +347,7 @@ def targets(rows: list[dict] | None) -> list[str]:
     ratio = ratio_vs_one(rows)
     lines = [""]
     for n, goal in TARGETS.items():
-        verdict = "not measured" if n not in ratio else f"{ratio[n]:.2f}x, {'met' if ratio[n] >= goal else 'MISSED'}"
+        verdict = "not measured" if n not in ratio else f"{ratio[n]:.3f}x, {'met' if ratio[n] >= goal else 'MISSED'}"
         lines.append(f"target: ours at {n} streams >= {goal}x one stream: {verdict}")
     return lines
 
