@@ -105,6 +105,7 @@ class Builder {
   stages: Stage[] = [];
   compileMs = 0;
   private round = 0;
+  private ended = false; // the turn's terminal event has passed (a title after it came after the answer)
   private decode: { start: number; last: number; tokens: TokenDelta[] } | null = null;
   private firstToken: TokenDelta | null = null;
   /** A remote turn's request being answered, and the SSE frames that came for it. */
@@ -128,6 +129,7 @@ class Builder {
       this.round += 1;
     }
     const r = this.round > 1 ? ` #${this.round}` : "";
+    if (e.type === "completed" || e.type === "cancelled" || e.type === "error") this.ended = true;
     if (e.type === "prefill") this.prefill(e, r);
     else if (e.type === "token") this.token(e);
     else if (e.type === "http_request" || e.type === "http_response" || e.type === "sse_frame") this.wire(e);
@@ -159,7 +161,8 @@ class Builder {
         break;
       case "title_generated": {
         const by = e.source === "fallback" ? "the user's words" : "written by the model";
-        this.span("title", "title", e, e.latency_ms, `“${e.title}” (${by}, after the answer)`);
+        const when = this.ended ? "after the answer" : "beside the answer, mid-stream";
+        this.span("title", "title", e, e.latency_ms, `“${e.title}” (${by}, ${when})`);
         break;
       }
       case "memory_written":

@@ -116,8 +116,21 @@ describe("the timeline's waterfall, against the events of real turns", () => {
       expect(last.end).toBeCloseTo(title.timestamp - originOf(fx), 9);
       expect(last.start).toBeGreaterThanOrEqual(done.timestamp - originOf(fx) - 1e-3); // it began when the answer ended
       expect(last.detail).toContain(title.title);
+      expect(last.detail).toContain("after the answer");
       expect(w.total).toBeCloseTo(last.end, 9);
     }
+  });
+
+  it("a title that came before the terminal event is drawn as written beside the answer, mid-stream", () => {
+    const fx = FIX.answer;
+    const title = fx.events[fx.events.length - 1];
+    const done = completedOf(fx);
+    const moved = { ...title, sequence_number: done.sequence_number, timestamp: done.timestamp - 0.001 };
+    const events = [...fx.events.slice(0, -2), moved, { ...done, sequence_number: done.sequence_number + 1 }];
+    const w = waterfall(turnOf({ ...fx, events } as TurnRecord));
+    const row = w.stages.find((s) => s.kind === "title")!;
+    expect(row.detail).toContain("beside the answer, mid-stream");
+    expect(row.detail).not.toContain("after the answer");
   });
 
   it("a new process's XLA compile is a row of its own, out of the prefill and decode it happened in", () => {

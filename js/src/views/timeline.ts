@@ -43,7 +43,9 @@ export class TimelineView {
       el(
         "div",
         { class: "cf-legend" },
-        ...LEGEND.map(([kind, text]) => legend(`cf-tl-${kind}`, text)),
+        ...LEGEND.filter(([kind]) => w.stages.some((s) => s.kind === kind)).map(([kind, text]) =>
+          legend(`cf-tl-${kind}`, text),
+        ),
         legend("cf-tl-ttft-key", "first token"),
       ),
     );
@@ -57,10 +59,15 @@ function stats(w: Waterfall): HTMLElement {
     stat("time to first token", w.ttftMs !== null ? fmtMs(w.ttftMs) : "–", "ttft"),
     stat("tokens/s", w.tokensPerS !== null ? w.tokensPerS.toFixed(1) : w.live ? "…" : "–", "tps"),
     stat("queued", fmtMs(w.queuedMs), "queued"),
-    stat("XLA compile", fmtMs(w.compileMs), "compile"),
+    stat("XLA compile", remote(w) ? "on the server" : fmtMs(w.compileMs), "compile"),
     stat("total", fmtMs(w.total * 1000), "total"),
     w.live ? el("span", { class: "cf-pill cf-pill-live", text: "live" }) : null,
   );
+}
+
+/** A remote turn's waterfall (it has HTTP rows): what the server compiled is not known here. */
+function remote(w: Waterfall): boolean {
+  return w.stages.some((s) => s.kind === "http");
 }
 
 function grid(w: Waterfall): HTMLElement {
