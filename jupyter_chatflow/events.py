@@ -240,6 +240,11 @@ class ContextAssembled(Event):
     strategy: TrimStrategy = "drop"
     latency_ms: float = 0.0
 
+    @property
+    def user_text(self) -> str | None:
+        """The user's message as it went into the prompt (after input redaction): its `user` segment."""
+        return next((s.text for s in self.segments if s.kind == "user"), None)
+
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
 class Tokenized(Event):

@@ -128,7 +128,7 @@ class Chat:
 
     @property
     def title(self) -> str:
-        """The session's title ("" until the model has written one after the first answer)."""
+        """The session's title ("" until the model has written one beside the first answer)."""
         return self.session.title
 
     def history(self) -> list[TurnRecord]:
@@ -375,7 +375,7 @@ def _prompted_user_text(record: TurnRecord) -> str | None:
     context = next((e for e in record.events if isinstance(e, ContextAssembled)), None)
     if context is None:
         return prompted_user_text(record.events)  # a remote turn's: what its request carried
-    return next((s.text for s in context.segments if s.kind == "user"), record.user)
+    return context.user_text if context.user_text is not None else record.user
 
 
 def _window(asked: int | None, model_window: int) -> int:

@@ -35,7 +35,7 @@ class TitleTask:
     def see(self, event: Event) -> None:
         """A turn event (on the turn's thread): the user's message, the answer so far; start when it is time."""
         if isinstance(event, ContextAssembled):
-            self._user = next((s.text for s in event.segments if s.kind == "user"), None)
+            self._user = event.user_text
         elif isinstance(event, TokenDelta):
             self._answer += event.text
         if self._thread is None and self._user is not None and self._ready(event):

@@ -2,9 +2,10 @@
 of one turn").
 
 safety.input → memory.recall → context.assemble → tokenize → prefill/decode (→ tool call → run → resume)
-→ safety.model / output → memory.write → Completed | Cancelled | Failed. (The session's title is written after
-the terminal event, by `Chat`: the answer never waits for it; see `title.py`.) The stages that need no model are
-`stages.TurnStages`' (a remote turn shares them); this module adds the model's: context, tokens, generation.
+→ safety.model / output → memory.write → Completed | Cancelled | Failed. (The session's title is written beside
+the answer, by `Chat`'s `TitleTask`: the answer never waits for it; see `title_task.py`.) The stages that need
+no model are `stages.TurnStages`' (a remote turn shares them); this module adds the model's: context, tokens,
+generation.
 
 `Turn.run` is called on the engine's worker thread; it hands each event to `emit` (which stamps and queues
 it) and never raises: any failure becomes a `Failed` event, an interrupt a `Cancelled` one.
@@ -48,7 +49,7 @@ class TurnSetup:
     memory: Memory | None = None
     tools: Sequence[Tool] = ()
     needs_title: bool = False
-    """The session has no title yet: `Chat` writes one after this turn's answer."""
+    """The session has no title yet: `Chat` writes one beside this turn's answer."""
     policy: SafetyPolicy | None = None
     prefix: Sequence[Step] = ()
     """Tokens the answer starts with (a fork: the forked answer up to a token, then the chosen alternative)."""

@@ -38,7 +38,7 @@ class SessionRecord:
     id: str
     name: str
     title: str = ""
-    """Written by the model after the first answer; "" until then."""
+    """Written by the model beside the first answer; "" until then."""
     created: float
     updated: float
     """Wall-clock time (Unix seconds) of the last turn or title change."""
@@ -123,7 +123,7 @@ class Sessions:
         return [_session(row) for row in rows]
 
     def set_title(self, session_id: str, title: str) -> None:
-        """Store the session's title (the model writes it after the first answer)."""
+        """Store the session's title (the model writes it beside the first answer)."""
         with self.db.transaction() as conn:
             cursor = conn.execute(
                 "UPDATE sessions SET title = ?, updated = ? WHERE id = ?", (title.strip(), time.time(), session_id)
