@@ -74,6 +74,17 @@ FAST_TIMEOUT = 120  # seconds per fast test at most (the slowest takes ~10): a h
 MAX_WORKERS = 4  # past a few workers, each one's start (importing JAX, collecting) outweighs its share of the tier
 
 
+@pytest.hookimpl(trylast=True)  # (after the cache provider has made `config.cache`)
+def pytest_configure(config: pytest.Config) -> None:
+    """XLA's persistent compilation cache in pytest's cache folder (.pytest_cache/d/xla), never the user's: the
+    workers of one run share what each compiled, and a second run loads its programs instead of compiling them."""
+    if not os.environ.get("CHATFLOW_XLA_CACHE") and getattr(config, "cache", None) is not None:
+        os.environ["CHATFLOW_XLA_CACHE"] = str(config.cache.mkdir("xla"))
+    from jupyter_chatflow.engine.loader import enable_compilation_cache
+
+    enable_compilation_cache()
+
+
 def pytest_addoption(parser: pytest.Parser) -> None:
     parser.addoption("--all-tiers", action="store_true", help="run every tier: fast, slow (real model) and browser")
 

@@ -8,10 +8,12 @@ callbacks on every call, a plain list in C++.)
 
 from __future__ import annotations
 
+import collections
 import ctypes
 import ctypes.util
 import functools
 import threading
+import weakref
 from collections.abc import Callable
 from typing import Any
 
@@ -140,24 +142,15 @@ class Programs:
         self.weights, structure = jax.tree.flatten(state)
         layer_graph, layer_state = nnx.split(transformer.blocks[0])
         self.layers = [jax.tree.leaves(nnx.state(block)) for block in transformer.blocks]  # the same arrays
-
-        def bind(program, graphdef=graphdef, structure=structure):
-            return lambda weights, *args: program(graphdef, jax.tree.unflatten(structure, weights), *args)
-
-        self._lock = threading.Lock()
-        self.embed_chunk = self._serial(jax.jit(bind(embed_chunk)))
-        self.layer = self._serial(jax.jit(bind(layer, layer_graph, jax.tree.structure(layer_state))))
-        self.final_norm = self._serial(jax.jit(bind(final_norm)))
-        self.sample_after = self._serial(jax.jit(bind(sample_after), donate_argnums=(4,)))
-        self.logits = self._serial(jax.jit(bind(logits)))
-        self.decode_step = self._serial(jax.jit(bind(decode_step), donate_argnums=(4,)))
-        self.decode_rows = self._serial(jax.jit(bind(decode_rows), donate_argnums=(4,)))
-        self.write = self._serial(write)
-        self.write_row = self._serial(write_row)
-        self.read_row = self._serial(read_row)
-        self.select_rows = self._serial(select_rows)
-        self.set_row = self._serial(set_row)
-        self.rows = self._serial(rows)
+        self._jitted = jitted = _jitted_for((graphdef, structure, layer_graph, jax.tree.structure(layer_state)))
+        self._lock = jitted.lock  # (one per architecture: models sharing programs compile them once)
+        serial = self._serial
+        self.embed_chunk, self.final_norm = serial(jitted.embed_chunk), serial(jitted.final_norm)
+        self.layer = serial(jitted.layer)
+        self.sample_after, self.logits = serial(jitted.sample_after), serial(jitted.logits)
+        self.decode_step, self.decode_rows = serial(jitted.decode_step), serial(jitted.decode_rows)
+        self.write, self.write_row, self.read_row = serial(write), serial(write_row), serial(read_row)
+        self.select_rows, self.set_row, self.rows = serial(select_rows), serial(set_row), serial(rows)
 
     def forward(self, weights: list[jax.Array], cache: KVCache, tokens, start, probe_layer: int):
         """A prompt chunk [b, s] at `start` through every layer: (hidden [b, s, d], its keys/values, the queries
@@ -188,6 +181,48 @@ class Programs:
             return out
 
         return call
+
+
+class _Jitted:
+    """The jitted programs of one model architecture (its graph and the structure of its weights), shared by
+    every `Programs` of that architecture: each model's weights are an argument, so a second model of the same
+    architecture (the same file loaded again, a new panel's model, a test's) runs on programs already compiled."""
+
+    def __init__(self, graphdef: Any, structure: Any, layer_graph: Any, layer_structure: Any):
+        def bind(program, graphdef=graphdef, structure=structure):
+            def bound(weights, *args):
+                return program(graphdef, jax.tree.unflatten(structure, weights), *args)
+
+            bound.__name__ = bound.__qualname__ = program.__name__  # (XLA's logs and profiles name the program)
+            return bound
+
+        self.lock = threading.Lock()
+        self.embed_chunk = jax.jit(bind(embed_chunk))
+        self.layer = jax.jit(bind(layer, layer_graph, layer_structure))
+        self.final_norm = jax.jit(bind(final_norm))
+        self.sample_after = jax.jit(bind(sample_after), donate_argnums=(4,))
+        self.logits = jax.jit(bind(logits))
+        self.decode_step = jax.jit(bind(decode_step), donate_argnums=(4,))
+        self.decode_rows = jax.jit(bind(decode_rows), donate_argnums=(4,))
+
+
+KEEP_RECENT = 2  # architectures whose programs outlive their models (a model loaded again compiles nothing)
+_shared: weakref.WeakValueDictionary[tuple, _Jitted] = weakref.WeakValueDictionary()  # those of live models
+_recent: collections.deque[_Jitted] = collections.deque(maxlen=KEEP_RECENT)
+_shared_lock = threading.Lock()
+
+
+def _jitted_for(architecture: tuple) -> _Jitted:
+    """The programs of `architecture` (graphdef, weights' structure, one layer's): those of a live model or a
+    recent one, else new ones (compiled at their first call)."""
+    with _shared_lock:
+        jitted = _shared.get(architecture)
+        if jitted is None:
+            jitted = _shared[architecture] = _Jitted(*architecture)
+        if jitted in _recent:
+            _recent.remove(jitted)
+        _recent.append(jitted)
+        return jitted
 
 
 def release_freed_memory() -> None:

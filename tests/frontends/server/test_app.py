@@ -139,7 +139,8 @@ def test_metrics_count_requests_tokens_and_latencies(serve, http):
     http.post(f"{base}/v1/chat/completions", json=chat_body(max_tokens=4, ignore_eos=True))
     http.post(f"{base}/v1/chat/completions", json=chat_body(max_tokens=4, ignore_eos=True, stream=True))
     http.post(f"{base}/v1/chat/completions", json=chat_body(model="nope"))
-    wait_until(lambda: 'status="404"' in http.get(f"{base}/metrics").text)
+    # (the loop frees a finished row right after handing out its last step: a client can read [DONE] first)
+    wait_until(lambda: 'status="404"' in (t := http.get(f"{base}/metrics").text) and "active_slots 0.0" in t)
     text = http.get(f"{base}/metrics").text
     assert 'chatflow_requests_total{route="/v1/chat/completions",status="200"} 2.0' in text
     assert 'chatflow_requests_total{route="/v1/chat/completions",status="404"} 1.0' in text
