@@ -27,7 +27,7 @@ from jupyter_chatflow.tokenizer.tokenizer import Tokenizer
 from .constraint import Constraint
 from .generation import Generation, RawStep, Usage
 from .programs import Programs, release_freed_memory
-from .prompt_cache import PromptCache
+from .prompt_cache import MIN_KEPT_LENGTH, PromptCache
 from .sampling import Sampled, SamplingParams
 
 PREFILL_CHUNK = 128  # the wide prefill chunk: XLA:CPU's prefill tokens/s level off from here (within ~5% of 512)
@@ -246,6 +246,21 @@ class Model:
         with self._lock:
             return self.prompt_cache.take(prompt, self._length(needed), self._grow)
 
+    def _shared_prefix(self, prompt: np.ndarray) -> int:
+        """How many leading tokens of `prompt` the prompt cache holds now (the entry is left in place)."""
+        with self._lock:
+            return self.prompt_cache.longest(prompt)[1]
+
+    def _copy_prefix(self, prompt: np.ndarray, cache: KVCache, row: int) -> tuple[KVCache, int]:
+        """`cache` (a batch's, donated) with the prompt cache's longest prefix of `prompt` copied into row `row`,
+        and that prefix's length (the entry stays cached: a copy, not a take)."""
+        with self._lock:  # the copy is dispatched before anyone can take the entry (and donate its arrays)
+            entry, reused = self.prompt_cache.longest(prompt)
+            if entry is None:
+                return cache, 0
+            length = min(bucket(reused, MIN_KEPT_LENGTH), entry.cache.length, cache.length)
+            return self._programs.write_row(cache, entry.cache, np.int32(row), length), reused
+
     def _length(self, needed: int) -> int:
         """The cache length for `needed` positions: a power of two, at least MIN_CACHE, at most the window's."""
         return min(bucket(needed, MIN_CACHE), bucket(self.config.context_length))
@@ -365,7 +380,8 @@ class _Run:
     """The state of one generation while it runs."""
 
     def __init__(self, prompt: np.ndarray, key: jax.Array, knobs: jax.Array, seen: np.ndarray):
-        self.prompt, self.key, self.knobs, self.seen = prompt, key, knobs, seen
+        self.prompt, self.key, self.knobs = prompt, key, knobs
+        self.seen: np.ndarray | jax.Array = seen  # [1, V] the tokens seen (on the device once sampled)
         self.cache: KVCache
         self.out: Sampled
         self.fed = 0  # generated tokens whose keys/values are in the cache

@@ -66,6 +66,15 @@ def sample_after(graphdef, state, hidden, last, knobs, seen, key, allowed):
     return _sample_next(model, jax.lax.dynamic_index_in_dim(hidden, last, 1, False), knobs, seen, key, 0, allowed)
 
 
+def sample_rows_after(graphdef, state, hidden, last, knobs, seen, key_data, allowed):
+    """`sample_after` for prompts prefilled together, one per row: row i's first token after its position
+    `last[i]` of the chunk (hidden [b, s, d]), with its own knobs [b, 5] and key (`key_data` [b, 2])."""
+    model = nnx.merge(graphdef, state)
+    rows = hidden[jnp.arange(hidden.shape[0]), last]  # [b, d]
+    key = jax.random.wrap_key_data(key_data)
+    return _sample_next(model, rows, knobs, seen, key, jnp.zeros_like(last), allowed)
+
+
 def decode_step(graphdef, state, cache, token, pos, seen, knobs, key, step, allowed):
     """One decode step: forward one token per row at `pos`, sample the next; returns its keys/values too."""
     model = nnx.merge(graphdef, state)
@@ -148,6 +157,7 @@ class Programs:
         self.embed_chunk, self.final_norm = serial(jitted.embed_chunk), serial(jitted.final_norm)
         self.layer = serial(jitted.layer)
         self.sample_after, self.logits = serial(jitted.sample_after), serial(jitted.logits)
+        self.sample_rows_after = serial(jitted.sample_rows_after)
         self.decode_step, self.decode_rows = serial(jitted.decode_step), serial(jitted.decode_rows)
         self.write, self.write_row, self.read_row = serial(write), serial(write_row), serial(read_row)
         self.select_rows, self.set_row, self.rows = serial(select_rows), serial(set_row), serial(rows)
@@ -201,6 +211,7 @@ class _Jitted:
         self.layer = jax.jit(bind(layer, layer_graph, layer_structure))
         self.final_norm = jax.jit(bind(final_norm))
         self.sample_after = jax.jit(bind(sample_after), donate_argnums=(4,))
+        self.sample_rows_after = jax.jit(bind(sample_rows_after), donate_argnums=(4,))
         self.logits = jax.jit(bind(logits))
         self.decode_step = jax.jit(bind(decode_step), donate_argnums=(4,))
         self.decode_rows = jax.jit(bind(decode_rows), donate_argnums=(4,))

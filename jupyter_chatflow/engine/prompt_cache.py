@@ -97,11 +97,7 @@ class PromptCache:
         a cache into a new one of `length` positions (or makes an empty one from None). The bound is checked
         as it will be once the cache is put back: the entries cut to their kept length, plus this cache.
         """
-        best, reused = None, 0
-        for entry in self._entries:
-            n = min(shared_prefix(entry.ids, prompt), prompt.size - 1)
-            if n > reused:
-                best, reused = entry, n
+        best, reused = self.longest(prompt)
         if best is None or self.max_bytes == 0:
             scratch = self._scratch(length)
             self._cut(keep=scratch)
@@ -115,6 +111,16 @@ class PromptCache:
             return _sized(best.cache, length, grow, copy=True), reused  # keep the entry, work on a copy
         self._entries.remove(best)
         return _sized(best.cache, length, grow), reused
+
+    def longest(self, prompt: np.ndarray) -> tuple[Entry | None, int]:
+        """The entry sharing the longest prefix with `prompt` and that prefix's length (at most all but the
+        prompt's last token), left in place; (None, 0) when no entry shares one."""
+        best, reused = None, 0
+        for entry in self._entries:
+            n = min(shared_prefix(entry.ids, prompt), prompt.size - 1)
+            if n > reused:
+                best, reused = entry, n
+        return best, reused
 
     def _scratch(self, length: int) -> Entry | None:
         """The oldest entry long enough to overwrite, when keeping it and a new cache would pass the bound."""

@@ -17,6 +17,7 @@ a leaving sequence's keys/values go back to the prompt cache. So each sequence's
 from __future__ import annotations
 
 import dataclasses
+import itertools
 import queue
 import threading
 import time
@@ -32,6 +33,7 @@ from jupyter_chatflow.errors import GenerationError
 from jupyter_chatflow.model.compile_clock import compile_seconds
 from jupyter_chatflow.model.transformer import KVCache
 
+from . import prefill_group
 from .constraint import Constraint
 from .generation import Generation, RawStep, Usage
 from .model import PREFILL_CHUNK, Model, _Run, bucket, raw_step, room
@@ -124,6 +126,8 @@ class Scheduler:
         self._thread: threading.Thread | None = None
         self.steps = 0
         """Decode steps run so far (each advanced every row)."""
+        self.groups = 0
+        """Groups of newcomers prefilled together so far (`prefill_group`)."""
 
     def submit(
         self,
@@ -240,8 +244,9 @@ class Scheduler:
 
     def _prefill(self) -> None:
         """Prefill chunks of up to `PREFILL_CHUNK` tokens in all between two decode steps: one wide chunk of a long
-        prompt (it never stalls the others for its whole prefill), or the narrow chunks of a few short ones."""
-        spent = 0
+        prompt (it never stalls the others for its whole prefill), or the narrow chunks of a few short ones; a
+        burst of short ones as one chunk together (`prefill_group`)."""
+        spent = self._prefill_group()
         while spent < PREFILL_CHUNK:
             self._admit()
             sequence = self._filling
@@ -260,14 +265,60 @@ class Scheduler:
                 continue
             spent += width
             if last:
-                self._first_token(sequence)
+                assert sequence.run is not None
+                self._first_token(sequence, sequence.run.host(sequence.run.out))
                 self._filling = None
 
-    def _first_token(self, sequence: _Sequence) -> None:
+    def _prefill_group(self) -> int:
+        """The waiting sequences at the head of the queue, prefilled together when enough of them fit a group
+        and have rows (`prefill_group`); returns the tokens that cost (0: no group)."""
+        members = self._group_members()
+        if not members:
+            return 0
+        now, compiled = time.perf_counter(), compile_seconds()
+        for sequence in members:
+            sequence.admitted, sequence.compiled = now, compiled
+            sequence.run = self.model._start(sequence.prompt, sequence.params)
+        self.groups += 1
+        try:
+            results = prefill_group.prefill(self.model, [s.run for s in members if s.run is not None])
+        except Exception as error:  # the group's own programs: only its members end (the batch is untouched)
+            for sequence in members:
+                sequence.out.put(_Own(error))
+            return 0
+        for sequence, result in reversed(list(zip(members, results, strict=True))):
+            if result is None:  # the prompt cache changed meanwhile: it waits to be prefilled alone, first
+                sequence.run = None
+                with self._work:
+                    self._waiting.appendleft(sequence)
+        for sequence, result in zip(members, results, strict=True):
+            if result is not None:
+                raw, sequence.reused = result
+                self._first_token(sequence, raw)
+        return len(members) * prefill_group.WIDTH
+
+    def _group_members(self) -> list[_Sequence]:
+        """The waiting sequences that fit a group, in order, among as many from the head as there are free rows,
+        taken off the queue if they make one (the others are prefilled one by one, next); else none."""
+        if self._filling is not None:
+            return []
+        with self._work:
+            head = list(itertools.islice(self._waiting, max(0, self.max_batch - self.active)))
+        members = [
+            s for s in head if s.constraint is None and not s.stopped() and prefill_group.fits(self.model, s.prompt)
+        ]
+        members = members[: prefill_group.GROUP_SIZES[-1]]
+        if not prefill_group.group_size(len(members)):
+            return []
+        with self._work:
+            for sequence in members:
+                self._waiting.remove(sequence)
+        return members
+
+    def _first_token(self, sequence: _Sequence, raw: RawStep) -> None:
         """A prefilled sequence's first token goes out; it takes a row unless that token ended it."""
         run = sequence.run
         assert run is not None
-        raw = run.host(run.out)
         if self._emit(sequence, raw):
             self.model._keep_cache(run.cache, run.written())
             return

@@ -11,6 +11,7 @@ import numpy as np
 import pytest
 
 from jupyter_chatflow import GenerationError, SamplingParams
+from jupyter_chatflow.engine import prefill_group
 from jupyter_chatflow.engine import scheduler as scheduling
 from jupyter_chatflow.engine.model import PREFILL_CHUNK
 from jupyter_chatflow.engine.scheduler import Scheduler
@@ -351,3 +352,62 @@ def test_a_failing_constraint_ends_its_own_sequence_only(tiny_model, scheduler, 
     assert tokens(other) == expected
     wait_until(lambda: scheduler.active == 0)
     assert tokens(scheduler.submit(prompt(8, 100), GREEDY)) == expected  # the scheduler serves on
+
+
+def burst(shared: list[int], n: int, seed: int) -> list[list[int]]:
+    """n prompts: `shared` (a system prompt) and a short question of its own each (6 to 12 tokens)."""
+    return [[*shared, *prompt(6 + i % 7, seed + i)] for i in range(n)]
+
+
+@pytest.fixture
+def wide(tiny_model, monkeypatch):
+    """A scheduler of 8 rows, its system prompt cached, one sequence decoding and the loop parked at its gate."""
+    tiny_model.prompt_cache.clear()
+    shared = prompt(40, 90)
+    tiny_model.prefill([*shared, 3])
+    with Scheduler(tiny_model, max_batch=8) as scheduler:
+        gate = Gate(scheduler, monkeypatch)
+        running = scheduler.submit(prompt(5, 99), GREEDY)
+        gate.until(lambda: scheduler.active == 1)
+        yield scheduler, gate, shared, running
+        gate.open()
+
+
+def test_a_burst_of_short_prompts_is_prefilled_as_one_group_each_answer_as_alone(tiny_model, wide):
+    """Five questions after a cached system prompt arrive while a sequence decodes: one group (padded to 8 rows)
+    prefills them between two steps, and each answer is what it is alone."""
+    scheduler, gate, shared, running = wide
+    prompts = burst(shared, 5, 91)
+    generations = [scheduler.submit(p, GREEDY) for p in prompts]
+    gate.open()
+    got = [tokens(g) for g in generations]
+    assert scheduler.groups == 1 and [g.usage.reused_tokens for g in generations] == [40] * 5
+    assert got == [alone(tiny_model, p) for p in prompts]
+    assert len(tokens(running)) == 24
+
+
+def test_fewer_than_four_newcomers_or_long_remainders_are_prefilled_one_by_one(tiny_model, wide):
+    scheduler, gate, shared, running = wide
+    few = [scheduler.submit(p, GREEDY) for p in burst(shared, 3, 93)]
+    gate.open()
+    assert [len(tokens(g)) for g in (*few, running)] == [24] * 4 and scheduler.groups == 0
+    assert not prefill_group.fits(tiny_model, np.array([*shared, *prompt(20, 194)], np.int32))  # 20 left > 16
+    assert prefill_group.fits(tiny_model, np.array([*shared, *prompt(16, 194)], np.int32))
+    assert not prefill_group.fits(tiny_model, np.array([*shared, 5], np.int32))  # one left: a decode step alone
+    assert [prefill_group.group_size(n) for n in (3, 4, 5, 9, 16)] == [0, 4, 8, 16, 16]
+
+
+def test_a_failing_group_ends_its_members_only_and_the_scheduler_keeps_serving(tiny_model, wide, monkeypatch):
+    scheduler, gate, shared, running = wide
+
+    def failing(*args):
+        raise RuntimeError("no memory for the group")
+
+    monkeypatch.setattr(tiny_model._programs, "sample_rows_after", failing)
+    members = [scheduler.submit(p, GREEDY) for p in burst(shared, 4, 96)]
+    gate.open()
+    for generation in members:
+        with pytest.raises(GenerationError, match="This sequence failed: no memory for the group"):
+            tokens(generation)
+    assert len(tokens(running)) == 24 and scheduler.groups == 1
+    assert tokens(scheduler.submit(prompt(6, 81), GREEDY)) == alone(tiny_model, prompt(6, 81))
