@@ -11,7 +11,9 @@ The rows share one KV cache of [B, k, T, e] per layer: B is the smallest of `BAT
 holds the sequences, T a power of two that holds the furthest one (at least `MIN_ROW_CACHE`), doubled as they
 grow; when sequences leave and none waits, the rest move up into a smaller batch. A newcomer is prefilled alone
 (the programs `Model.generate` uses, from the prompt cache's longest matching prefix) and then copied into its row;
-a leaving sequence's keys/values go back to the prompt cache. So each sequence's greedy output is its own alone.
+a burst of short ones (a few tokens each after a cached system prompt) is prefilled as one group first
+(`prefill_group.py`). A leaving sequence's keys/values go back to the prompt cache. So each sequence's greedy
+output is its own alone.
 """
 
 from __future__ import annotations
