@@ -6,8 +6,8 @@ of a few tokens: one narrow chunk each, costing about what a whole batch's decod
 they cost one chunk of the group's batch (on the default model, 16 newcomers' prefills took ~1.4 s one by one).
 
 Each row's result is the one it gets alone: the same programs (a row's arithmetic does not depend on the others),
-the same narrow chunk width, the cached prefix copied in, and a cache at least `ATTENTION_BLOCK` long so that the
-attention over the prefix runs in the same blocks (`transformer._partial_blocked`).
+the same narrow chunk width, the cached prefix copied in, and a cache `ATTENTION_BLOCK` long, so that the attention
+over the prefix runs in the same blocks as alone (`transformer._partial_blocked`).
 """
 
 from __future__ import annotations
@@ -34,8 +34,9 @@ _PAD_KNOBS = np.array([0.0, 0.0, 1.0, 0.0, 1.0], np.float32)  # a padding row sa
 
 def fits(model: Model, prompt: np.ndarray) -> bool:
     """Whether `prompt` can join a group: 2 to `WIDTH` tokens left past the prompt cache's prefix (one token
-    left is a decode step alone, as `Model._prefill_steps` runs it)."""
-    return 2 <= prompt.size - model._shared_prefix(prompt) <= WIDTH
+    left is a decode step alone, as `Model._prefill_steps` runs it), and its chunk within the group's cache of
+    `ATTENTION_BLOCK` positions (16 rows of the default model: 180 MiB while the group runs)."""
+    return prompt.size + WIDTH <= ATTENTION_BLOCK and 2 <= prompt.size - model._shared_prefix(prompt) <= WIDTH
 
 
 def group_size(n: int) -> int:
@@ -48,8 +49,7 @@ def prefill(model: Model, runs: Sequence[_Run]) -> list[tuple[RawStep, int] | No
     `run.cache` (a cache of its own) and `run.seen` set; None where the prompt cache changed meanwhile and the
     prompt no longer fits a group (the run is untouched: prefill it alone)."""
     size = group_size(len(runs))
-    needed = max(r.prompt.size for r in runs) + WIDTH
-    cache = KVCache.zeros(model.config, size, max(ATTENTION_BLOCK, bucket(needed)), model.dtype)
+    cache = KVCache.zeros(model.config, size, ATTENTION_BLOCK, model.dtype)
     starts, reused = np.zeros(size, np.int32), list[int | None]()
     for row, run in enumerate(runs):
         cache, n = model._copy_prefix(run.prompt, cache, row)

@@ -394,6 +394,9 @@ def test_fewer_than_four_newcomers_or_long_remainders_are_prefilled_one_by_one(t
     assert not prefill_group.fits(tiny_model, np.array([*shared, *prompt(20, 194)], np.int32))  # 20 left > 16
     assert prefill_group.fits(tiny_model, np.array([*shared, *prompt(16, 194)], np.int32))
     assert not prefill_group.fits(tiny_model, np.array([*shared, 5], np.int32))  # one left: a decode step alone
+    long_prefix = prompt(250, 195)
+    tiny_model.prefill([*long_prefix, 3])
+    assert not prefill_group.fits(tiny_model, np.array([*long_prefix, *prompt(6, 196)], np.int32))  # > 256
     assert [prefill_group.group_size(n) for n in (3, 4, 5, 9, 16)] == [0, 4, 8, 16, 16]
 
 
