@@ -23,13 +23,14 @@ from jupyter_chatflow.model.transformer import ATTENTION_BLOCK, KVCache
 
 from .generation import RawStep
 from .model import MIN_BUCKET, bucket, raw_step
+from .prompt_cache import MIN_KEPT_LENGTH
+from .sampling import GREEDY_KNOBS
 
 if TYPE_CHECKING:
     from .model import Model, _Run
 
 GROUP_SIZES = (4, 8, 16)  # rows of a group (padded up); fewer than 4 newcomers are prefilled one by one
 WIDTH = MIN_BUCKET  # the group's one chunk: what each member has left after its cached prefix, at most
-_PAD_KNOBS = np.array([0.0, 0.0, 1.0, 0.0, 1.0], np.float32)  # a padding row samples greedily, and is dropped
 
 
 def fits(model: Model, prompt: np.ndarray) -> bool:
@@ -65,14 +66,17 @@ def prefill(model: Model, runs: Sequence[_Run]) -> list[tuple[RawStep, int] | No
             enumerate(zip(runs, reused, strict=True))]  # fmt: skip
 
 
-def _forward(model: Model, runs: Sequence[_Run], cache: KVCache, tokens: np.ndarray, starts: np.ndarray, reused):
+def _forward(
+    model: Model, runs: Sequence[_Run], cache: KVCache, tokens: np.ndarray, starts: np.ndarray,
+    reused: Sequence[int | None],
+):  # fmt: skip
     """The chunk through every layer, its keys/values written, each row's first token sampled."""
     programs, size = model._programs, tokens.shape[0]
     hidden, chunk, _ = programs.forward(model._weights, cache, tokens, starts, 0)
     cache = programs.write(cache, chunk, starts)
     last = np.array([r.prompt.size - (n or 0) - 1 for r, n in zip(runs, reused, strict=True)], np.int32)
     last = np.clip(np.pad(last, (0, size - len(runs))), 0, WIDTH - 1)
-    knobs = np.stack([np.asarray(r.knobs) for r in runs] + [_PAD_KNOBS] * (size - len(runs)))
+    knobs = np.stack([np.asarray(r.knobs) for r in runs] + [GREEDY_KNOBS] * (size - len(runs)))
     keys = np.stack([np.asarray(jax.random.key_data(r.key)) for r in runs])
     keys = np.concatenate([keys, np.zeros((size - len(runs), *keys.shape[1:]), keys.dtype)])
     seen = np.zeros((size, model.config.vocab_size), bool)
@@ -86,10 +90,11 @@ def _forward(model: Model, runs: Sequence[_Run], cache: KVCache, tokens: np.ndar
 def _member(
     model: Model, run: _Run, cache: KVCache, row: int, reused: int | None, raw: RawStep, seen: jax.Array
 ) -> tuple[RawStep, int] | None:
-    """Row `row` of the group's result as `run`'s own: its cache (a copy, `bucket(prompt)` long), its `seen`."""
+    """Row `row` of the group's result as `run`'s own: its cache (a copy of its first positions), its `seen`."""
     if reused is None:
         return None
-    run.cache = model._programs.read_row(cache, np.int32(row), min(cache.length, bucket(run.prompt.size + 1, 64)))
+    length = min(cache.length, bucket(run.prompt.size, MIN_KEPT_LENGTH))  # (what the scheduler copies to a row)
+    run.cache = model._programs.read_row(cache, np.int32(row), length)
     run.seen = jax.lax.dynamic_slice_in_dim(seen, np.int32(row), 1)  # (one program for every row)
     run.tokens.append(raw.token_id)
     return raw, reused

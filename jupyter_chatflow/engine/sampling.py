@@ -12,6 +12,7 @@ from typing import NamedTuple
 
 import jax
 import jax.numpy as jnp
+import numpy as np
 
 from jupyter_chatflow.errors import GenerationError
 from jupyter_chatflow.settings import SAMPLER_DEFAULTS, number_error, sampler_numbers, shown
@@ -66,6 +67,10 @@ def _stop_strings(stop: object) -> tuple[str, ...]:
     if not isinstance(strings, (list, tuple)) or not all(isinstance(s, str) and s for s in strings):
         raise GenerationError(f"stop must be a non-empty string or a list of them; got {shown(stop)}")
     return tuple(strings)
+
+
+GREEDY_KNOBS = np.array([0.0, 0.0, 1.0, 0.0, 1.0], np.float32)
+"""`SamplingParams(temperature=0.0).as_array()` on the host: the knobs of a batch's padding rows."""
 
 
 class Sampled(NamedTuple):

@@ -40,7 +40,7 @@ from .constraint import Constraint
 from .generation import Generation, RawStep, Usage
 from .model import PREFILL_CHUNK, Model, _Run, bucket, raw_step, room
 from .prompt_cache import MIN_KEPT_LENGTH
-from .sampling import Sampled, SamplingParams
+from .sampling import GREEDY_KNOBS, Sampled, SamplingParams
 
 # The batches compiled (and max_batch); the smallest that holds the rows runs. The default model's decode step on
 # this 2-core CPU at batch 1/2/4/8/16 took 32/60/70/85/130 ms (best of 30, the machine shared): two rows run best
@@ -559,5 +559,5 @@ class _Batch:
 
 
 _FREE: dict[str, int | np.ndarray] = {  # a free row's host values: a greedy padding token at position 0
-    "token": 0, "pos": 0, "step": 0, "knobs": np.array([0.0, 0.0, 1.0, 0.0, 1.0], np.float32), "key": 0,
+    "token": 0, "pos": 0, "step": 0, "knobs": GREEDY_KNOBS, "key": 0,
 }  # fmt: skip

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from jupyter_chatflow import GenerationError, SamplingParams
-from jupyter_chatflow.engine.sampling import filter_logits, penalize, sample
+from jupyter_chatflow.engine.sampling import GREEDY_KNOBS, filter_logits, penalize, sample
 
 LOGITS = jnp.array([[2.0, 1.0, 0.5, -1.0, 3.0, 0.0]])
 NOTHING_SEEN = jnp.zeros((1, 6), bool)
@@ -127,3 +127,7 @@ def test_per_row_knobs_and_keys_sample_each_row_as_alone():
         assert int(batch.token[i]) == int(one.token[0])
         np.testing.assert_allclose(batch.top_sampling_probs[i], one.top_sampling_probs[0], rtol=1e-6)
     assert int(batch.token[1]) != int(jnp.argmax(logits[1]))  # the penalty moved that row's greedy choice
+
+
+def test_greedy_knobs_are_the_host_copy_of_a_greedy_sampler():
+    assert np.array_equal(GREEDY_KNOBS, SamplingParams(temperature=0.0).as_array())
