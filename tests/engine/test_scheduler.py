@@ -369,6 +369,7 @@ def wide(tiny_model, monkeypatch):
         gate = Gate(scheduler, monkeypatch)
         running = scheduler.submit(prompt(5, 99), GREEDY)
         gate.until(lambda: scheduler.active == 1)
+        wait_until(lambda: gate.arrivals > scheduler.steps)  # parked at the gate: nothing is prefilled meanwhile
         yield scheduler, gate, shared, running
         gate.open()
 
