@@ -122,22 +122,31 @@ class Usage:
     OpenAI APIs call usage, plus the tokens the prompt cache saved. Summed once, by the turn (`pipeline/stream.py`,
     `account`); every view reads it from the terminal event."""
 
-    prompt_tokens: int = 0
-    """Prompt tokens the model was given, each round's prompt counted (the rounds share a beginning)."""
-    completion_tokens: int = 0
-    """Tokens the model generated: the answer, its tool calls and its stop token (which is never shown)."""
+    prompt_tokens: int | None = 0
+    """Prompt tokens the model was given, each round's prompt counted (the rounds share a beginning). None: a
+    remote server answered and did not report them (llama.cpp's Python server sends no usage in a stream); this
+    side cannot count them, the tokenizer and chat template being the server's."""
+    completion_tokens: int | None = 0
+    """Tokens the model generated: the answer, its tool calls and its stop token (which is never shown). None: a
+    remote server did not report them and not every one arrived with its logprob entry (a tool call's do not on
+    llama.cpp's server), so they cannot be counted here."""
     reused_tokens: int = 0
     """Of prompt_tokens, those whose keys and values the prompt cache already held (not computed again)."""
-    total_tokens: int = dataclasses.field(init=False, default=0)
-    """prompt_tokens + completion_tokens."""
+    total_tokens: int | None = dataclasses.field(init=False, default=0)
+    """prompt_tokens + completion_tokens (None when either is)."""
 
     def __post_init__(self) -> None:
-        object.__setattr__(self, "total_tokens", self.prompt_tokens + self.completion_tokens)
+        prompt, completion = self.prompt_tokens, self.completion_tokens
+        total = None if prompt is None or completion is None else prompt + completion
+        object.__setattr__(self, "total_tokens", total)
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> Usage:
         """Read `to_dict()`'s usage; total_tokens is derived, and a row stored without a count (`{}`) reads 0."""
-        return cls(**{k: int(v) for k, v in data.items() if k in _init_fields(cls)})
+        prompt, completion = data.get("prompt_tokens", 0), data.get("completion_tokens", 0)
+        return cls(prompt_tokens=None if prompt is None else int(prompt),
+                   completion_tokens=None if completion is None else int(completion),
+                   reused_tokens=int(data.get("reused_tokens", 0)))  # fmt: skip
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)

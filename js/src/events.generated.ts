@@ -124,14 +124,22 @@ export interface Alternative {
  * every view reads it from the terminal event.
  */
 export interface Usage {
-  /** Prompt tokens the model was given, each round's prompt counted (the rounds share a beginning). */
-  prompt_tokens: number;
-  /** Tokens the model generated: the answer, its tool calls and its stop token (which is never shown). */
-  completion_tokens: number;
+  /**
+   * Prompt tokens the model was given, each round's prompt counted (the rounds share a beginning). None: a remote
+   * server answered and did not report them (llama.cpp's Python server sends no usage in a stream); this side cannot
+   * count them, the tokenizer and chat template being the server's.
+   */
+  prompt_tokens: number | null;
+  /**
+   * Tokens the model generated: the answer, its tool calls and its stop token (which is never shown). None: a remote
+   * server did not report them and not every one arrived with its logprob entry (a tool call's do not on llama.cpp's
+   * server), so they cannot be counted here.
+   */
+  completion_tokens: number | null;
   /** Of prompt_tokens, those whose keys and values the prompt cache already held (not computed again). */
   reused_tokens: number;
-  /** prompt_tokens + completion_tokens. */
-  total_tokens: number;
+  /** prompt_tokens + completion_tokens (None when either is). */
+  total_tokens: number | null;
 }
 
 /**

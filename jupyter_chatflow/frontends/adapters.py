@@ -202,7 +202,7 @@ def _openai_finish(
         yield head | {"choices": [], "usage": _usage(terminal.usage)}
 
 
-def _usage(usage: Usage) -> dict[str, int]:
+def _usage(usage: Usage) -> dict[str, int | None]:
     """OpenAI's usage object: the turn's counts as its terminal event reports them."""
     return {"prompt_tokens": usage.prompt_tokens, "completion_tokens": usage.completion_tokens,
             "total_tokens": usage.total_tokens}  # fmt: skip

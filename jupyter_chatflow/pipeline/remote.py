@@ -13,7 +13,9 @@ its tokens carry what the server sends: text, logprob and top alternatives, no t
 
 Timings are the client's: `prefill` is each request's time to its first token (network, queue and the server's
 prefill together), `decode` the time from its first to its last token; tokens/s is over that span. Usage is the
-server's (its last chunk's `usage`; `prompt_tokens_details.cached_tokens` as reused tokens where it sends them).
+server's (its last chunk's `usage`; `prompt_tokens_details.cached_tokens` as reused tokens where it sends them);
+a server that sends none in a stream (llama.cpp's Python server ignores `stream_options`) leaves the prompt's
+tokens `None`, "not reported", and the completion's counted from the tokens that arrived.
 """
 
 from __future__ import annotations
@@ -24,7 +26,7 @@ import json
 import os
 import threading
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import TYPE_CHECKING, Any
 
 from jupyter_chatflow.engine.generation import Alternative, tokens_per_s
@@ -135,6 +137,14 @@ class Round:
     tokens: int = 0
     first_ms: float | None = None
     last_ms: float = 0.0
+    finished: bool = False
+    """A chunk gave a finish_reason, or `[DONE]` came (or the answer was one JSON body)."""
+
+    @property
+    def counted(self) -> bool:
+        """Whether `tokens` (the logprob entries that came) counts every token generated: not for a tool call (a
+        server sends its tokens without entries) nor for text that came with none (a server ignoring logprobs)."""
+        return not self.calls and (self.tokens > 0 or not self.text)
 
 
 class RemoteTurn(TurnStages):
@@ -178,8 +188,12 @@ class RemoteTurn(TurnStages):
                 arrival = getattr(item, "arrival_ms", None)
             elif isinstance(item, dict):
                 self._chunk(result, item, arrival or 0.0)
+            elif item == "[DONE]":
+                result.finished = True
             if self.cancel.is_set() or self.streamer.blocked is not None:
-                break
+                return result
+        if not result.finished and not self.cancel.is_set():  # cancelled: the stream was ours to end
+            raise RemoteError(_unfinished(url, result))
         return result
 
     def _body(self, messages: list[dict[str, Any]], choice: str) -> dict[str, Any]:
@@ -219,7 +233,7 @@ class RemoteTurn(TurnStages):
             raise RemoteError(f"The server failed mid-answer: {error.get('message', error)}")
         result.usage = chunk.get("usage") or result.usage
         for choice in chunk.get("choices") or []:
-            delta = choice.get("delta") or {}
+            delta = choice.get("delta") or choice.get("message") or {}  # message: a JSON answer, not a stream
             for call in delta.get("tool_calls") or []:
                 _merge_call(result.calls, call)
             entries = (choice.get("logprobs") or {}).get("content") or []
@@ -231,6 +245,7 @@ class RemoteTurn(TurnStages):
                 result.text += piece
                 self.streamer.add(_token(entry, arrival) if entry is not None else None, piece)
             result.finish_reason = choice.get("finish_reason") or result.finish_reason
+            result.finished = result.finished or bool(choice.get("finish_reason"))
 
     def _run_calls(self, result: Round) -> list[dict[str, Any]]:
         """Run each tool the server asked for; the assistant's call message and one tool message per call."""
@@ -249,14 +264,18 @@ class RemoteTurn(TurnStages):
         self._time("tools", started)
         wire_calls = [{"id": c["id"], "type": "function", "function": {"name": c["name"], "arguments": c["arguments"]}}
                       for c in calls]  # fmt: skip
-        return [{"role": "assistant", "content": result.text or None, "tool_calls": wire_calls}, *replies]
+        # content "" rather than null: OpenAI and vLLM take either, llama-cpp-python's server rejects null (a 500)
+        return [{"role": "assistant", "content": result.text, "tool_calls": wire_calls}, *replies]
 
     # ---- endings ---------------------------------------------------------------------------------------------
 
     def _totals(self) -> Totals:
-        """The server's usage summed over the rounds (the tokens seen, where it sent none); the client's times."""
-        prompt = sum(int(r.usage.get("prompt_tokens", 0)) for r in self.rounds)
-        completion = sum(int(r.usage.get("completion_tokens", r.tokens)) for r in self.rounds)
+        """The server's usage summed over the rounds, None where a round's count is unknown: the prompt's when the
+        server sent no usage (its tokenizer and template count it, not this side's), the completion's when it sent
+        none and not every token came with a logprob entry (`Round.counted`); the client's times."""
+        prompt = _summed(r.usage.get("prompt_tokens") for r in self.rounds)
+        completion = _summed(_reported(r.usage, "completion_tokens", r.tokens if r.counted else None)
+                             for r in self.rounds)  # fmt: skip
         cached = sum(int((r.usage.get("prompt_tokens_details") or {}).get("cached_tokens") or 0) for r in self.rounds)
         timed = [r for r in self.rounds if r.first_ms is not None]
         decode = sum(r.last_ms - (r.first_ms or 0.0) for r in timed)
@@ -305,6 +324,27 @@ class RemoteText:
                                  alternatives=token.alternatives, elapsed_ms=token.elapsed_ms,
                                  redacted=redacted))  # fmt: skip
             self._index += 1
+
+
+def _reported(usage: dict[str, Any], name: str, otherwise: int | None) -> Any:
+    value = usage.get(name)
+    return otherwise if value is None else value
+
+
+def _summed(counts: Iterable[Any]) -> int | None:
+    """The counts' sum, or None if any is unknown."""
+    known = list(counts)
+    return None if any(c is None for c in known) else sum(int(c) for c in known)
+
+
+def _unfinished(url: str, result: Round) -> str:
+    """The error for a stream that ended without a finish_reason or `[DONE]` (the server's answer was 200)."""
+    seen = f"after {result.tokens} tokens" if result.tokens else "before any token"
+    return (
+        f"{url} ended its stream {seen}, with no finish_reason and no [DONE]: the request failed on the server "
+        "after it had answered 200 OK, and the server's log says why. llama.cpp's server ends a stream so for a "
+        "prompt longer than its context window (--n_ctx) or a tool_choice its chat format does not support."
+    )
 
 
 def _token(entry: dict[str, Any], arrival: float) -> Token:

@@ -27,6 +27,8 @@ if TYPE_CHECKING:
     import httpx
 
 ERROR_BODY_CHARS = 2000
+ERROR_MESSAGE_CHARS = 600
+"""An error's message in a `RemoteError` at most (llama-cpp-python's 500 for a malformed message runs to 3 kB)."""
 KEPT_HEADERS = ("content-type", "x-request-id", "retry-after", "x-idempotent-replay", "server", "date")
 """Response headers an `HttpResponse` keeps besides every `x-ratelimit-*` one (not the transport's)."""
 
@@ -189,8 +191,9 @@ def _error_message(response: httpx.Response) -> str:
         error = json.loads(text).get("error")
     except (ValueError, AttributeError):
         return text[:200] or "(no body)"
-    message = error.get("message") if isinstance(error, dict) else error
-    return str(message or text[:200])
+    message = str((error.get("message") if isinstance(error, dict) else error) or text[:200])
+    cut = f"{message[:ERROR_MESSAGE_CHARS]}… (cut: more in the HttpResponse event's body)"
+    return message if len(message) <= ERROR_MESSAGE_CHARS else cut
 
 
 def _retry_after(response: httpx.Response) -> float | None:

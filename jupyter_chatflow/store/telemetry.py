@@ -87,7 +87,7 @@ def _outcome(terminal: Event | None, redact: Redactor) -> dict[str, Any]:
     return {"status": "unfinished", "finish_reason": ""}
 
 
-def _tokens(events: Sequence[Event], terminal: Event | None) -> dict[str, int]:
+def _tokens(events: Sequence[Event], terminal: Event | None) -> dict[str, int | None]:
     """The turn's `Usage` as its terminal event reports it; a failed or unfinished turn reports none, so what its
     events show stands in: the first prefill's prompt and one token per token event."""
     if isinstance(terminal, (Completed, Cancelled)):
@@ -101,7 +101,7 @@ def _tokens(events: Sequence[Event], terminal: Event | None) -> dict[str, int]:
         "prompt": usage.prompt_tokens,
         "completion": usage.completion_tokens,
         "reused": usage.reused_tokens,
-        "computed": usage.prompt_tokens - usage.reused_tokens,
+        "computed": None if usage.prompt_tokens is None else usage.prompt_tokens - usage.reused_tokens,  # remote
     }
 
 
