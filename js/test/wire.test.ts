@@ -1,6 +1,7 @@
 import { describe, expect, it } from "vitest";
 import { createTurn, mergeEvents } from "../src/state";
 import type { ChatEvent } from "../src/types";
+import { ContextView, remotePromptSize } from "../src/views/context";
 import { tokenDetails } from "../src/views/token_details";
 import { exchanges, isRemote, WireView } from "../src/views/wire";
 import { waterfall } from "../src/waterfall";
@@ -60,5 +61,20 @@ describe("a remote turn's wire (a real turn against chatflow serve)", () => {
     expect(card.querySelectorAll(".cf-alt-chosen").length).toBe(1); // (ids are -1: chosen by its logprob)
     expect(card.querySelectorAll("[data-testid=cut-reason]").length).toBe(0);
     expect(card.querySelectorAll("[data-testid=fork]").length).toBe(0); // (no ids to fork with)
+  });
+
+  it("the context tab says what the server reported of the prompt's size, or that it reported none", () => {
+    const end = REMOTE.events.find((e) => e.type === "completed") as Extract<ChatEvent, { type: "completed" }>;
+    expect(end.usage.prompt_tokens).toBeGreaterThan(0);
+    const view = new ContextView();
+    view.show(turn());
+    const text = view.el.textContent ?? "";
+    expect(text).toContain("The messages sent are in the Wire tab.");
+    expect(text).toContain(`The server counted ${end.usage.prompt_tokens} prompt tokens (its usage).`);
+    const unreported = { ...end, usage: { ...end.usage, prompt_tokens: null, total_tokens: null } };
+    expect(remotePromptSize(unreported)).toBe(
+      "The server did not report the prompt's size (its stream carried no usage).",
+    );
+    expect(remotePromptSize(null)).toContain("when the answer ends");
   });
 });

@@ -1,7 +1,15 @@
 /** The context window: a stacked bar by segment kind (plus what was trimmed), and the exact prompt's tokens. */
 import { clear, el } from "../dom";
-import { type BarPart, contextBar, promptTokens, type Round, summarize, type TurnData } from "../state";
-import type { Segment, Trim } from "../types";
+import {
+  type BarPart,
+  contextBar,
+  promptTokens,
+  type Round,
+  summarize,
+  type TurnData,
+  type TurnSummary,
+} from "../state";
+import type { ChatEvent, Segment, Trim } from "../types";
 import { isRemote } from "./wire";
 
 /** The bar's parts as elements (widths in % of the window). */
@@ -18,6 +26,16 @@ export function contextBarElement(parts: BarPart[]): HTMLElement {
     bar.appendChild(part);
   }
   return bar;
+}
+
+/** What a remote server said of the prompt's size: its usage's prompt_tokens, or that it reported none. */
+export function remotePromptSize(terminal: ChatEvent | null): string {
+  if (terminal?.type !== "completed" && terminal?.type !== "cancelled")
+    return "Its size comes with the server's usage, when the answer ends.";
+  const n = terminal.usage.prompt_tokens;
+  return n === null
+    ? "The server did not report the prompt's size (its stream carried no usage)."
+    : `The server counted ${n.toLocaleString()} prompt tokens (its usage).`;
 }
 
 export class ContextView {
@@ -57,7 +75,8 @@ export class ContextView {
     const summary = summarize(turn.events);
     const rounds = summary.rounds;
     const index = this.round >= 0 && this.round < rounds.length ? this.round : rounds.length - 1;
-    const key = `${turn.turn_id}|${index}|${rounds.length}|${summary.tokens.length}|${rounds[index]?.tokenized ? 1 : 0}`;
+    const ended = summary.terminal ? 1 : 0; // (a remote turn's prompt size comes with its end)
+    const key = `${turn.turn_id}|${index}|${rounds.length}|${summary.tokens.length}|${ended}|${rounds[index]?.tokenized ? 1 : 0}`;
     if (key === this.drawnKey) return;
     const promptChanged =
       !this.drawnKey.startsWith(`${turn.turn_id}|${index}|`) ||
@@ -66,7 +85,7 @@ export class ContextView {
     clear(this.head);
     clear(this.body);
     if (index < 0) {
-      this.drawNoContext();
+      this.drawNoContext(summary);
       return;
     }
     this.fillRounds(rounds.length, index);
@@ -76,10 +95,10 @@ export class ContextView {
     if (promptChanged) this.drawPrompt(turn, rounds[index]);
   }
 
-  private drawNoContext(): void {
+  private drawNoContext(summary: TurnSummary): void {
     const remote = this.turn && isRemote(this.turn.events);
     const text = remote
-      ? "The remote server does not provide the prompt's tokens: its tokenizer and chat template are on the server. The messages sent are in the Wire tab; the prompt's size is in the usage it reported."
+      ? `The remote server does not provide the prompt's tokens: its tokenizer and chat template are on the server. The messages sent are in the Wire tab. ${remotePromptSize(summary.terminal)}`
       : "No context was assembled for this turn (it may have been blocked before).";
     this.body.appendChild(el("div", { class: "cf-empty", text }));
     clear(this.prompt);
