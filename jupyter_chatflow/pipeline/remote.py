@@ -172,8 +172,11 @@ class RemoteTurn(TurnStages):
             result = self._request(messages, choice, index)
             if self.cancel.is_set() or self.streamer.blocked is not None:
                 return "content_filter" if self.streamer.blocked is not None else "cancelled"
+            if result.finish_reason == "abort":  # SGLang's, for an answer it gave up on
+                raise RemoteError(f"The server aborted the answer after {result.tokens} tokens (finish_reason "
+                                  "abort): it may be shutting down or out of memory; its log says why.")  # fmt: skip
             if not result.calls:
-                return "length" if result.finish_reason == "length" else "stop"
+                return result.finish_reason if result.finish_reason in ("length", "content_filter") else "stop"
             messages += self._run_calls(result)
         return "tool_calls_exhausted"
 
@@ -348,9 +351,9 @@ def _unfinished(url: str, result: Round) -> str:
 
 
 def _token(entry: dict[str, Any], arrival: float) -> Token:
+    listed = sorted(entry.get("top_logprobs") or [], key=lambda a: -float(a["logprob"]))  # vLLM lists its pick first
     alternatives = tuple(
-        Alternative(token_id=-1, text=_entry_text(a), logprob=float(a["logprob"]), sampling_prob=-1.0)
-        for a in entry.get("top_logprobs") or []
+        Alternative(token_id=-1, text=_entry_text(a), logprob=float(a["logprob"]), sampling_prob=-1.0) for a in listed
     )
     return Token(logprob=float(entry.get("logprob", 0.0)), alternatives=alternatives, elapsed_ms=arrival)
 

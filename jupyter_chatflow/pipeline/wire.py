@@ -188,7 +188,8 @@ def _status_error(response: httpx.Response, url: str) -> RemoteError:
 def _error_message(response: httpx.Response) -> str:
     text = response.read().decode("utf-8", "replace")
     try:
-        error = json.loads(text).get("error")
+        body = json.loads(text)
+        error = body.get("error") or body  # OpenAI's {"error": {...}}; SGLang's and older vLLM's are flat
     except (ValueError, AttributeError):
         return text[:200] or "(no body)"
     message = str((error.get("message") if isinstance(error, dict) else error) or text[:200])

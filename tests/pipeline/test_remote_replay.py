@@ -135,8 +135,115 @@ def test_a_stream_that_just_ends_is_an_error_not_an_empty_answer(name):
 
 def test_auto_tool_choice_under_function_calling_gives_the_models_empty_answer():
     """chatml-function-calling with tool_choice "auto": SmolLM2-135M's first token is "<" and the server stops."""
-    response, fixture, sent = replay("llama_cpp_fc_tools")
+    response, _, sent = replay("llama_cpp_fc_tools")
     done = response.terminal()
     assert isinstance(done, Completed) and done.finish_reason == "stop" and response.text() == ""
     assert not of(response, ToolCall) and sent[1]["body"]["tool_choice"] == "auto"
     assert of(response, HttpRequest)[-1].body["tools"]
+
+
+# ---- shapes other servers send, written from their source (vLLM 0.33.0, SGLang 0.5.23's wheels), not recorded ----
+# Neither runs here (they need a GPU, or a CPU build that cannot be installed offline); each exchange below is the
+# shape their OpenAI server code writes, cited by file, so the client's reading of it is pinned down.
+
+MODELS = {"request": {"method": "GET", "path": "/v1/models", "body": None},
+          "response": {"status": 200, "headers": {"content-type": "application/json"},
+                       "chunks": [{"ms": 1.0, "text": '{"object": "list", "data": [{"id": "served"}]}'}]}}  # fmt: skip
+
+
+def stream(*chunks: dict | str, status: int = 200, content_type: str = "text/event-stream") -> dict:
+    """A recorded-style exchange whose answer is these SSE data frames (dicts as JSON; "[DONE]" as is)."""
+    frames = [f"data: {c if isinstance(c, str) else json.dumps(c)}\n\n" for c in chunks]
+    return {"request": {"method": "POST", "path": "/v1/chat/completions", "body": None},
+            "response": {"status": status, "headers": {"content-type": content_type},
+                         "chunks": [{"ms": float(i), "text": f} for i, f in enumerate(frames)]}}  # fmt: skip
+
+
+def delta(content: str | None = None, *, finish: str | None = None, entries: list | None = None, **more) -> dict:
+    choice = {"index": 0, "delta": {"content": content, **more} if content is not None or more else {},
+              "logprobs": {"content": entries} if entries else None, "finish_reason": finish}  # fmt: skip
+    return {"id": "chatcmpl-1", "object": "chat.completion.chunk", "model": "served", "choices": [choice]}
+
+
+def entry(token: str, logprob: float, top: list[tuple[str, float]]) -> dict:
+    return {
+        "token": token,
+        "logprob": logprob,
+        "bytes": list(token.encode()),
+        "top_logprobs": [{"token": t, "logprob": p, "bytes": list(t.encode())} for t, p in top],
+    }
+
+
+def send(*exchanges: dict, text: str = "Hi", **options) -> Response:
+    chat = Chat(base_url=URL, persist=False)
+    replaying(chat, {"exchanges": [MODELS, *exchanges]})
+    response = chat.send(text, safety="off", temperature=0, **options)
+    response.terminal()
+    return response
+
+
+def test_vllm_usage_chunk_and_cached_tokens_are_read():
+    """vLLM: a last chunk with `choices: []` and the usage; cached_tokens with --enable-prompt-tokens-details
+    (vllm/entrypoints/openai/chat_completion/serving.py)."""
+    usage = {"prompt_tokens": 31, "completion_tokens": 2, "total_tokens": 33,
+             "prompt_tokens_details": {"cached_tokens": 16}}  # fmt: skip
+    response = send(stream(delta("", role="assistant"), delta("Hello", entries=[entry("Hello", -0.1, [])]),
+                           delta("!", finish="stop", entries=[entry("!", -0.2, [])]),
+                           {"id": "chatcmpl-1", "choices": [], "usage": usage}, "[DONE]"))  # fmt: skip
+    done = response.terminal()
+    assert isinstance(done, Completed) and response.text() == "Hello!"
+    assert (done.usage.prompt_tokens, done.usage.completion_tokens, done.usage.reused_tokens) == (31, 2, 16)
+    assert done.usage.total_tokens == 33
+
+
+def test_vllm_lists_its_pick_first_and_the_alternatives_are_shown_best_first():
+    """vLLM's top_logprobs start with the sampled token, not the most likely (serving.py, _get_top_logprobs)."""
+    top = [("Paris", -1.2), ("The", -0.4), ("It", -2.0)]
+    response = send(stream(delta("Paris", finish="stop", entries=[entry("Paris", -1.2, top)]), "[DONE]"))
+    [token] = of(response, TokenDelta)
+    assert [a.text for a in token.alternatives] == ["The", "Paris", "It"]
+    assert [a.logprob for a in token.alternatives] == [-0.4, -1.2, -2.0]
+
+
+def test_an_error_chunk_after_200_fails_the_turn_with_its_message():
+    """vLLM checks top_logprobs against --max-logprobs once streaming began: 200, an error chunk, [DONE]."""
+    error = {"error": {"message": "Requested top logprobs of 25 exceeds the max of 20", "type": "BadRequestError",
+                       "param": None, "code": 400}}  # fmt: skip
+    failed = send(stream(error, "[DONE]")).terminal()
+    assert isinstance(failed, Failed)
+    assert failed.message == "The server failed mid-answer: Requested top logprobs of 25 exceeds the max of 20"
+
+
+def test_sglangs_flat_error_body_gives_its_message():
+    """SGLang's errors before streaming have no {"error": …} wrapper (serving_base.py, create_error_response)."""
+    body = {"object": "error", "message": "The input (9000 tokens) is longer than the model's context length "
+            "(8192 tokens).", "type": "BadRequestError", "param": None, "code": 400}  # fmt: skip
+    failed = send(stream(status=400, content_type="application/json") | {"response": {
+        "status": 400, "headers": {"content-type": "application/json"},
+        "chunks": [{"ms": 1.0, "text": json.dumps(body)}]}}).terminal()  # fmt: skip
+    assert isinstance(failed, Failed)
+    assert "answered 400 Bad Request: The input (9000 tokens) is longer than the model's context length" in (
+        failed.message
+    )
+
+
+def test_sglangs_abort_is_an_error_not_a_finished_answer():
+    """SGLang reports finish_reason "abort" for an answer it gave up on (serving_chat.py)."""
+    failed = send(stream(delta("Par", entries=[entry("Par", -0.3, [])]), delta(finish="abort"), "[DONE]")).terminal()
+    assert isinstance(failed, Failed) and "aborted the answer after 1 tokens" in failed.message
+    assert failed.text == "Par"
+
+
+def test_sglangs_tool_call_pieces_with_explicit_nulls_merge():
+    """SGLang: the first piece names the call with arguments "", later ones carry id and name as null
+    (function_call/base_format_detector.py, serving_chat.py)."""
+    first = {"index": 0, "id": "call_7", "type": "function", "function": {"name": "calculator", "arguments": ""}}
+    pieces = [{"index": 0, "id": None, "type": "function", "function": {"name": None, "arguments": a}}
+              for a in ('{"expression": ', '"17*23"}')]  # fmt: skip
+    calls = [delta(None, tool_calls=[p], role=None) for p in (first, *pieces)]
+    answer = [delta("391", finish="stop", entries=[entry("391", -0.1, [])]), "[DONE]"]
+    response = send(stream(*calls, delta(finish="tool_calls"), "[DONE]"), stream(*answer),
+                    text="What is 17*23?", tools="calculator", tool_choice="calculator")  # fmt: skip
+    [call], [result] = of(response, ToolCall), of(response, ToolResult)
+    assert (call.call_id, call.name, call.arguments) == ("call_7", "calculator", {"expression": "17*23"})
+    assert result.output == "17*23 = 391" and response.text() == "391"
