@@ -22,11 +22,13 @@ import jax.numpy as jnp
 from flax import nnx
 
 from jupyter_chatflow.model.compile_clock import compile_seconds
+from jupyter_chatflow.model.config import ModelConfig
 from jupyter_chatflow.model.transformer import KVCache, Transformer, attention_rows
 
-from .sampling import sample
+from .sampling import GREEDY_KNOBS, sample
 
 N_ALTERNATIVES = 5
+_KEY_DATA = jax.eval_shape(lambda: jax.random.key_data(jax.random.key(0))).shape  # a key's raw data: (2,)
 
 
 def logits(graphdef, state, hidden):
@@ -174,6 +176,33 @@ class Programs:
             probed = queries if i == probe_layer else probed
         return self.final_norm(weights, x), KVCache(keys=tuple(keys), values=tuple(values)), probed
 
+    def decode_ready(self, rows: int, length: int) -> bool:
+        """Whether a batch of `rows` rows of `length` positions decodes without compiling first."""
+        return (rows, length) in self._jitted.decode_ready
+
+    def decoded(self, rows: int, length: int) -> None:
+        """A batch of that shape ran its decode step (its programs compiled on the way, if they were not)."""
+        self._jitted.decode_ready.add((rows, length))
+
+    def warm(self, rows: int, length: int, config: ModelConfig, dtype: Any) -> None:
+        """Trace and compile (or load from the persistent cache) the decode step and its cache write of a batch of
+        `rows` rows of `length` positions, on this thread, running nothing and taking no lock: the scheduler has
+        it done beside a batch that is decoding, which a compile on its own thread would stall for ~1-2 s (the
+        decode program's tracing alone takes 0.5 s)."""
+        if self.decode_ready(rows, length):
+            return
+        spec = jax.ShapeDtypeStruct
+        shape = (rows, config.n_kv_heads, length, config.head_dim)
+        layers = tuple(spec(shape, dtype) for _ in range(config.n_layers))
+        cache = KVCache(keys=layers, values=layers)  # type: ignore[arg-type]  # shapes only: jit lowers them
+        ints, masks = spec((rows,), jnp.int32), spec((rows, config.vocab_size), jnp.bool_)
+        knobs, keys = spec((rows, len(GREEDY_KNOBS)), jnp.float32), spec((rows, *_KEY_DATA), jnp.uint32)
+        args = (self.weights, cache, ints, ints, masks, knobs, keys, ints, masks)  # as `_Batch.step` passes them
+        self._jitted.decode_rows.lower(*args).compile()
+        _, chunk, _ = jax.eval_shape(self._jitted.decode_rows, *args)
+        write.lower(cache, chunk, ints).compile()
+        self.decoded(rows, length)
+
     def _serial(self, program: Callable[..., Any]) -> Callable[..., Any]:
         """`program`, called one thread at a time, and glibc told to return freed memory after it compiled.
 
@@ -207,6 +236,8 @@ class _Jitted:
             return bound
 
         self.lock = threading.Lock()
+        self.decode_ready: set[tuple[int, int]] = set()
+        """(rows, cache length) of each batch whose decode step and cache write are compiled (`Programs.warm`)."""
         self.embed_chunk = jax.jit(bind(embed_chunk))
         self.layer = jax.jit(bind(layer, layer_graph, layer_structure))
         self.final_norm = jax.jit(bind(final_norm))

@@ -14,12 +14,18 @@ grow; when sequences leave and none waits, the rest move up into a smaller batch
 a burst of short ones (a few tokens each after a cached system prompt) is prefilled as one group first
 (`prefill_group.py`). A leaving sequence's keys/values go back to the prompt cache. So each sequence's greedy
 output is its own alone.
+
+A batch shape's decode programs (rows x cache length) are traced and compiled the first time a process meets it:
+~1-2 s on the default model even from the persistent cache. The running rows never wait for that: a newcomer that
+would grow the batch waits while they compile on a thread of their own (`_held`), and a cache about to double has
+its next length's programs compiled before a row reaches the end (`WARM_AHEAD`).
 """
 
 from __future__ import annotations
 
 import dataclasses
 import itertools
+import logging
 import queue
 import threading
 import time
@@ -47,6 +53,8 @@ from .sampling import GREEDY_KNOBS, Sampled, SamplingParams
 # at 2, three or four padded to 8 lose ~20% against 4, and each compiled decode program holds ~53 MiB (XLA:CPU).
 BATCH_SIZES = (1, 2, 8, 16)
 MIN_ROW_CACHE = 512  # positions per row at least: a chat prompt and its answer, without a grow on the way
+_log = logging.getLogger(__name__)
+WARM_AHEAD = 64  # steps before the rows fill the cache: compile the doubled cache's decode programs meanwhile
 
 
 @dataclasses.dataclass(frozen=True)
@@ -130,6 +138,9 @@ class Scheduler:
         """Decode steps run so far (each advanced every row)."""
         self.groups = 0
         """Groups of newcomers prefilled together so far (`prefill_group`)."""
+        self.warmed: list[tuple[int, int]] = []
+        """(rows, cache length) of each batch whose decode programs were compiled beside a running batch."""
+        self._warming: dict[tuple[int, int], threading.Thread] = {}
 
     def submit(
         self,
@@ -231,7 +242,7 @@ class Scheduler:
     def _admit(self) -> None:
         """Start the prefill of the next waiting sequence when a row is free for it. One prefill at a time: its
         cache (the prompt's own, from the prompt cache) exists only from its first chunk to its row."""
-        while self._waiting and self._filling is None and self.active < self.max_batch:
+        while self._waiting and self._filling is None and self.active < self.max_batch and not self._held():
             with self._work:
                 sequence = self._waiting.popleft()
             if sequence.stopped():
@@ -248,6 +259,8 @@ class Scheduler:
         """Prefill chunks of up to `PREFILL_CHUNK` tokens in all between two decode steps: one wide chunk of a long
         prompt (it never stalls the others for its whole prefill), or the narrow chunks of a few short ones; a
         burst of short ones as one chunk together (`prefill_group`)."""
+        if self._held():
+            return
         spent = self._prefill_group()
         while spent < PREFILL_CHUNK:
             self._admit()
@@ -270,6 +283,43 @@ class Scheduler:
                 assert sequence.run is not None
                 self._first_token(sequence, sequence.run.host(sequence.run.out))
                 self._filling = None
+
+    def _held(self) -> bool:
+        """Whether the next newcomer waits while the decode programs of the batch it would make are compiled on
+        another thread (`Programs.warm`): compiled on this one, they would stall every running row ~1-2 s (a
+        session's title joining its answer, a second client). With no row running, nobody waits for it."""
+        if not self.active or not self._waiting:
+            return False
+        if not self.model._programs.decode_ready(len(self._rows), self._batch.length):
+            return True  # the running batch's first step compiles its own programs: one compile at a time
+        wanted = self.active + len(self._waiting)  # as `_join` sizes the batch: room for those waiting too
+        rows = len(self._rows) if None in self._rows else self._batch_size(wanted)
+        return self._warm(rows, max(self._batch.length, self._batch.length_for(self._waiting[0].prompt.size)))
+
+    def _warm(self, rows: int, length: int) -> bool:
+        """Start compiling the decode programs of a batch of `rows` x `length` on a thread of their own, unless
+        they are ready; True while they are being compiled."""
+        programs, key = self.model._programs, (rows, length)
+        if programs.decode_ready(rows, length):
+            return False
+        with self._work:
+            thread = self._warming.get(key)
+            if thread is None:
+                thread = self._warming[key] = threading.Thread(
+                    target=self._warm_thread, args=key, name="chatflow-warm", daemon=True
+                )
+                thread.start()
+            return thread.is_alive()
+
+    def _warm_thread(self, rows: int, length: int) -> None:
+        try:
+            self.model._programs.warm(rows, length, self.model.config, self.model.dtype)
+            self.warmed.append((rows, length))
+        except Exception:  # then the loop compiles them itself when it gets there, as it would have
+            _log.debug("compiling the decode programs of %d x %d rows failed", rows, length, exc_info=True)
+        finally:
+            with self._work:
+                self._work.notify()  # a newcomer held for them may go in now
 
     def _prefill_group(self) -> int:
         """The waiting sequences at the head of the queue, prefilled together when enough of them fit a group
@@ -352,6 +402,8 @@ class Scheduler:
             return
         host = self._batch.step(self._rows, masks)
         self.steps += 1
+        if self._batch.grows_soon():  # the next cache length's programs, before the rows reach it
+            self._warm(len(self._rows), 2 * self._batch.length)
         for sequence in self._running():
             run = sequence.run
             assert run is not None
@@ -518,6 +570,18 @@ class _Batch:
     def _length(self, needed: int) -> int:
         return min(bucket(needed, MIN_ROW_CACHE), bucket(self.model.config.context_length))
 
+    def length_for(self, prompt_size: int) -> int:
+        """The cache length a sequence with a prompt of `prompt_size` tokens needs to join (see `join`)."""
+        return self._length(max(bucket(prompt_size, MIN_KEPT_LENGTH), prompt_size + 1))
+
+    def grows_soon(self) -> bool:
+        """Whether a row will reach the end of the cache within `WARM_AHEAD` steps (and the cache can double)."""
+        return (
+            bool(self.host)
+            and int(self.host["pos"].max()) + WARM_AHEAD >= self.length > 0
+            and (self._length(2 * self.length) > self.length)
+        )
+
     def step(self, rows: list[_Sequence | None], masks: dict[int, np.ndarray]) -> Sampled:
         """One decode step of every row (free rows too, harmlessly), constrained rows under their `masks`;
         returns the sampler's output on the host."""
@@ -529,6 +593,7 @@ class _Batch:
             self._allowed(len(rows), masks),
         )  # fmt: skip
         self.cache = self.programs.write(self.cache, chunk, h["pos"])
+        self.programs.decoded(len(rows), self.length)
         host = jax.device_get(out)
         busy = np.array([s is not None for s in rows])
         h["token"] = np.where(busy, host.token, 0).astype(np.int32)

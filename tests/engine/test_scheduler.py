@@ -3,9 +3,11 @@ sequence ends, is cancelled or is dropped."""
 
 from __future__ import annotations
 
+import dataclasses
 import gc
 import threading
 import time
+import types
 
 import numpy as np
 import pytest
@@ -315,13 +317,15 @@ def test_the_wait_for_a_row_is_queue_time_not_prefill_time(tiny_model, monkeypat
     assert first.usage.queue_ms == 0.0  # read only after its prefill began
 
 
-def test_compiling_on_the_loop_thread_is_counted_in_each_sequences_steps(tiny_model):
+def test_compiling_on_the_loop_thread_is_counted_in_each_sequences_steps(tiny_model, monkeypatch):
     """XLA's compile clock is per thread; the scheduler hands each step the compile time its loop spent since the
-    sequence's step before, so a timeline still draws compiling as compiling (a batch of 3 is new here)."""
+    sequence's step before, so a timeline still draws compiling as compiling (a batch of 3 is new here: the first
+    sequence's first step compiles its decode; the two others wait in the queue meanwhile, see `_held`)."""
+    monkeypatch.setattr(tiny_model._programs._jitted, "decode_ready", set())
     with Scheduler(tiny_model, max_batch=3) as scheduler:
         generations = [scheduler.submit(prompt(6, 90 + i), GREEDY) for i in range(3)]
         steps = [list(g) for g in generations]
-    assert all(g.usage.compile_ms > 50 for g in generations), [g.usage for g in generations]
+    assert generations[0].usage.compile_ms > 50, generations[0].usage
     assert all(
         sum(s.compile_ms for s in run) == pytest.approx(g.usage.compile_ms)
         for run, g in zip(steps, generations, strict=True)
@@ -415,3 +419,82 @@ def test_a_failing_group_ends_its_members_only_and_the_scheduler_keeps_serving(t
             tokens(generation)
     assert len(tokens(running)) == 24 and scheduler.groups == 1
     assert tokens(scheduler.submit(prompt(6, 81), GREEDY)) == alone(tiny_model, prompt(6, 81))
+
+
+# ---- a batch's decode programs compiled beside the running rows -------------------------------------------------
+
+
+def test_a_newcomer_that_grows_the_batch_waits_while_its_programs_compile_on_another_thread(tiny_model, monkeypatch):
+    """A second sequence needs a batch of 2 rows: its decode programs compile on a thread of their own while the
+    first keeps decoding (compiled on the loop thread, they would stall it ~1-2 s on the default model), and it
+    joins once they are ready; both answers are what they are alone."""
+    params = SamplingParams(temperature=0.0, max_tokens=480, ignore_eos=True)
+    first_ids, second_ids = prompt(6, 1), prompt(9, 2)
+    expected = [alone(tiny_model, ids, params) for ids in (first_ids, second_ids)]
+    tiny_model.prompt_cache.clear()
+    programs = tiny_model._programs
+    monkeypatch.setattr(programs._jitted, "decode_ready", set())  # as in a new process (executables stay cached)
+    started, release, seen = threading.Event(), threading.Event(), []
+    warm = programs.warm
+
+    def held(rows, length, *rest):
+        seen.append((threading.current_thread().name, rows, length))
+        started.set()
+        assert release.wait(30)
+        warm(rows, length, *rest)
+
+    monkeypatch.setattr(programs, "warm", held)
+    with Scheduler(tiny_model, max_batch=2) as scheduler:
+        sizes: list[int] = []
+        step = scheduler._batch.step
+        monkeypatch.setattr(scheduler._batch, "step", lambda rows, masks: sizes.append(len(rows)) or step(rows, masks))
+        first = scheduler.submit(first_ids, params)
+        steps = iter(first)
+        head = [next(steps).token_id for _ in range(2)]  # decoding in a batch of 1 row
+        second = scheduler.submit(second_ids, params)
+        assert started.wait(30)
+        before = scheduler.steps
+        wait_until(lambda: scheduler.steps >= before + 3)  # the running row decodes while they compile...
+        assert (scheduler.active, scheduler.queued) == (1, 1)  # ...and the newcomer waits for them
+        release.set()
+        assert tokens(second) == expected[1]
+        assert head + [s.token_id for s in steps] == expected[0]
+    assert seen == [("chatflow-warm", 2, scheduling.MIN_ROW_CACHE)] and 2 in sizes
+    assert scheduler.warmed == [(2, scheduling.MIN_ROW_CACHE)] and programs.decode_ready(2, scheduling.MIN_ROW_CACHE)
+
+
+def test_a_warm_that_fails_leaves_the_compile_to_the_loop(tiny_model, monkeypatch):
+    params = SamplingParams(temperature=0.0, max_tokens=40, ignore_eos=True)
+    ids = [prompt(6, 3), prompt(7, 4)]
+    expected = [alone(tiny_model, p, params) for p in ids]
+    tiny_model.prompt_cache.clear()
+    programs = tiny_model._programs
+    monkeypatch.setattr(programs._jitted, "decode_ready", set())
+
+    def broken(*_):
+        raise MemoryError("no room to compile")
+
+    monkeypatch.setattr(programs, "warm", broken)
+    with Scheduler(tiny_model, max_batch=2) as scheduler:
+        first = scheduler.submit(ids[0], params)
+        steps = iter(first)
+        head = [next(steps).token_id]
+        second = scheduler.submit(ids[1], params)
+        assert tokens(second) == expected[1] and head + [s.token_id for s in steps] == expected[0]
+    assert scheduler.warmed == [] and programs.decode_ready(2, scheduling.MIN_ROW_CACHE)  # compiled on the loop
+
+
+def test_the_doubled_caches_programs_are_compiled_before_a_row_reaches_the_end(tiny_model):
+    """`grows_soon`: within WARM_AHEAD positions of the end of the rows' cache, while a longer one is possible."""
+    model = types.SimpleNamespace(_programs=tiny_model._programs, dtype=tiny_model.dtype,
+                                  config=dataclasses.replace(tiny_model.config, context_length=2048))  # fmt: skip
+    batch = scheduling._Batch(model)
+    batch.resize([], 1)
+    assert batch.length == scheduling.MIN_ROW_CACHE == 512
+    batch.host["pos"][0] = 512 - scheduling.WARM_AHEAD - 1
+    assert not batch.grows_soon()
+    batch.host["pos"][0] = 512 - scheduling.WARM_AHEAD
+    assert batch.grows_soon()
+    batch._empty(1, 2048)  # the window's length: nothing longer to prepare
+    batch.host["pos"][0] = 2040
+    assert batch.length == 2048 and not batch.grows_soon()

@@ -8,6 +8,7 @@ import time
 
 import pytest
 
+from jupyter_chatflow.engine.scheduler import MIN_ROW_CACHE
 from jupyter_chatflow.events import Completed, TitleGenerated
 from jupyter_chatflow.pipeline import chat as chat_module
 from jupyter_chatflow.pipeline.chat import Chat
@@ -131,6 +132,9 @@ def test_a_long_answers_title_arrives_mid_answer_from_the_same_scheduler(wide_mo
     """As ChatGPT's web client receives it: the title event comes while the answer still streams; its generation
     shares the answer's decode steps (two rows of the chat's scheduler)."""
     chat = Chat(model=wide_model, db=Database(tmp_path / "t.db"), session="t")
+    # a process's first batch of 2 compiles beside the answer before the title may join (`Scheduler._held`): done
+    # here first, so a busy machine's slow compile cannot outlast the answer
+    wide_model._programs.warm(2, MIN_ROW_CACHE, wide_model.config, wide_model.dtype)
     busiest, step = [], chat.scheduler._batch.step
 
     def counted(rows, *rest):
