@@ -82,7 +82,7 @@ def write_title(
     if ids is not None:  # (a window too small for even the bare request: the user's words)
         params = SamplingParams(temperature=0.0, repetition_penalty=1.2, max_tokens=TITLE_TOKENS, stop=("\n",))
         generation = (engine if engine is not None else model).submit(ids, params, cancel=cancel)
-        attempt = clean_title("".join(step.text for step in generation))
+        attempt = unlabelled(clean_title("".join(step.text for step in generation)), user)
     if cancel.is_set():
         return None
     if not on_topic(attempt, user):
@@ -131,6 +131,15 @@ def clean_title(text: str) -> str:
     if not all(re.fullmatch(r"[\w'’&/+.-]+|[-–—:]", w) for w in words):
         return ""
     return " ".join(words)
+
+
+def unlabelled(title: str, user: str) -> str:
+    """The title without a last word "Title(s)" that names the model's job, not the topic ("The City of Light
+    History Titles" for a question on Paris), unless the user's message is about titles."""
+    words = title.split()
+    if len(words) > MIN_WORDS and words[-1].lower() in ("title", "titles") and "title" not in user.lower():
+        return " ".join(words[:-1])
+    return title
 
 
 def on_topic(title: str, user: str) -> bool:

@@ -13,7 +13,7 @@ from jupyter_chatflow.events import Completed, TitleGenerated
 from jupyter_chatflow.pipeline import chat as chat_module
 from jupyter_chatflow.pipeline.chat import Chat
 from jupyter_chatflow.pipeline.safety import SafetyPolicy
-from jupyter_chatflow.pipeline.title import _scanned, clean_title, fallback_title, on_topic
+from jupyter_chatflow.pipeline.title import _scanned, clean_title, fallback_title, on_topic, unlabelled
 from jupyter_chatflow.store.database import Database
 from jupyter_chatflow.testing import TinySpec, write_tiny_gguf
 
@@ -41,6 +41,18 @@ def wide_model(tmp_path_factory):
 )
 def test_an_attempt_is_kept_whole_or_rejected(attempt, title):
     assert clean_title(attempt) == title
+
+
+@pytest.mark.parametrize(
+    "title, user, kept",
+    [
+        ("The City of Light History Titles", "Tell me about the history of Paris.", "The City of Light History"),
+        ("Best Movie Titles", "Suggest some good movie titles.", "Best Movie Titles"),  # the topic: kept
+        ("Paris Title", "What is the capital of France?", "Paris Title"),  # two words: nothing to spare
+    ],
+)
+def test_a_last_word_naming_the_job_is_dropped(title, user, kept):
+    assert unlabelled(title, user) == kept
 
 
 @pytest.mark.parametrize(
