@@ -190,12 +190,17 @@ class ToolStream:
                                         vocab_size=self._vocab_size)  # fmt: skip
         ids = self._prompt if include_open else [*self._prompt, *self._tokenizer.encode(self.text + CALL_OPEN)]
         fixed = constraint.take_forced()
-        self.usage.completion_tokens += len(fixed)
+        budget = self._call_budget(len(fixed))
+        self.usage.completion_tokens += min(len(fixed), budget + len(fixed))
         if self._stop.is_set():
             self.finish_reason = "cancelled"
             return
+        if budget <= 0 and not (budget == 0 and constraint.is_done()):  # max_tokens ends it before the call does
+            self.finish_reason = "length"
+            return
         if not constraint.is_done():
-            params = SamplingParams(temperature=0.0, max_tokens=CALL_MAX_TOKENS, seed=self._params.seed)
+            # greedy whatever the request's temperature: a call's arguments are a computation, not prose
+            params = SamplingParams(temperature=0.0, max_tokens=budget, seed=self._params.seed)
             stream = self._current = self._engine.submit([*ids, *fixed], params, constraint, self._stop)
             yield from stream
             self._add(stream.usage)
@@ -210,6 +215,11 @@ class ToolStream:
             return
         self.call = MadeCall(id=f"call_{uuid.uuid4().hex[:24]}", name=name, arguments=arguments)
         self.finish_reason = "tool_calls"
+
+    def _call_budget(self, fixed: int) -> int:
+        """Tokens the call may still sample after its `fixed` ones: CALL_MAX_TOKENS, within what the request's
+        max_tokens leaves after the text before it (negative: max_tokens ends the answer inside the fixed ones)."""
+        return min(CALL_MAX_TOKENS, self._params.max_tokens - self.usage.completion_tokens - fixed)
 
     def _add(self, usage: Usage) -> None:
         """Add one round's counts: its prefill is the answer's when it is the first round, else decode time."""

@@ -43,6 +43,21 @@ def test_required_gives_a_valid_call_of_an_offered_tool(client):
     assert answer.usage.completion_tokens > 5  # the forced `<tool_call>\n{"name": …` counts
 
 
+NOTE = {"type": "function", "function": {"name": "note", "description": "Write a note.", "parameters": {
+        "type": "object", "properties": {"text": {"type": "string"}}, "required": ["text"]}}}  # fmt: skip
+
+
+@pytest.mark.parametrize("max_tokens", [3, 12, 30])
+def test_max_tokens_bounds_a_forced_call_as_it_does_an_answer(client, max_tokens):
+    """An unbounded string argument the tiny model never closes: the call stops at max_tokens (inside the fixed
+    `<tool_call>` scaffold for 3), finish_reason "length" and no call, not at the call's own 256-token cap."""
+    answer = client.chat.completions.create(model="tiny", messages=PROMPT, tools=[NOTE], tool_choice="required",
+                                            temperature=0, max_tokens=max_tokens)  # fmt: skip
+    choice = answer.choices[0]
+    assert choice.finish_reason == "length" and not choice.message.tool_calls
+    assert answer.usage.completion_tokens == max_tokens
+
+
 def test_a_named_tool_is_the_one_called_and_streams_as_a_tool_call_delta(client):
     chunks = list(client.chat.completions.create(
         model="tiny", messages=PROMPT, tools=[ADD, SHOUT], stream=True, temperature=0,
@@ -126,7 +141,8 @@ def test_a_client_that_disconnects_mid_call_cancels_it(serve, wide_model):
     base, state = serve(model=wide_model, delay=0.05)
     note = {"type": "function", "function": {"name": "note", "parameters": {"type": "object", "properties": {
         "text": {"type": "string", "minLength": 100, "maxLength": 200}}, "required": ["text"]}}}  # fmt: skip
-    body = chat_body(PROMPT[0]["content"], tools=[note], tool_choice="required", stream=True, logprobs=True)
+    body = chat_body(PROMPT[0]["content"], tools=[note], tool_choice="required", stream=True, logprobs=True,
+                     max_tokens=300)  # fmt: skip
     with httpx.Client(timeout=30) as client, client.stream("POST", f"{base}/v1/chat/completions", json=body) as reply:
         lines = reply.iter_lines()
         while '"logprobs":{' not in next(lines):  # the first step of the call came out
