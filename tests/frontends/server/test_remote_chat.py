@@ -134,7 +134,7 @@ def test_a_tool_the_server_asks_for_runs_here(serve, wide_model):
     chat = remote(url)
     response = chat.send(
         "What is 2+3?", tools="calculator", tool_choice="required", temperature=0, max_tokens=300, max_tool_rounds=1
-    )  # fmt: skip  (room for the call: max_tokens bounds it too)
+    )  # (room for the call: max_tokens bounds it too)
     assert isinstance(response.terminal(), Completed), response.terminal()
     [call], [result] = of(response, ToolCall), of(response, ToolResult)
     assert call.name == result.name == "calculator" and result.call_id == call.call_id
