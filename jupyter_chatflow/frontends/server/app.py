@@ -77,6 +77,7 @@ def _routes(app: FastAPI, state: ServerState) -> None:
     @app.post("/v1/chat/completions")
     async def completions(request: Request) -> Response:
         key = _authorize(request, state)
+        state.host.require()  # a 503 while the model loads does not count against the key's limits
         request.state.headers.update(state.limiter.admit(key))
         body = await _body(request, state)
         data = parse_json(body)
@@ -93,6 +94,7 @@ def _routes(app: FastAPI, state: ServerState) -> None:
     @app.post("/v1/chatflow/conversation")
     async def conversation(request: Request) -> Response:
         key = _authorize(request, state)
+        state.host.require()
         request.state.headers.update(state.limiter.admit(key))
         return await conversation_turn(request, state, parse_json(await _body(request, state)), key)
 

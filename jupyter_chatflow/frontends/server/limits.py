@@ -61,15 +61,15 @@ class Limiter:
         with self._lock:
             now = self._clock()
             over = self._over(key, now)
-            if over is None:
+            if not over:
                 self._windows[(key, "requests")].spent.append((now, 1))
             headers = self._headers(key, now)
-        if over is not None:
-            kind, limit, wait = over
-            retry = str(max(1, math.ceil(wait)))
+        if over:
+            kinds, retry = " and ".join(f"{limit} {kind}" for kind, limit, _ in over), max(w for *_, w in over)
+            retry_s = str(max(1, math.ceil(retry)))
             raise APIError(
-                429, f"Rate limit reached: {limit} {kind} per minute for this key. Retry after {retry} s.",
-                type=kind, code="rate_limit_exceeded", headers=headers | {"Retry-After": retry},
+                429, f"Rate limit reached: {kinds} per minute for this key. Retry after {retry_s} s.",
+                type=over[0][0], code="rate_limit_exceeded", headers=headers | {"Retry-After": retry_s},
             )  # fmt: skip
         return headers
 
@@ -79,13 +79,14 @@ class Limiter:
             with self._lock:
                 self._windows[(key, "tokens")].spent.append((self._clock(), tokens))
 
-    def _over(self, key: str, now: float) -> tuple[str, int, float] | None:
-        """(kind, limit, seconds to wait) of the first limit `key` is at, or None."""
+    def _over(self, key: str, now: float) -> list[tuple[str, int, float]]:
+        """(kind, limit, seconds to wait) of each limit `key` is at: a retry must wait for all of them."""
+        over = []
         for kind, limit in (("requests", self.requests), ("tokens", self.tokens)):
             window = self._windows[(key, kind)]
             if limit is not None and window.total(now) >= limit:
-                return kind, limit, window.wait_s(now, limit)
-        return None
+                over.append((kind, limit, window.wait_s(now, limit)))
+        return over
 
     def _headers(self, key: str, now: float) -> dict[str, str]:
         headers = {}

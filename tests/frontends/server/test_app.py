@@ -32,6 +32,18 @@ def test_health_is_503_until_the_model_is_ready(serve, http, tiny_model):
     assert http.post(f"{base}/v1/chat/completions", json=chat_body(max_tokens=2)).status_code == 200
 
 
+def test_a_503_while_the_model_loads_does_not_count_against_the_keys_limits(serve, http, tiny_model):
+    host = ModelHost()
+    base, _ = serve(ServerConfig(rate_limit=2), host=host)
+    for route in ("/v1/chat/completions", "/v1/chatflow/conversation"):
+        early = http.post(f"{base}{route}", json=chat_body(max_tokens=2) | {"message": "Hi"})
+        assert early.status_code == 503 and "x-ratelimit-remaining-requests" not in early.headers
+    host.install(tiny_model, "tiny")
+    host.status = "ready"
+    first = http.post(f"{base}/v1/chat/completions", json=chat_body(max_tokens=2))
+    assert first.status_code == 200 and first.headers["x-ratelimit-remaining-requests"] == "1"
+
+
 def test_a_host_loads_and_compiles_in_the_background(tiny_path):
     host = ModelHost()
     host.load_in_background(str(tiny_path)).join(timeout=120)

@@ -47,6 +47,28 @@ def test_tokens_count_once_spent_and_hold_requests_until_the_minute_frees_them()
     assert limiter.admit("a")["x-ratelimit-remaining-tokens"] == "50"
 
 
+def test_past_both_limits_the_retry_waits_for_the_later_one():
+    """Requests free up after 20 s, tokens after 50 s: a retry after 20 s would be refused again, for the tokens."""
+    clock = Clock()
+    limiter = Limiter(requests=2, tokens=100, clock=clock)
+    limiter.admit("a")
+    clock.now += 10
+    limiter.admit("a")
+    clock.now += 20
+    limiter.spend_tokens("a", 120)
+    clock.now += 10
+    with pytest.raises(APIError) as refused:
+        limiter.admit("a")
+    assert refused.value.headers["Retry-After"] == "50"
+    assert "2 requests and 100 tokens per minute" in str(refused.value.message)
+    clock.now += 20  # the requests are free again, the tokens not yet
+    with pytest.raises(APIError) as refused:
+        limiter.admit("a")
+    assert refused.value.headers["Retry-After"] == "30" and refused.value.type == "tokens"
+    clock.now += 30
+    assert limiter.admit("a")["x-ratelimit-remaining-tokens"] == "100"
+
+
 def test_no_limits_means_no_headers():
     assert Limiter(None, None).admit("a") == {}
 
