@@ -76,8 +76,10 @@ class ModelHost:
 
     def require(self) -> tuple[Model, Engine]:
         """The model and engine, or 503 while they are not ready."""
+        if self.status == "failed":
+            raise APIError(503, f"The model failed to load ({self.error.rstrip('.')}): restart the server with a model "
+                           "that loads.", type="server_error", code="model_failed")  # fmt: skip
         if self.status != "ready" or self.model is None or self.engine is None:
-            why = self.error or f"the model is {self.status}"
-            raise APIError(503, f"Not ready: {why}. Poll GET /health until it answers 200.", type="server_error",
-                           code="model_not_ready", headers={"Retry-After": "1"})  # fmt: skip
+            raise APIError(503, f"Not ready: the model is {self.status}. Poll GET /health until it answers 200.",
+                           type="server_error", code="model_not_ready", headers={"Retry-After": "1"})  # fmt: skip
         return self.model, self.engine

@@ -2,9 +2,15 @@
 
 from __future__ import annotations
 
+import contextlib
+import threading
+
 import uvicorn
 
 from jupyter_chatflow.engine.scheduler import Scheduler
+from jupyter_chatflow.errors import ChatflowError
+from jupyter_chatflow.model.files import resolve_model_path
+from jupyter_chatflow.model.gguf_file import read_metadata
 
 from . import log
 from .app import create_app
@@ -13,9 +19,24 @@ from .host import ModelHost
 
 
 def serve(config: ServerConfig, model_path: str | None) -> None:
-    """Listen on config.host:config.port until interrupted (Ctrl-C)."""
+    """Listen on config.host:config.port until interrupted (Ctrl-C). A model file that is missing or not a GGUF
+    fails before listening; one that fails to load later stops the server: either raises ChatflowError."""
     log.setup()
+    read_metadata(resolve_model_path(model_path))  # (its header only: the weights load in the background)
     host = ModelHost(lambda model: Scheduler(model, max_batch=config.max_batch))
-    host.load_in_background(model_path, config.model_name)
+    loading = host.load_in_background(model_path, config.model_name)
     app = create_app(host, config)
-    uvicorn.run(app, host=config.host, port=config.port, log_level="warning", access_log=False)
+    server = uvicorn.Server(uvicorn.Config(app, host=config.host, port=config.port, log_level="warning",
+                                           access_log=False))  # fmt: skip
+    threading.Thread(target=_stop_on_failure, args=(loading, host, server), name="chatflow-load-watch",
+                     daemon=True).start()  # fmt: skip
+    with contextlib.suppress(KeyboardInterrupt):  # uvicorn re-raises the Ctrl-C it stopped on (`uvicorn.run` too)
+        server.run()
+    if host.status == "failed":
+        raise ChatflowError(f"The model did not load, so the server stopped: {host.error}")
+
+
+def _stop_on_failure(loading: threading.Thread, host: ModelHost, server: uvicorn.Server) -> None:
+    loading.join()
+    if host.status == "failed":
+        server.should_exit = True

@@ -42,3 +42,32 @@ def test_chatflow_serve_runs_answers_and_stops_on_ctrl_c(tiny_path):
     lines = [json.loads(line) for line in err.splitlines() if line.startswith("{")]
     assert [line["status"] for line in lines if line["path"] == "/v1/chat/completions"] == [200, 200, 401]
     assert set(statuses) <= {200, 503} and "sk-1" not in err and "sk-2" not in err
+
+
+def test_a_model_file_that_is_missing_or_not_a_gguf_fails_before_listening(tmp_path):
+    text = tmp_path / "notes.gguf"
+    text.write_text("not a model")
+    for path, message in ((tmp_path / "missing.gguf", "No model file at"), (text, "is not a GGUF file")):
+        done = subprocess.run([sys.executable, "-m", "jupyter_chatflow", "serve", "--model", str(path), "--port", "1"],
+                              capture_output=True, text=True, timeout=120)  # fmt: skip
+        assert done.returncode == 1 and message in done.stderr and "Traceback" not in done.stderr
+
+
+def test_a_model_that_fails_to_load_stops_the_server_with_its_error(tiny_path, monkeypatch):
+    import pytest
+
+    from jupyter_chatflow.engine import loader
+    from jupyter_chatflow.errors import ChatflowError, ModelFormatError
+    from jupyter_chatflow.frontends.server import ServerConfig
+    from jupyter_chatflow.frontends.server.main import serve
+
+    def broken(path):
+        time.sleep(0.5)  # (listening by then)
+        raise ModelFormatError(f"{path} uses an architecture this loader does not know")
+
+    monkeypatch.setattr(loader, "load_model", broken)
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    with pytest.raises(ChatflowError, match="The model did not load, so the server stopped: ModelFormatError: "):
+        serve(ServerConfig(port=port), str(tiny_path))
