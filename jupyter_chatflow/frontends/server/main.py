@@ -30,7 +30,7 @@ def serve(config: ServerConfig, model_path: str | None) -> None:
                                            access_log=False))  # fmt: skip
     threading.Thread(target=_stop_on_failure, args=(loading, host, server), name="chatflow-load-watch",
                      daemon=True).start()  # fmt: skip
-    with contextlib.suppress(KeyboardInterrupt):  # uvicorn re-raises the Ctrl-C it stopped on (`uvicorn.run` too)
+    with contextlib.suppress(KeyboardInterrupt):  # the Ctrl-C uvicorn stopped on, re-raised (uvicorn.run hides it)
         server.run()
     if host.status == "failed":
         raise ChatflowError(f"The model did not load, so the server stopped: {host.error}")
