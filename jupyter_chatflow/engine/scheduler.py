@@ -259,6 +259,7 @@ class Scheduler:
         """Prefill chunks of up to `PREFILL_CHUNK` tokens in all between two decode steps: one wide chunk of a long
         prompt (it never stalls the others for its whole prefill), or the narrow chunks of a few short ones; a
         burst of short ones as one chunk together (`prefill_group`)."""
+        self._drop_stopped()
         if self._held():
             return
         spent = self._prefill_group()
@@ -283,6 +284,16 @@ class Scheduler:
                 assert sequence.run is not None
                 self._first_token(sequence, sequence.run.host(sequence.run.out))
                 self._filling = None
+
+    def _drop_stopped(self) -> None:
+        """End the waiting sequences whose callers stopped (a client gone while queued): off the queue now, not
+        when their turn comes."""
+        with self._work:
+            stopped = [s for s in self._waiting if s.stopped()]
+            for sequence in stopped:
+                self._waiting.remove(sequence)
+        for sequence in stopped:
+            sequence.out.put(_END)
 
     def _held(self) -> bool:
         """Whether the next newcomer waits while the decode programs of the batch it would make are compiled on

@@ -25,6 +25,7 @@ from .host import ModelHost
 from .idempotency import HEADER, Answer, Claim
 from .log import RequestRecord
 from .metrics import CONTENT_TYPE
+from .pump import Pump
 from .requests import check_model, parse_json, parse_messages
 from .state import ServerState
 from .tools import parse_tools, prompt_messages
@@ -183,7 +184,11 @@ class RequestMiddleware:
             if claim is not None:
                 claim.release()  # stored if it succeeded; otherwise a retry runs again
             self.chatflow.metrics.requests.labels(route=_route(scope["path"]), status=str(record.status)).inc()
-            log.write(record)
+            pump: Pump | None = scope["state"].get("pump")
+            if pump is None:
+                log.write(record)
+            else:  # a stream whose client left ends at its generation's next step: the line waits for its numbers
+                pump.then(lambda: log.write(record))
 
 
 def _request_id(client: str | None) -> str:

@@ -59,7 +59,7 @@ async def chat_completions(request: Request, state: ServerState, data: dict[str,
         include_usage=chat.include_usage or not chat.stream, logprobs=chat.logprobs, top_logprobs=chat.top_logprobs,
         tokenizer=model.tokenizer,
     )  # fmt: skip
-    pump = Pump(stream, cancel, options, record.started, lambda t: state.finished(record, t))
+    pump = request.state.pump = Pump(stream, cancel, options, record.started, lambda t: state.finished(record, t))
     if chat.stream:
         return _streamed(pump, state, request)
     return await _whole(pump, chat, request)

@@ -76,8 +76,19 @@ class Pump:
         self._on_end = on_end
         self._loop = asyncio.get_running_loop()
         self._items: asyncio.Queue[object] = asyncio.Queue()
+        self._ended, self._then = False, list[Callable[[], None]]()
+        self._ended_lock = threading.Lock()
         self._thread = threading.Thread(target=self._run, name="chatflow-request", daemon=True)
         self._thread.start()
+
+    def then(self, callback: Callable[[], None]) -> None:
+        """Call `callback` once the generation has ended and `on_end` has run: now if it has (any thread). A
+        streamed request's log line waits for it, its client having gone before its last step."""
+        with self._ended_lock:
+            if not self._ended:
+                self._then.append(callback)
+                return
+        callback()
 
     def cancel(self) -> None:
         """Stop the generation before its next step (any thread)."""
@@ -102,6 +113,10 @@ class Pump:
                 self._put(_tool_finish(item) if isinstance(self.stream, ToolStream) and self.stream.call else item)
         finally:
             self._on_end(self.timings)  # before the end is read: the request's log line has its numbers
+            with self._ended_lock:
+                self._ended, callbacks = True, self._then
+            for callback in callbacks:
+                callback()
             self._put(_END)
 
     def _put(self, item: object) -> None:

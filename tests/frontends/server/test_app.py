@@ -106,6 +106,37 @@ def test_a_client_that_disconnects_cancels_its_generation_within_a_step_or_two(s
     assert len(after) <= 2 and stream.steps < 10
 
 
+def test_a_disconnected_streams_log_line_has_its_tokens_and_finish_reason(serve, caplog):
+    base, _ = serve(delay=0.05)
+    body = chat_body(max_tokens=500, ignore_eos=True, stream=True)
+    headers = {"X-Client-Request-Id": "gone-1"}
+    with caplog.at_level(logging.INFO, logger="jupyter_chatflow.server"):
+        with httpx.Client(timeout=30) as client, client.stream("POST", f"{base}/v1/chat/completions", json=body,
+                                                                headers=headers) as reply:  # fmt: skip
+            lines = reply.iter_lines()
+            tokens = 0
+            while tokens < 3:
+                tokens += '"content":' in next(lines) and 1
+        wait_until(lambda: any("gone-1" in r.getMessage() for r in caplog.records))
+    [line] = [json.loads(r.getMessage()) for r in caplog.records if "gone-1" in r.getMessage()]
+    assert line["status"] == 200 and line["finish_reason"] == "cancelled" and line["stream"] is True
+    assert 3 <= line["completion_tokens"] < 20 and line["prompt_tokens"] > 0
+
+
+def test_a_queued_client_that_goes_leaves_the_queue_at_once(serve, http):
+    base, state = serve(delay=0.05, max_batch=1)
+    engine = state.host.engine
+    blocker = threading.Thread(target=http.post, args=(f"{base}/v1/chat/completions",),
+                               kwargs={"json": chat_body(max_tokens=60, ignore_eos=True)})  # fmt: skip
+    blocker.start()
+    wait_until(lambda: engine.active == 1)
+    with httpx.Client(timeout=0.3) as client, contextlib.suppress(httpx.ReadTimeout):
+        client.post(f"{base}/v1/chat/completions", json=chat_body(max_tokens=5))
+    wait_until(lambda: engine.queued == 0, timeout=2)  # gone within a few steps, while the first still decodes
+    assert engine.active == 1
+    blocker.join()
+
+
 def test_a_whole_answer_is_cancelled_when_its_client_goes(serve):
     base, state = serve(delay=0.05)
     with httpx.Client(timeout=0.4) as client, contextlib.suppress(httpx.ReadTimeout):
