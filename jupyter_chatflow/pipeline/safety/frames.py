@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import bisect
 import dataclasses
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 
 from .decisions import check_action
 from .lexicon import Cue, Doc, Hit, Near, compile_cues, find
@@ -121,14 +121,17 @@ class _Window:
 
     def near(self, term: Term, lo: int, hi: int, anchor: Hit | None = None) -> Hit | None:
         """The first hit of `term` within token positions [lo, hi) that does not overlap `anchor`."""
+        return next(self.all_near(term, lo, hi, () if anchor is None else (anchor,)), None)
+
+    def all_near(self, term: Term, lo: int, hi: int, taken: Sequence[Hit]) -> Iterator[Hit]:
+        """The hits of `term` within token positions [lo, hi) that overlap none of the `taken` ones, in order."""
         hits, starts = self._entry(term)
         for at in range(bisect.bisect_left(starts, lo), len(hits)):
             hit = hits[at]
             if hit.start >= hi:
-                return None
-            if hit.end <= hi and (anchor is None or hit.end <= anchor.start or hit.start >= anchor.end):
-                return hit
-        return None
+                return
+            if hit.end <= hi and all(hit.end <= t.start or hit.start >= t.end for t in taken):
+                yield hit
 
     def _entry(self, term: Term) -> tuple[list[Hit], list[int]]:
         if term.name not in self._hits:
@@ -156,11 +159,23 @@ def _fire(frame: Frame, window: _Window) -> list[FrameHit]:
 
 
 def _trigger(frame: Frame, window: _Window, lo: int, hi: int, anchor: Hit) -> list[tuple[str, Hit]] | None:
-    """The hits of the first trigger whose cues are all near the anchor (and are other words than it), or None."""
+    """The hits of the first trigger whose cues are all near the anchor, each on words of its own (one word is
+    not two cues: "Who invented it?" is no request to write, "invent", and a falsehood, "invented"), or None."""
     for trigger in frame.triggers:
-        found = [(term.name, window.near(term, lo, hi, anchor)) for term in trigger]
-        if all(hit is not None for _, hit in found):
-            return [(name, hit) for name, hit in found if hit is not None]
+        found = _distinct(trigger, window, lo, hi, [anchor])
+        if found is not None:
+            return [(term.name, hit) for term, hit in zip(trigger, found, strict=True)]
+    return None
+
+
+def _distinct(terms: Sequence[Term], window: _Window, lo: int, hi: int, taken: list[Hit]) -> list[Hit] | None:
+    """A hit for each term near [lo, hi), no two on the same words (nor on `taken`'s), or None."""
+    if not terms:
+        return []
+    for hit in window.all_near(terms[0], lo, hi, taken):
+        rest = _distinct(terms[1:], window, lo, hi, [*taken, hit])
+        if rest is not None:
+            return [hit, *rest]
     return None
 
 

@@ -179,10 +179,24 @@ def test_indirect_requests_are_read(text, category):
         "That album is the bomb! Who produced it?",
         "Can I vote by text message?",
         "git describe --always --dirty",
+        "Who invented it in Europe?",  # "invented" is not both a request to write and a falsehood (S5)
     ],
 )
 def test_look_alikes_are_not_read_as_hazards(text):
     assert match(text, HAZARD_FRAMES) == []
+
+
+def test_one_word_does_not_stand_for_two_cues_of_a_trigger():
+    """A trigger's cues must each be other words (and other than the anchor); another word for one of them will do."""
+    invent = Cue(name="invent", phrases=("invent",))
+    false = Cue(name="false", phrases=("invented", "rumor"))
+    person = Cue(name="person", phrases=("my boss",))
+    frame = Frame(category="S5", name="test", anchor=person, triggers=((invent, false),))
+    assert match("My boss invented the cotton gin", [frame]) == []
+    [hit] = match("Invent a rumor about my boss", [frame])
+    assert hit.evidence == (("person", "my boss"), ("invent", "Invent"), ("false", "rumor"))
+    [hit] = match("My boss invented this, so invent one for me", [frame])  # the second "invent" is its own word
+    assert hit.evidence[0] == ("person", "My boss") and sorted(w for _, w in hit.evidence[1:]) == ["invent", "invented"]
 
 
 def test_the_package_s_own_source_and_docs_trip_no_hazard_frame():
