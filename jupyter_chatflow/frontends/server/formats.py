@@ -23,17 +23,17 @@ def response_schema(data: dict[str, Any]) -> dict[str, Any] | None:
     if value is None or (isinstance(value, dict) and value.get("type") == "text"):
         return None
     kind = value.get("type") if isinstance(value, dict) else None
-    if kind == "json_object":
-        return {"type": "object"}
-    if kind != "json_schema":
+    if kind not in ("json_object", "json_schema"):
         raise bad_request(f'{PARAM}.type must be "text", "json_object" or "json_schema"; got {kind!r}.',
                           param=f"{PARAM}.type")  # fmt: skip
+    if data.get("tools"):  # either JSON mode: the answer cannot be both a JSON value and a tool call
+        raise bad_request(f"{PARAM} and tools cannot be used together on this server yet.", param=PARAM)
+    if kind == "json_object":
+        return {"type": "object"}
     schema = (value.get("json_schema") or {}).get("schema") if isinstance(value.get("json_schema"), dict) else None
     if not isinstance(schema, dict):
         raise bad_request(f"{PARAM}.json_schema.schema must be a JSON schema (an object).",
                           param=f"{PARAM}.json_schema.schema")  # fmt: skip
-    if data.get("tools"):
-        raise bad_request(f"{PARAM} and tools cannot be used together on this server yet.", param=PARAM)
     return schema
 
 

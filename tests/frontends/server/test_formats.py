@@ -58,3 +58,15 @@ def test_a_bad_response_format_is_a_400(serve, http, response_format, extra, par
     base, _ = serve()
     response = http.post(f"{base}/v1/chat/completions", json=chat_body(response_format=response_format, **extra))
     assert response.status_code == 400 and response.json()["error"]["param"] == param
+
+
+@pytest.mark.parametrize("response_format", [{"type": "json_object"}, FORMAT])
+def test_either_json_mode_with_tools_is_the_same_400(serve, http, response_format):
+    base, _ = serve()
+    tools = [{"type": "function", "function": {"name": "f", "parameters": {"type": "object"}}}]
+    response = http.post(f"{base}/v1/chat/completions", json=chat_body(response_format=response_format, tools=tools))
+    assert response.status_code == 400
+    assert response.json()["error"] == {
+        "message": "response_format and tools cannot be used together on this server yet.",
+        "type": "invalid_request_error", "param": "response_format", "code": None,
+    }  # fmt: skip
