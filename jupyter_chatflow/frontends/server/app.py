@@ -80,12 +80,11 @@ def _routes(app: FastAPI, state: ServerState) -> None:
         key = _authorize(request, state)
         state.host.require()  # a 503 while the model loads does not count against the key's limits
         request.state.headers.update(state.limiter.admit(key))
-        body = await _body(request, state)
-        data = parse_json(body)
+        data = parse_json(await _body(request, state))
         request.state.claim = None
         idempotency_key = request.headers.get(HEADER)
         if idempotency_key is not None:
-            held = await state.answers.claim(key, idempotency_key, body)
+            held = await state.answers.claim(key, idempotency_key, data)
             if isinstance(held, Answer):
                 request.state.headers["x-idempotent-replay"] = "true"
                 return Response(held.body, status_code=held.status, media_type=held.media_type)

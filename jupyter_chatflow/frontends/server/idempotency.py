@@ -1,7 +1,8 @@
 """Idempotency keys: a POST retried with the same `Idempotency-Key` and body gets the stored answer, not a new one.
 
 Keys are per API key. A retry that arrives while the first attempt still runs waits for it; an attempt that
-failed or was cut off stores nothing, so its retry runs again. The same key with another body is a 400.
+failed or was cut off stores nothing, so its retry runs again. The same key with another body is a 400; bodies
+are compared as JSON, so a client that serializes the same request with other spacing or key order is not refused.
 All calls come from the event loop's thread.
 """
 
@@ -11,8 +12,10 @@ import asyncio
 import collections
 import dataclasses
 import hashlib
+import json
 import time
 from collections.abc import Callable
+from typing import Any
 
 from .errors import bad_request
 
@@ -61,11 +64,12 @@ class IdempotencyStore:
         self._clock = clock
         self._entries: collections.OrderedDict[tuple[str, str], _Entry] = collections.OrderedDict()
 
-    async def claim(self, key_id: str, idempotency_key: str, body: bytes) -> Answer | Claim:
-        """The stored answer for this key and body, or a `Claim` to produce it (waiting for an attempt underway)."""
+    async def claim(self, key_id: str, idempotency_key: str, body: dict[str, Any]) -> Answer | Claim:
+        """The stored answer for this key and (parsed) body, or a `Claim` to produce it (waiting for an attempt
+        underway)."""
         if not idempotency_key or len(idempotency_key) > 255:
             raise bad_request(f"{HEADER} must be 1 to 255 characters.", param=HEADER)
-        slot, digest = (key_id, idempotency_key), hashlib.sha256(body).hexdigest()
+        slot, digest = (key_id, idempotency_key), body_digest(body)
         while True:
             self._expire()
             entry = self._entries.get(slot)
@@ -88,3 +92,10 @@ class IdempotencyStore:
             if now - entry.created < self.ttl_s and len(self._entries) <= MAX_ENTRIES:
                 break
             self._entries.popitem(last=False)
+
+
+def body_digest(body: dict[str, Any]) -> str:
+    """A hash of the body's JSON in one canonical form (sorted keys, no spaces): the same request whatever the
+    client's serializer did with whitespace and key order."""
+    canonical = json.dumps(body, sort_keys=True, separators=(",", ":"))  # ASCII: a lone surrogate encodes too
+    return hashlib.sha256(canonical.encode()).hexdigest()

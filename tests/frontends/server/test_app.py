@@ -91,6 +91,18 @@ def test_the_same_idempotency_key_and_body_return_the_stored_answer(serve, http)
     assert replayed == streamed and streamed.endswith("data: [DONE]\n\n") and len(engine.streams) == 2
 
 
+def test_the_same_body_spelled_with_other_spacing_and_key_order_is_the_same_request(serve, http):
+    base, state = serve(delay=0.0)
+    body = chat_body(temperature=1.0, max_tokens=6)
+    compact = json.dumps(body, separators=(",", ":")).encode()
+    spread = json.dumps(dict(reversed(body.items())), indent=2).encode()
+    headers = {"Idempotency-Key": "k1", "Content-Type": "application/json"}
+    first = http.post(f"{base}/v1/chat/completions", content=compact, headers=headers)
+    again = http.post(f"{base}/v1/chat/completions", content=spread, headers=headers)
+    assert first.status_code == again.status_code == 200 and again.json() == first.json()
+    assert again.headers["x-idempotent-replay"] == "true" and len(state.host.engine.streams) == 1
+
+
 def test_a_client_that_disconnects_cancels_its_generation_within_a_step_or_two(serve):
     base, state = serve(delay=0.05)
     body = chat_body(max_tokens=500, ignore_eos=True, stream=True)
