@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
-import json
 import threading
 import time
 import uuid
@@ -108,9 +107,10 @@ async def _whole(pump: Pump, chat: ChatRequest, request: Request) -> Response:
     body = completion(items, chat.logprobs)
     if "error" in body:
         raise APIError(500, body["error"]["message"], type="server_error", code="generation_failed")
-    if request.state.claim is not None:
-        request.state.claim.store(Answer(200, "application/json", json.dumps(body).encode()))
-    return JSONResponse(body)
+    response = JSONResponse(body)
+    if request.state.claim is not None:  # the bytes sent, so a replay is byte for byte the same answer
+        request.state.claim.store(Answer(200, "application/json", bytes(response.body)))
+    return response
 
 
 async def _disconnect(request: Request) -> None:

@@ -81,7 +81,7 @@ def test_the_same_idempotency_key_and_body_return_the_stored_answer(serve, http)
     body = chat_body(temperature=1.0, max_tokens=6)  # sampled: a second generation would differ
     first = http.post(f"{base}/v1/chat/completions", json=body, headers={"Idempotency-Key": "k1"})
     again = http.post(f"{base}/v1/chat/completions", json=body, headers={"Idempotency-Key": "k1"})
-    assert first.status_code == again.status_code == 200 and again.json() == first.json()
+    assert first.status_code == again.status_code == 200 and again.content == first.content
     assert again.headers["x-idempotent-replay"] == "true" and len(engine.streams) == 1
     other = http.post(f"{base}/v1/chat/completions", json=chat_body(max_tokens=3), headers={"Idempotency-Key": "k1"})
     assert other.status_code == 400 and other.json()["error"]["code"] == "idempotency_key_reused"
@@ -99,7 +99,7 @@ def test_the_same_body_spelled_with_other_spacing_and_key_order_is_the_same_requ
     headers = {"Idempotency-Key": "k1", "Content-Type": "application/json"}
     first = http.post(f"{base}/v1/chat/completions", content=compact, headers=headers)
     again = http.post(f"{base}/v1/chat/completions", content=spread, headers=headers)
-    assert first.status_code == again.status_code == 200 and again.json() == first.json()
+    assert first.status_code == again.status_code == 200 and again.content == first.content
     assert again.headers["x-idempotent-replay"] == "true" and len(state.host.engine.streams) == 1
 
 
