@@ -49,8 +49,8 @@ def build_parser() -> argparse.ArgumentParser:
 def _serve_parser(commands: Any) -> argparse.ArgumentParser:
     """`chatflow serve`'s flags (the server's own, not a turn's: see frontends/server/config.py)."""
     serve = commands.add_parser("serve", help="an OpenAI-compatible HTTP server (needs the `serve` extra)")
-    serve.add_argument("--host", default="127.0.0.1", help="address to listen on (default: 127.0.0.1)")
-    serve.add_argument("--port", type=int, default=8000, help="port (default: 8000)")
+    serve.add_argument("--host", type=_host, default="127.0.0.1", help="address to listen on (default: 127.0.0.1)")
+    serve.add_argument("--port", type=_port, default=8000, help="port, 1 to 65535 (default: 8000)")
     serve.add_argument("--api-key", action="append", metavar="KEY", dest="api_key",
                        help="a key clients must send as 'Authorization: Bearer KEY' (repeatable; also "
                             "CHATFLOW_API_KEYS=KEY[,KEY…]); required to listen beyond loopback")  # fmt: skip
@@ -58,6 +58,26 @@ def _serve_parser(commands: Any) -> argparse.ArgumentParser:
     serve.add_argument("--token-limit", type=int, metavar="N", help="tokens per minute per key (default: no limit)")
     serve.add_argument("--max-batch", type=int, default=8, metavar="N", help="sequences decoded together (default: 8)")
     return serve
+
+
+def _host(text: str) -> str:
+    """--host: an address or name to listen on; an empty one is refused here (uvicorn would take it for every
+    interface)."""
+    if not text.strip():
+        raise argparse.ArgumentTypeError("must name an address to listen on, such as 127.0.0.1 (this machine only) "
+                                         "or 0.0.0.0 (every interface); got an empty one")  # fmt: skip
+    return text.strip()
+
+
+def _port(text: str) -> int:
+    """--port: a TCP port, 1 to 65535 (a port past that would be accepted and then listen nowhere)."""
+    try:
+        port = int(text)
+    except ValueError:
+        port = -1
+    if not 1 <= port <= 65535:  # 0 too: uvicorn would take a free port the banner could not name
+        raise argparse.ArgumentTypeError(f"must be a whole number from 1 to 65535; got {text!r}")
+    return port
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -148,7 +168,7 @@ def _print_ending(last, out: TextIO) -> None:
 def run_serve(args: argparse.Namespace) -> int:
     """`chatflow serve`: the OpenAI-compatible server until Ctrl-C (exit 0)."""
     try:
-        from jupyter_chatflow.frontends.server.config import ServerConfig, keys_from
+        from jupyter_chatflow.frontends.server.config import ServerConfig, base_url, keys_from
         from jupyter_chatflow.frontends.server.main import serve
     except ImportError as error:
         extra = "pip install 'jupyter_chatflow[serve]'"
@@ -157,7 +177,7 @@ def run_serve(args: argparse.Namespace) -> int:
         host=args.host, port=args.port, api_keys=keys_from(args.api_key), rate_limit=args.rate_limit,
         token_limit=args.token_limit, max_batch=args.max_batch,
     )  # fmt: skip
-    url = f"http://{args.host}:{args.port}/v1"
+    url = f"{base_url(config.host, config.port)}/v1"
     print(f"chatflow serve: {url} (GET /health says when the model is ready)", file=sys.stderr, flush=True)
     serve(config, args.model)
     return 0

@@ -24,7 +24,7 @@ from jupyter_chatflow.engine.scheduler import Scheduler
 from jupyter_chatflow.errors import ChatflowError
 
 from .app import create_app
-from .config import ServerConfig
+from .config import ServerConfig, base_url
 from .host import ModelHost
 from .state import ServerState
 
@@ -39,7 +39,7 @@ class BackgroundServer:
         host = ModelHost.ready(model, name=config.model_name, make_engine=lambda _: self.scheduler)
         app = create_app(host, config)
         self.state: ServerState = app.state.chatflow
-        self.url = f"http://{config.host}:{listening.getsockname()[1]}"
+        self.url = base_url(config.host, listening.getsockname()[1])
         self._server = uvicorn.Server(uvicorn.Config(app, log_level="warning", lifespan="off"))
         self._socket = listening
         self._thread = threading.Thread(target=self._server.run, kwargs={"sockets": [listening]},

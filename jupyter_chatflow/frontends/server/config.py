@@ -38,7 +38,12 @@ class ServerConfig:
     """The model id clients send and /v1/models lists (default: the model file's name without .gguf)."""
 
     def __post_init__(self) -> None:
-        for name in ("port", "max_batch", "max_queue", "max_body_bytes"):
+        if not self.host.strip():
+            raise ChatflowError("host cannot be empty: give an address to listen on, such as 127.0.0.1 (this machine "
+                                "only) or 0.0.0.0 (every interface).")  # fmt: skip
+        if not 1 <= self.port <= 65535:
+            raise ChatflowError(f"port must be from 1 to 65535; got {self.port}")
+        for name in ("max_batch", "max_queue", "max_body_bytes"):
             if getattr(self, name) < 1:
                 raise ChatflowError(f"{name} must be at least 1; got {getattr(self, name)}")
         for name in ("rate_limit", "token_limit"):
@@ -54,6 +59,12 @@ def keys_from(flags: list[str] | None, environ: dict[str, str] | os._Environ[str
     """The API keys: each --api-key, then the comma-separated ones in $CHATFLOW_API_KEYS (duplicates once)."""
     variable = [k.strip() for k in environ.get(KEYS_VARIABLE, "").split(",") if k.strip()]
     return tuple(dict.fromkeys([*(flags or []), *variable]))
+
+
+def base_url(host: str, port: int) -> str:
+    """The server's address as a URL: an IPv6 address in brackets (`http://[::1]:8000`), as URLs must spell it."""
+    shown = f"[{host}]" if ":" in host and not host.startswith("[") else host
+    return f"http://{shown}:{port}"
 
 
 def is_loopback(host: str) -> bool:

@@ -6,7 +6,7 @@ import pytest
 
 from jupyter_chatflow.errors import ChatflowError
 from jupyter_chatflow.frontends.cli import build_parser, main
-from jupyter_chatflow.frontends.server.config import ServerConfig, is_loopback, keys_from
+from jupyter_chatflow.frontends.server.config import ServerConfig, base_url, is_loopback, keys_from
 
 
 def test_the_flags_as_the_issue_spells_them():
@@ -46,3 +46,36 @@ def test_the_command_says_how_to_fix_it(capsys, monkeypatch):
 def test_limits_must_be_positive():
     with pytest.raises(ChatflowError, match="--rate-limit"):
         ServerConfig(rate_limit=0)
+
+
+@pytest.mark.parametrize("port", ["70000", "0", "-1", "http"])
+def test_a_port_outside_1_to_65535_is_an_argparse_error_naming_the_flag(capsys, port):
+    with pytest.raises(SystemExit) as exit:
+        build_parser().parse_args(["serve", "--port", port])
+    assert exit.value.code == 2
+    assert f"argument --port: must be a whole number from 1 to 65535; got '{port}'" in capsys.readouterr().err
+    assert build_parser().parse_args(["serve", "--port", "65535"]).port == 65535
+    with pytest.raises(ChatflowError, match="port must be from 1 to 65535; got 70000"):
+        ServerConfig(port=70000)
+
+
+@pytest.mark.parametrize("host", ["", "  "])
+def test_an_empty_host_is_refused_with_what_to_give_instead(capsys, host):
+    with pytest.raises(SystemExit) as exit:
+        build_parser().parse_args(["serve", "--host", host])
+    assert exit.value.code == 2
+    error = capsys.readouterr().err
+    assert "argument --host: must name an address to listen on, such as 127.0.0.1" in error and "0.0.0.0" in error
+    with pytest.raises(ChatflowError, match="host cannot be empty"):
+        ServerConfig(host=host, api_keys=("k",))
+
+
+def test_the_banner_writes_an_ipv6_address_in_brackets(capsys, monkeypatch):
+    from jupyter_chatflow.frontends.server import main as server_main
+
+    served = []
+    monkeypatch.setattr(server_main, "serve", lambda config, model: served.append(config))
+    assert main(["serve", "--host", "::1", "--port", "8123"]) == 0
+    assert "chatflow serve: http://[::1]:8123/v1 (GET /health" in capsys.readouterr().err
+    assert served[0].host == "::1" and served[0].port == 8123
+    assert base_url("127.0.0.1", 8000) == "http://127.0.0.1:8000" and base_url("[::1]", 80) == "http://[::1]:80"
