@@ -20,7 +20,7 @@ from . import log
 from .completions import chat_completions
 from .config import ServerConfig
 from .conversation import conversation_turn, resume
-from .errors import APIError, server_error
+from .errors import APIError, bad_request, server_error
 from .host import ModelHost
 from .idempotency import HEADER, Answer, Claim
 from .log import RequestRecord
@@ -126,7 +126,10 @@ def _too_large(limit: int) -> APIError:
 
 def _tokens(tokenizer: Any, data: dict[str, Any]) -> list[int]:
     """/tokenize: `prompt` as user text, or `messages` (and `tools`) through the chat template, as a completion
-    would make its prompt."""
+    would make its prompt; both is a 400 (which one was meant cannot be told)."""
+    if data.get("prompt") is not None and data.get("messages") is not None:
+        raise bad_request("Give prompt or messages, not both: prompt counts plain text, messages a chat through "
+                          "the chat template.", param="prompt")  # fmt: skip
     if isinstance(data.get("prompt"), str):
         return list(tokenizer.encode(data["prompt"]))
     if "messages" in data:

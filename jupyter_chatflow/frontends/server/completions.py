@@ -35,7 +35,8 @@ async def chat_completions(request: Request, state: ServerState, data: dict[str,
     """Run one chat completion; the caller has checked the key, the limits and the idempotency key."""
     record = request.state.record
     model, engine = state.host.require()
-    chat, tools, schema = parse_chat(data, state.host.name), parse_tools(data), response_schema(data)
+    window = model.config.context_length
+    chat, tools, schema = parse_chat(data, state.host.name, window), parse_tools(data), response_schema(data)
     record.model, record.stream = chat.model, chat.stream
     prompt = model.tokenizer.apply_chat_template(prompt_messages(chat.messages, tools, model.tokenizer))
     if len(prompt) >= model.config.context_length:

@@ -1,8 +1,9 @@
 """A chat completion request's body, checked field by field: a wrong one is a 400 whose message and `param` name it.
 
-The knobs are OpenAI's (temperature 1 and top_p 1 unless given; no max_tokens: up to the window) plus vLLM's
-extras `top_k`, `min_p`, `repetition_penalty` and `ignore_eos`. Unknown fields are left alone, as OpenAI's own
-clients send some this server has no use for (`user`, `metadata`, `store`).
+The knobs are OpenAI's (temperature 1 and top_p 1 unless given, temperature at most 2; max_tokens below the
+window, and none: up to the window) plus vLLM's extras `top_k` (-1 or 0: off), `min_p`, `repetition_penalty`
+and `ignore_eos`. Unknown fields are left alone, as OpenAI's own clients send some this server has no use for
+(`user`, `metadata`, `store`).
 """
 
 from __future__ import annotations
@@ -20,6 +21,9 @@ from .errors import APIError, bad_request
 
 ROLES = {"system": "system", "developer": "system", "user": "user", "assistant": "assistant", "tool": "tool"}
 MAX_TOP_LOGPROBS = N_ALTERNATIVES  # the alternatives the engine computes at each step (OpenAI allows 20)
+MAX_TEMPERATURE = 2.0  # OpenAI's range is 0 to 2; the engine would take more, this API does not
+TOP_K_OFF = -1  # vLLM's spelling of "no top-k" (the engine's is 0)
+MAX_STOP = 4  # stop strings per request, as OpenAI allows
 _KNOBS = ("temperature", "top_p", "top_k", "min_p", "repetition_penalty", "seed")
 _UNSUPPORTED_ZERO = ("frequency_penalty", "presence_penalty")
 
@@ -68,15 +72,17 @@ def parse_json(body: bytes) -> dict[str, Any]:
     return data
 
 
-def parse_chat(data: dict[str, Any], served: str) -> ChatRequest:
-    """Check a chat completion body against the model this server serves (`served`)."""
+def parse_chat(data: dict[str, Any], served: str, window: int) -> ChatRequest:
+    """Check a chat completion body against the model this server serves (`served`, whose context window is
+    `window` tokens)."""
     model = check_model(data, served)
     stream = _bool(data, "stream")
+    max_tokens = _max_tokens(data, window)
     return ChatRequest(
         model=model,
         messages=parse_messages(data.get("messages")),
-        params=_params(data),
-        max_tokens_given=_max_tokens(data) is not None,
+        params=_params(data, max_tokens),
+        max_tokens_given=max_tokens is not None,
         stream=stream,
         include_usage=_include_usage(data.get("stream_options"), stream),
         logprobs=_bool(data, "logprobs"),
@@ -151,7 +157,8 @@ def _content(content: Any, where: str) -> str:
     raise bad_request(f"{where} must be a string or a list of text parts; only text is supported.", param=where)
 
 
-def _params(data: dict[str, Any]) -> SamplingParams:
+def _params(data: dict[str, Any], max_tokens: int | None) -> SamplingParams:
+    """The sampler's knobs, each range-checked (`max_tokens` is checked already: `_max_tokens`)."""
     for name in _UNSUPPORTED_ZERO:
         if data.get(name) not in (None, 0, 0.0):
             raise bad_request(f"{name} is not supported by this server; use repetition_penalty.", param=name)
@@ -161,11 +168,12 @@ def _params(data: dict[str, Any]) -> SamplingParams:
         if data.get(name):
             raise bad_request(f"{name} is not supported by this server yet.", param=name)
     knobs: dict[str, Any] = {k: data[k] for k in _KNOBS if data.get(k) is not None}
+    if _is_int(knobs.get("top_k"), TOP_K_OFF):
+        knobs["top_k"] = 0
     for name, value in knobs.items():
-        error = number_error(name, value)
+        error = _knob_error(name, value)
         if error:
             raise bad_request(error, param=name)
-    max_tokens = _max_tokens(data)
     if max_tokens is not None:
         knobs["max_tokens"] = max_tokens
     stop = data.get("stop")
@@ -175,22 +183,44 @@ def _params(data: dict[str, Any]) -> SamplingParams:
     return SamplingParams(**knobs)
 
 
-def _max_tokens(data: dict[str, Any]) -> int | None:
-    """max_completion_tokens, else max_tokens (its older name), else None (up to the window)."""
+def _knob_error(name: str, value: Any) -> str | None:
+    """Why a knob's value is no good (None if it is): the engine's range, narrowed to OpenAI's 0 to 2 for
+    temperature, and for top_k with vLLM's -1 named too."""
+    error = number_error(name, value)
+    if name == "temperature" and (error or value > MAX_TEMPERATURE):
+        return f"temperature must be a number from 0 to {MAX_TEMPERATURE:g} (0 is greedy); got {shown(value)}."
+    if name == "top_k" and error:
+        return f"top_k must be a whole number >= 0 (0, or -1 as vLLM spells it, is off); got {shown(value)}."
+    return error
+
+
+def _is_int(value: Any, wanted: int) -> bool:
+    """`value` is the integer `wanted` (not a bool, not a float that equals it)."""
+    return isinstance(value, int) and not isinstance(value, bool) and value == wanted
+
+
+def _max_tokens(data: dict[str, Any], window: int) -> int | None:
+    """max_completion_tokens, else max_tokens (its older name), else None (up to the window); the whole window or
+    more can never be generated (the prompt takes some of it), so asking for it is a 400, not a silent cut."""
     for name in ("max_completion_tokens", "max_tokens"):
         value = data.get(name)
         if value is not None:
             error = number_error("max_tokens", value)
             if error:
                 raise bad_request(error.replace("max_tokens", name, 1), param=name)
+            if value >= window:  # the prompt needs at least one of the window's tokens
+                raise bad_request(f"{name} must be from 1 to {window - 1} (the model's window is {window} tokens, "
+                                  f"shared by the prompt and the answer); got {value}.", param=name)  # fmt: skip
             return int(value)
     return None
 
 
 def _stop(stop: Any) -> tuple[str, ...]:
+    """Up to 4 stop strings; one string is one stop string, and [] is none."""
     strings = [stop] if isinstance(stop, str) else stop
-    if not isinstance(strings, list) or not 1 <= len(strings) <= 4:
-        raise bad_request(f"stop must be a string or a list of 1 to 4 strings; got {shown(stop)}.", param="stop")
+    if not isinstance(strings, list) or len(strings) > MAX_STOP:
+        raise bad_request(f"stop must be a string or a list of up to {MAX_STOP} strings; got {shown(stop)}.",
+                          param="stop")  # fmt: skip
     try:
         return SamplingParams(stop=tuple(strings)).stop
     except GenerationError as error:

@@ -96,6 +96,23 @@ def test_a_stop_string_ends_the_answer_before_it(client, tiny_model):
     assert answer.choices[0].message.content == generation.text[: generation.text.index(stop)]
 
 
+def test_vllms_top_k_of_minus_one_and_an_empty_stop_list_are_accepted_as_off(client):
+    def ask(**knobs) -> tuple[str, str]:
+        answer = client.chat.completions.create(model="tiny", messages=PROMPT, temperature=1.0, seed=3, max_tokens=12,
+                                                **knobs)  # fmt: skip
+        return answer.choices[0].message.content, answer.choices[0].finish_reason
+
+    plain = ask()
+    assert ask(extra_body={"top_k": -1}) == plain == ask(extra_body={"top_k": 0})
+    assert ask(stop=[]) == plain
+
+
+def test_temperature_two_and_max_tokens_of_all_but_one_of_the_window_are_accepted(client, tiny_model):
+    window = tiny_model.config.context_length
+    answer = client.chat.completions.create(model="tiny", messages=PROMPT, temperature=2, max_tokens=window - 1)
+    assert answer.choices[0].finish_reason in ("stop", "length") and answer.usage.completion_tokens >= 1
+
+
 def test_max_completion_tokens_bounds_the_answer(client):
     answer = client.chat.completions.create(model="tiny", messages=PROMPT, max_completion_tokens=3,
                                             extra_body={"ignore_eos": True})  # fmt: skip

@@ -34,11 +34,13 @@ def still_serving(http: httpx.Client, base: str, headers: dict | None = None) ->
         (chat_body(messages=[{"role": "wizard", "content": "x"}]), "messages[0].role", "wizard"),
         (chat_body(messages=[{"role": "user", "content": 5}]), "messages[0].content", "string"),
         (chat_body(temperature=-1), "temperature", "temperature must be"),
+        (chat_body(temperature=2.5), "temperature", "from 0 to 2"),
+        (chat_body(top_k=-2), "top_k", "-1 as vLLM spells it"),
         (chat_body(top_p=2), "top_p", "top_p"),
         (chat_body(max_tokens=0), "max_tokens", "max_tokens"),
         (chat_body(max_completion_tokens="5"), "max_completion_tokens", "max_completion_tokens"),
         (chat_body(seed=-3), "seed", "seed"),
-        (chat_body(stop=["a", "b", "c", "d", "e"]), "stop", "1 to 4"),
+        (chat_body(stop=["a", "b", "c", "d", "e"]), "stop", "up to 4"),
         (chat_body(stream="yes"), "stream", "true or false"),
         (chat_body(stream_options={"include_usage": True}), "stream_options", "stream is true"),
         (chat_body(top_logprobs=3), "top_logprobs", "logprobs"),
@@ -56,6 +58,40 @@ def test_a_bad_body_is_a_400_naming_the_field(serve, http, body, param, words):
     assert response.status_code == 400 and error["type"] == "invalid_request_error"
     assert error["param"] == param and words in error["message"]
     still_serving(http, base)
+
+
+@pytest.mark.parametrize(
+    ("body", "param", "message"),
+    [
+        (chat_body(temperature=2.5), "temperature", "temperature must be a number from 0 to 2 (0 is greedy); got 2.5."),
+        (chat_body(temperature=-0.5), "temperature",
+         "temperature must be a number from 0 to 2 (0 is greedy); got -0.5."),
+        (chat_body(top_k=-2), "top_k",
+         "top_k must be a whole number >= 0 (0, or -1 as vLLM spells it, is off); got -2."),
+        (chat_body(max_tokens=512), "max_tokens",
+         "max_tokens must be from 1 to 511 (the model's window is 512 tokens, shared by the prompt and the answer); "
+         "got 512."),
+        (chat_body(max_completion_tokens=10_000), "max_completion_tokens",
+         "max_completion_tokens must be from 1 to 511 (the model's window is 512 tokens, shared by the prompt and the "
+         "answer); got 10000."),
+    ],
+)  # fmt: skip
+def test_a_knob_outside_openais_range_or_the_window_is_a_400_that_says_the_range(serve, http, body, param, message):
+    base, _ = serve()
+    response = http.post(f"{base}/v1/chat/completions", json=body)
+    assert response.status_code == 400
+    assert error_of(response) == {"message": message, "type": "invalid_request_error", "param": param, "code": None}
+
+
+def test_tokenize_with_both_prompt_and_messages_is_a_400_that_says_to_give_one(serve, http):
+    base, _ = serve()
+    body = {"prompt": "Hi", "messages": [{"role": "user", "content": "Hi"}]}
+    response = http.post(f"{base}/tokenize", json=body)
+    assert response.status_code == 400 and error_of(response) == {
+        "message": "Give prompt or messages, not both: prompt counts plain text, messages a chat through the chat "
+        "template.", "type": "invalid_request_error", "param": "prompt", "code": None,
+    }  # fmt: skip
+    assert http.post(f"{base}/tokenize", json={"prompt": "Hi", "messages": None}).json()["count"] >= 1
 
 
 def test_a_prompt_longer_than_the_window_is_a_400(serve, http, tiny_model):
