@@ -61,7 +61,7 @@ def _routes(app: FastAPI, state: ServerState) -> None:
     def models(request: Request) -> Response:
         _authorize(request, state)
         model, _ = state.host.require()
-        card = {"id": state.host.name, "object": "model", "created": 0, "owned_by": "chatflow",
+        card = {"id": state.host.name, "object": "model", "created": state.host.created, "owned_by": "chatflow",
                 "max_model_len": model.config.context_length}  # fmt: skip
         return JSONResponse({"object": "list", "data": [card]})
 

@@ -7,6 +7,7 @@ a thread of its own so the server listens (and says it is loading) from the star
 from __future__ import annotations
 
 import threading
+import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Literal
@@ -30,6 +31,8 @@ class ModelHost:
         self.model: Model | None = None
         self.engine: Engine | None = None
         self.name = ""
+        self.created = 0
+        """Unix time (whole seconds) the model was installed: the `created` of its card in GET /v1/models."""
         self._make_engine = make_engine
 
     @classmethod
@@ -72,6 +75,7 @@ class ModelHost:
         """Serve `model` (loaded elsewhere) under `name`; `status` is left to the caller."""
         self.model = model
         self.engine = self._make_engine(model)
+        self.created = int(time.time())
         self.name = name or (Path(model.path).name.removesuffix(".gguf") if model.path else "chatflow")
 
     def require(self) -> tuple[Model, Engine]:

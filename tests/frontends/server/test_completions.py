@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+import time
 
 import openai
 import pytest
@@ -122,3 +123,12 @@ def test_max_completion_tokens_bounds_the_answer(client):
 def test_models_lists_the_served_model(client, tiny_model):
     models = client.models.list().data
     assert [m.id for m in models] == ["tiny"] and models[0].owned_by == "chatflow"
+
+
+def test_models_says_when_the_model_was_loaded_in_unix_seconds(serve, http):
+    before = int(time.time())
+    base, _ = serve()
+    card = http.get(f"{base}/v1/models").json()["data"][0]
+    assert isinstance(card["created"], int) and before <= card["created"] <= time.time()
+    assert card == {"id": "tiny", "object": "model", "created": card["created"], "owned_by": "chatflow",
+                    "max_model_len": 512}  # fmt: skip
