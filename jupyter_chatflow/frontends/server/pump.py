@@ -3,12 +3,15 @@
 The engine's `Stream` blocks between steps, so a thread per request iterates it: each `Step` becomes a
 `TokenDelta` event and the end a `Completed` or `Cancelled` one, and `adapters.openai_chunks` (the same encoder the
 notebook's turns use) turns those into `chat.completion.chunk` objects. The loop side reads them with `async for`;
-`cancel()` (a disconnected client) stops the generation before its next step.
+`cancel()` (a disconnected client) stops the generation before its next step. With logprobs, each token's event
+waits until its text is in the answer (`ContentTokens`), so the logprobs never show a token a stop string cut.
 """
 
 from __future__ import annotations
 
 import asyncio
+import codecs
+import collections
 import dataclasses
 import threading
 import time
@@ -128,19 +131,27 @@ class Pump:
     def _events(self) -> Iterator[Event]:
         """The stream as the pipeline's events, stamped with the completion's id."""
         emit = Emitter(self._options.completion_id.removeprefix("chatcmpl-"))
+        tokens = ContentTokens(self._options.tokenizer) if self._options.logprobs else None
         try:
             for step in self._timed(iter(self.stream)):
-                alternatives = step.top_alternatives[: self._options.top_logprobs]
-                yield emit(TokenDelta(index=step.index, token_id=step.token_id, text=step.text, logprob=step.logprob,
-                                      entropy=step.entropy, alternatives=alternatives, elapsed_ms=step.elapsed_ms,
-                                      compile_ms=step.compile_ms))  # fmt: skip
+                for token, text in tokens.take(step) if tokens is not None else [(step, step.text)]:
+                    yield emit(self._delta(token, text))
         except Exception as error:  # an engine failure mid-stream: the client gets an error object, then [DONE]
             yield emit(Failed(error="server_error", message=f"The generation failed: {type(error).__name__}."))
             return
+        for token, text in tokens.end(self.stream.text) if tokens is not None else ():
+            yield emit(self._delta(token, text))
         call = self.stream.call if isinstance(self.stream, ToolStream) else None
         if call is not None:
             yield emit(ToolCall(call_id=call.id, name=call.name, arguments=call.arguments, constrained=True))
         yield emit(self._terminal())
+
+    def _delta(self, step: Step, text: str) -> TokenDelta:
+        """The event of one token, showing `text` (its logprob entry is made of it by `openai_chunks`)."""
+        alternatives = step.top_alternatives[: self._options.top_logprobs]
+        return TokenDelta(index=step.index, token_id=step.token_id, text=text, logprob=step.logprob,
+                          entropy=step.entropy, alternatives=alternatives, elapsed_ms=step.elapsed_ms,
+                          compile_ms=step.compile_ms)  # fmt: skip
 
     def _timed(self, steps: Iterator[Step]) -> Iterator[Step]:
         last = None
@@ -168,6 +179,74 @@ class Pump:
         reason: FinishReason = "length" if stream.finish_reason == "length" else "stop"
         return Completed(finish_reason=reason, text=stream.text, usage=counts, timings=spent,
                          tokens_per_s=usage.decode_tokens_per_s)  # fmt: skip
+
+
+@dataclasses.dataclass
+class _Token:
+    """A token not handed on yet: the content it carries ends at `carries` (characters); it is all in the content
+    once the content reaches `needs` (None while its last character is unfinished, waiting for the next token's
+    bytes: half of "é" needs the whole "é", which the token after it carries)."""
+
+    step: Step
+    carries: int
+    needs: int | None
+
+
+class ContentTokens:
+    """The tokens whose text is in the answer's content, each with that text, for logprobs that match the content.
+
+    A step's `text` is what it made visible, which is not always its own token's: text that could begin a stop
+    string waits, and a stop string cuts the text it ends with (and the tokens that wrote it, or part of them). So
+    each token's text is placed by decoding the token bytes as the engine does (the same incremental UTF-8 decoder),
+    and a token is handed on once the content holds all of it, carrying the text its bytes complete. A token a stop
+    string cut even in part (stop "Paris" keeps the " " of the token " Paris") is left out: its logprob is of text
+    the answer does not have. So are a tool call's tokens (their text is the call, not content). Content past the
+    last token handed on (that " ") goes out with the next one, or as the answer's tail.
+    """
+
+    def __init__(self, tokenizer: TokenBytes):
+        self._tokenizer = tokenizer
+        self._utf8 = codecs.getincrementaldecoder("utf-8")(errors="replace")
+        self._made = 0  # characters the tokens so far decode to, before any cut
+        self._shown = ""  # the content so far
+        self._sent = 0  # characters of the content handed on with a token
+        self._waiting: collections.deque[_Token] = collections.deque()
+
+    def take(self, step: Step) -> list[tuple[Step, str]]:
+        """The tokens whose text is all in the content now that `step` came, each with its text."""
+        before = self._made
+        text = self._utf8.decode(self._tokenizer.token_bytes(step.token_id))
+        self._made += len(text)
+        if text:  # the character the tokens before left unfinished is the first one decoded now
+            self._finish(before + 1)
+        unfinished = bool(self._utf8.getstate()[0])
+        self._waiting.append(_Token(step, carries=self._made, needs=None if unfinished else self._made))
+        self._shown += step.text
+        return self._release(self._shown)
+
+    def end(self, content: str) -> list[tuple[Step, str]]:
+        """At the end, `content` the whole answer (with text held back for a stop string that never came, and an
+        unfinished character flushed as U+FFFD): the tokens it holds; any after them had their text cut."""
+        self._finish(self._made + 1)
+        released = self._release(content)
+        self._waiting.clear()
+        return released
+
+    def _finish(self, needs: int) -> None:
+        for token in self._waiting:
+            if token.needs is None:
+                token.needs = needs
+
+    def _release(self, content: str) -> list[tuple[Step, str]]:
+        released = []
+        while self._waiting:
+            needs = self._waiting[0].needs
+            if needs is None or needs > len(content):
+                break
+            token = self._waiting.popleft()
+            released.append((token.step, content[self._sent : token.carries]))
+            self._sent = token.carries
+        return released
 
 
 def _tool_finish(item: Item) -> Item:

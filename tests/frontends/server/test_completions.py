@@ -132,3 +132,19 @@ def test_models_says_when_the_model_was_loaded_in_unix_seconds(serve, http):
     assert isinstance(card["created"], int) and before <= card["created"] <= time.time()
     assert card == {"id": "tiny", "object": "model", "created": card["created"], "owned_by": "chatflow",
                     "max_model_len": 512}  # fmt: skip
+
+
+def test_logprobs_stop_at_the_stop_string_as_the_content_does(client, tiny_model):
+    steps, generation = alone(tiny_model, temperature=0.0, ignore_eos=True, max_tokens=12)
+    stop = generation.text[3:5]  # the text of tokens 3 and 4 (one byte each): both cut, token 3 after a holdback
+    assert "".join(s.text for s in steps[3:5]) == stop and stop not in generation.text[:4]
+    knobs = {"model": "tiny", "messages": PROMPT, "temperature": 0, "max_tokens": 12, "stop": stop, "logprobs": True,
+             "top_logprobs": 2, "extra_body": {"ignore_eos": True}}  # fmt: skip
+    whole = client.chat.completions.create(**knobs).choices[0]
+    chunks = [c for c in client.chat.completions.create(**knobs, stream=True) if c.choices]
+    streamed = [e for c in chunks if c.choices[0].logprobs for e in c.choices[0].logprobs.content]
+    kept = [tiny_model.tokenizer.token_bytes(s.token_id) for s in steps[:3]]
+    assert whole.message.content == "".join(c.choices[0].delta.content or "" for c in chunks) == generation.text[:3]
+    assert whole.finish_reason == "stop" and [bytes(e.bytes) for e in whole.logprobs.content] == kept
+    assert [e.model_dump() for e in streamed] == [e.model_dump() for e in whole.logprobs.content]
+    assert b"".join(kept).decode("utf-8", "replace") == whole.message.content

@@ -58,6 +58,15 @@ def test_max_tokens_bounds_a_forced_call_as_it_does_an_answer(client, max_tokens
     assert answer.usage.completion_tokens == max_tokens
 
 
+def test_a_calls_tokens_have_no_logprobs_as_they_are_not_content(client):
+    knobs = {"model": "tiny", "messages": PROMPT, "tools": [SHOUT], "tool_choice": "required", "temperature": 0,
+             "logprobs": True}  # fmt: skip
+    whole = client.chat.completions.create(**knobs).choices[0]
+    assert whole.message.content is None and whole.message.tool_calls and whole.logprobs.content == []
+    chunks = [c for c in client.chat.completions.create(**knobs, stream=True) if c.choices]
+    assert all(c.choices[0].logprobs is None for c in chunks) and chunks[-1].choices[0].finish_reason == "tool_calls"
+
+
 def test_a_named_tool_is_the_one_called_and_streams_as_a_tool_call_delta(client):
     chunks = list(client.chat.completions.create(
         model="tiny", messages=PROMPT, tools=[ADD, SHOUT], stream=True, temperature=0,
@@ -141,12 +150,11 @@ def test_a_client_that_disconnects_mid_call_cancels_it(serve, wide_model):
     base, state = serve(model=wide_model, delay=0.05)
     note = {"type": "function", "function": {"name": "note", "parameters": {"type": "object", "properties": {
         "text": {"type": "string", "minLength": 100, "maxLength": 200}}, "required": ["text"]}}}  # fmt: skip
-    body = chat_body(PROMPT[0]["content"], tools=[note], tool_choice="required", stream=True, logprobs=True,
+    body = chat_body(PROMPT[0]["content"], tools=[note], tool_choice="required", stream=True,
                      max_tokens=300)  # fmt: skip
-    with httpx.Client(timeout=30) as client, client.stream("POST", f"{base}/v1/chat/completions", json=body) as reply:
-        lines = reply.iter_lines()
-        while '"logprobs":{' not in next(lines):  # the first step of the call came out
-            pass
-    [stream], engine = state.host.engine.streams, state.host.engine
+    engine = state.host.engine
+    with httpx.Client(timeout=30) as client, client.stream("POST", f"{base}/v1/chat/completions", json=body):
+        wait_until(lambda: engine.streams and engine.streams[0].steps >= 1)  # the first step of the call came out
+    [stream] = engine.streams
     wait_until(lambda: stream.finish_reason == "cancelled" and engine.active == 0 and engine.queued == 0)
     assert stream.steps < 20  # of the 100 characters or more the call's text must have
