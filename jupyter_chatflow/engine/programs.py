@@ -202,6 +202,7 @@ class Programs:
         _, chunk, _ = jax.eval_shape(self._jitted.decode_rows, *args)
         write.lower(cache, chunk, ints).compile()
         self.decoded(rows, length)
+        release_freed_memory()  # (as `_serial` does after a compile: the compiler's temporaries go back to the OS)
 
     def _serial(self, program: Callable[..., Any]) -> Callable[..., Any]:
         """`program`, called one thread at a time, and glibc told to return freed memory after it compiled.
