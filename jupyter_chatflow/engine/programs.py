@@ -154,6 +154,8 @@ class Programs:
         layer_graph, layer_state = nnx.split(transformer.blocks[0])
         self.layers = [jax.tree.leaves(nnx.state(block)) for block in transformer.blocks]  # the same arrays
         self._jitted = jitted = _jitted_for((graphdef, structure, layer_graph, jax.tree.structure(layer_state)))
+        # (one architecture's programs serve its float32 and bfloat16 models alike, compiled once for each)
+        self._dtypes = tuple(sorted({str(w.dtype) for w in self.weights}))
         self._lock = jitted.lock  # (one per architecture: models sharing programs compile them once)
         serial = self._serial
         self.embed_chunk, self.final_norm = serial(jitted.embed_chunk), serial(jitted.final_norm)
@@ -178,11 +180,11 @@ class Programs:
 
     def decode_ready(self, rows: int, length: int) -> bool:
         """Whether a batch of `rows` rows of `length` positions decodes without compiling first."""
-        return (rows, length) in self._jitted.decode_ready
+        return (rows, length, self._dtypes) in self._jitted.decode_ready
 
     def decoded(self, rows: int, length: int) -> None:
         """A batch of that shape ran its decode step (its programs compiled on the way, if they were not)."""
-        self._jitted.decode_ready.add((rows, length))
+        self._jitted.decode_ready.add((rows, length, self._dtypes))
 
     def warm(self, rows: int, length: int, config: ModelConfig, dtype: Any) -> None:
         """Trace and compile (or load from the persistent cache) the decode step and its cache write of a batch of
@@ -237,8 +239,9 @@ class _Jitted:
             return bound
 
         self.lock = threading.Lock()
-        self.decode_ready: set[tuple[int, int]] = set()
-        """(rows, cache length) of each batch whose decode step and cache write are compiled (`Programs.warm`)."""
+        self.decode_ready: set[tuple[int, int, tuple[str, ...]]] = set()
+        """(rows, cache length, the weights' dtypes) of each batch whose decode step and cache write are compiled
+        (`Programs.warm`)."""
         self.embed_chunk = jax.jit(bind(embed_chunk))
         self.layer = jax.jit(bind(layer, layer_graph, layer_structure))
         self.final_norm = jax.jit(bind(final_norm))
