@@ -191,11 +191,11 @@ class ToolStream:
         ids = self._prompt if include_open else [*self._prompt, *self._tokenizer.encode(self.text + CALL_OPEN)]
         fixed = constraint.take_forced()
         budget = self._call_budget(len(fixed))
-        self.usage.completion_tokens += min(len(fixed), budget + len(fixed))
+        self.usage.completion_tokens += len(fixed) + min(0, budget)  # (fixed tokens past max_tokens: cut off)
         if self._stop.is_set():
             self.finish_reason = "cancelled"
             return
-        if budget <= 0 and not (budget == 0 and constraint.is_done()):  # max_tokens ends it before the call does
+        if budget < 0 or (budget == 0 and not constraint.is_done()):  # max_tokens ends it before the call does
             self.finish_reason = "length"
             return
         if not constraint.is_done():
