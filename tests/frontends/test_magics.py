@@ -137,9 +137,10 @@ def test_html_in_prompt_and_answer_is_escaped_in_markdown():
     assert "<script>" not in shown and "&lt;script&gt;" in shown and "<strong>bold</strong>" in shown
 
 
-@pytest.mark.parametrize("where", ["yield event", "self._changed.wait()"])
-def test_an_interrupt_anywhere_in_the_reader_stops_the_turn_and_loses_nothing(shell, where):
-    """Ctrl-C can land on any bytecode of the reading thread: between two events, or while it waits for one."""
+@pytest.mark.parametrize(("where", "nth"), [("yield event", 8), ("self._changed.wait()", 2)])
+def test_an_interrupt_anywhere_in_the_reader_stops_the_turn_and_loses_nothing(shell, where, nth):
+    """Ctrl-C can land on any bytecode of the reading thread: between two events, or while it waits for one. (The
+    reader waits only when it has caught up with the model, which a loaded machine can make rare: the second wait.)"""
     import sys
 
     from jupyter_chatflow.events import Cancelled
@@ -155,7 +156,7 @@ def test_an_interrupt_anywhere_in_the_reader_stops_the_turn_and_loses_nothing(sh
     def local(frame, event, arg):
         if event == "line" and where in lines[frame.f_lineno - 1]:
             hits["n"] += 1
-            if hits["n"] == 8:
+            if hits["n"] == nth:
                 raise KeyboardInterrupt  # what the SIGINT handler does at this bytecode boundary
         return local
 
@@ -164,7 +165,7 @@ def test_an_interrupt_anywhere_in_the_reader_stops_the_turn_and_loses_nothing(sh
         view = magics._stream(response, "text", TurnView())
     finally:
         sys.settrace(None)
-    assert hits["n"] >= 8 and isinstance(view.end, Cancelled)
+    assert hits["n"] >= nth and isinstance(view.end, Cancelled)
     events = response.events()
     assert [e.sequence_number for e in events] == list(range(len(events)))
     assert view.text == events[-1].text == "".join(e.text for e in events if e.type == "token")
