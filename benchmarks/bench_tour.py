@@ -43,13 +43,13 @@ def default_notebooks() -> list[Path]:
 
 
 def status_mib(pid: int) -> dict[str, float]:
-    """VmRSS and VmHWM of a process (MiB); empty once it is gone."""
+    """VmRSS, VmHWM and RssAnon of a process (MiB); empty once it is gone."""
     try:
         lines = Path(f"/proc/{pid}/status").read_text().splitlines()
     except OSError:
         return {}
     fields = (line.split(":", 1) for line in lines)
-    return {k: int(v.split()[0]) / KIB_PER_MIB for k, v in fields if k in ("VmRSS", "VmHWM")}
+    return {k: int(v.split()[0]) / KIB_PER_MIB for k, v in fields if k in ("VmRSS", "VmHWM", "RssAnon")}
 
 
 @dataclasses.dataclass
@@ -58,7 +58,7 @@ class Watch:
 
     interval: float
     pid: int | None = None
-    samples: list[tuple[float, float]] = dataclasses.field(default_factory=list)  # (seconds, RSS MiB)
+    samples: list[tuple[float, float, float]] = dataclasses.field(default_factory=list)  # (seconds, RSS, anon MiB)
     cell_peaks: list[tuple[int, float]] = dataclasses.field(default_factory=list)  # (cell index, VmHWM MiB)
     final_peak: float | None = None  # VmHWM just before the kernel is shut down (turns may run past their cell)
     started: float = dataclasses.field(default_factory=time.perf_counter)
@@ -70,9 +70,9 @@ class Watch:
 
     def _sample(self) -> None:
         while not self._stop.wait(self.interval):
-            rss = status_mib(self.pid).get("VmRSS") if self.pid else None
-            if rss is not None:
-                self.samples.append((time.perf_counter() - self.started, rss))
+            status = status_mib(self.pid) if self.pid else {}
+            if "VmRSS" in status:
+                self.samples.append((time.perf_counter() - self.started, status["VmRSS"], status["RssAnon"]))
 
     def after_cell(self, index: int) -> None:
         peak = status_mib(self.pid).get("VmHWM") if self.pid else None
@@ -88,16 +88,19 @@ class Watch:
     def summary(self) -> dict[str, Any]:
         peaks = [p for _, p in self.cell_peaks]
         rises = [(p - before, i) for (i, p), before in zip(self.cell_peaks, [0.0, *peaks], strict=False)]
-        rss = [r for _, r in self.samples]
+        rss, anon = [r for _, r, _ in self.samples], [a for _, _, a in self.samples]
         every = [*peaks, *rss, *([self.final_peak] if self.final_peak is not None else [])]
         return {
             "peak_mib": round(max(every), 1) if every else None,
             "peak_before_shutdown_mib": self.final_peak,
             "max_sampled_rss_mib": round(max(rss), 1) if rss else None,
+            "max_sampled_anon_mib": round(max(anon), 1) if anon else None,
             "last_rss_mib": round(rss[-1], 1) if rss else None,
             "peak_raised_most_by_cell": max(rises)[1] if rises else None,
             "peak_after_cell": [[i, round(p, 1)] for i, p in self.cell_peaks],
-            "rss_samples": [[round(t, 2), round(r, 1)] for t, r in self.samples[:: max(1, len(self.samples) // 200)]],
+            "rss_samples": [
+                [round(t, 2), round(r, 1), round(a, 1)] for t, r, a in self.samples[:: max(1, len(self.samples) // 200)]
+            ],
         }
 
 
@@ -142,13 +145,22 @@ class _Client(nbclient.NotebookClient):
 
 
 def table(rows: list[dict[str, Any]], limit: float | None) -> str:
-    header = ["notebook", "wall s", "peak MiB", "max sampled RSS", "cell raising peak most", "status"]
+    header = [
+        "notebook",
+        "wall s",
+        "peak MiB",
+        "max sampled RSS",
+        "max sampled anon",
+        "cell raising peak most",
+        "status",
+    ]
     lines = [header]
     for row in rows:
         over = limit is not None and row["peak_mib"] is not None and row["peak_mib"] > limit
         status = "error: " + row["error"] if row["error"] else ("OVER LIMIT" if over else "ok")
         lines.append([row["notebook"], f"{row['wall_s']:.1f}", _mib(row["peak_mib"]),
-                      _mib(row["max_sampled_rss_mib"]), str(row["peak_raised_most_by_cell"]), status])  # fmt: skip
+                      _mib(row["max_sampled_rss_mib"]), _mib(row["max_sampled_anon_mib"]),
+                      str(row["peak_raised_most_by_cell"]), status])  # fmt: skip
     widths = [max(len(line[i]) for line in lines) for i in range(len(header))]
     return "\n".join("  ".join(c.ljust(w) for c, w in zip(line, widths, strict=True)).rstrip() for line in lines)
 

@@ -55,6 +55,8 @@ BATCH_SIZES = (1, 2, 8, 16)
 MIN_ROW_CACHE = 512  # positions per row at least: a chat prompt and its answer, without a grow on the way
 _log = logging.getLogger(__name__)
 WARM_AHEAD = 64  # steps before the rows fill the cache: compile the doubled cache's decode programs meanwhile
+IDLE_EXIT_S = 30.0  # the loop thread ends after this long with nothing to do (a submit starts another), so an
+# unused scheduler, and the model it holds, can be collected
 
 
 @dataclasses.dataclass(frozen=True)
@@ -188,8 +190,14 @@ class Scheduler:
         with self._work:
             self._closing = True
             self._work.notify()
-        if self._thread is not None:
-            self._thread.join()
+            thread = self._thread
+        if thread is not None:
+            thread.join()
+
+    @property
+    def closed(self) -> bool:
+        """`close()` was called: `submit` raises."""
+        return self._closing
 
     def __enter__(self) -> Scheduler:
         return self
@@ -231,13 +239,20 @@ class Scheduler:
                 self._decode()
             except Exception as error:  # a failed program: end what ran, keep serving the rest
                 self._fail(error)
-        self._end_all()
+        if self._closing:  # (not after an idle end: a newer loop thread may be serving by now)
+            self._end_all()
 
     def _wait_for_work(self) -> bool:
+        """Whether there is work; False when closing, or after `IDLE_EXIT_S` idle (the thread then ends)."""
         with self._work:
-            while not self._closing and not (self._waiting or self._filling or self.active):
-                self._work.wait()
+            while not self._closing and not self._has_work():
+                if not self._work.wait(IDLE_EXIT_S) and not self._has_work():
+                    self._thread = None  # (under the lock: a submit from now on starts a new thread)
+                    return False
             return not self._closing
+
+    def _has_work(self) -> bool:
+        return bool(self._waiting or self._filling or self.active)
 
     def _admit(self) -> None:
         """Start the prefill of the next waiting sequence when a row is free for it. One prefill at a time: its

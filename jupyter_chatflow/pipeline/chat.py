@@ -55,7 +55,9 @@ from .tools import Toolbox
 from .turn import DEFAULT_SYSTEM, Turn, TurnSetup
 
 STOPPED_MARK = " [stopped]"
-CHAT_BATCH = 2  # rows of a chat's own scheduler: an answer and its title (each batch size compiled costs memory)
+CHAT_BATCH = 2  # rows of the chats' scheduler: an answer and its title (each batch size compiled costs memory)
+_SCHEDULERS: weakref.WeakValueDictionary[int, Scheduler] = weakref.WeakValueDictionary()  # id(model): its chats'
+_SCHEDULERS_LOCK = threading.Lock()
 T = TypeVar("T")
 
 
@@ -96,9 +98,10 @@ class Chat:
         if isinstance(model, str) and self.remote is None:
             raise ChatflowError(f"model={model!r} names a server's model: pass base_url= too, or a cf.load_model(…).")
         self._model = None if self.remote or isinstance(model, str) else model or load_model()
-        own = None if self._model is None else scheduler or _own_scheduler(self, self._model)
+        own = None if self._model is None else scheduler or shared_scheduler(self._model)
         self.scheduler: Scheduler | None = own
-        """Runs the generations (answers, the title, prewarms); pass one to share it (a server's); None: remote."""
+        """Runs the generations (answers, the title, prewarms): the one every chat on this model shares, or the
+        one passed (a server's); None for a remote chat."""
         self.context_window = 0 if self._model is None else _window(context_window, self._model.config.context_length)
         """The tokens a turn's prompt and answer may take: the model's window, or less (to see trimming early); 0 for
         a remote chat (the server's window applies)."""
@@ -363,11 +366,16 @@ class Chat:
         self.telemetry.log(turn_record(events, model=name, redact=redact))
 
 
-def _own_scheduler(chat: Chat, model: Model) -> Scheduler:
-    """A scheduler for this chat alone, closed (its loop thread ended) when the chat is collected."""
-    scheduler = Scheduler(model, max_batch=CHAT_BATCH)
-    weakref.finalize(chat, scheduler.close)
-    return scheduler
+def shared_scheduler(model: Model) -> Scheduler:
+    """The scheduler of every chat on `model` (`CHAT_BATCH` rows). One scheduler owns the model: chats whose turns
+    run at once (a notebook's Run All, two panels) are batched together rather than each holding its own KV cache
+    and compiling its own programs at the same time (~250 MiB more at the quickstart's peak). It lives while a chat
+    uses it or its loop thread runs (`IDLE_EXIT_S`); a closed one is replaced."""
+    with _SCHEDULERS_LOCK:
+        scheduler = _SCHEDULERS.get(id(model))
+        if scheduler is None or scheduler.model is not model or scheduler.closed:
+            scheduler = _SCHEDULERS[id(model)] = Scheduler(model, max_batch=CHAT_BATCH)
+        return scheduler
 
 
 def _prompted_user_text(record: TurnRecord) -> str | None:

@@ -498,3 +498,20 @@ def test_the_doubled_caches_programs_are_compiled_before_a_row_reaches_the_end(t
     batch._empty(1, 2048)  # the window's length: nothing longer to prepare
     batch.host["pos"][0] = 2040
     assert batch.length == 2048 and not batch.grows_soon()
+
+
+def test_an_idle_loop_thread_ends_and_the_next_submit_starts_another(tiny_model, monkeypatch):
+    """An idle scheduler holds no thread, so one nobody uses (and the model it holds) can be collected."""
+    import weakref
+
+    monkeypatch.setattr(scheduling, "IDLE_EXIT_S", 0.05)
+    scheduler = Scheduler(tiny_model, max_batch=2)
+    expected = alone(tiny_model, prompt(6))
+    assert tokens(scheduler.submit(prompt(6), GREEDY)) == expected
+    wait_until(lambda s=scheduler: s._thread is None, 10)
+    assert tokens(scheduler.submit(prompt(6), GREEDY)) == expected  # served by a new loop thread
+    wait_until(lambda s=scheduler: s._thread is None, 10)
+    collected = weakref.ref(scheduler)
+    del scheduler
+    gc.collect()
+    assert collected() is None

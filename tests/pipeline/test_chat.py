@@ -7,6 +7,7 @@ import time
 
 import pytest
 
+from jupyter_chatflow.engine.scheduler import Scheduler
 from jupyter_chatflow.events import TERMINAL, Cancelled, Completed, Failed, PrefillDone, TokenDelta, Tokenized, ToolCall
 from jupyter_chatflow.pipeline.chat import Chat
 from jupyter_chatflow.pipeline.request import RequestError
@@ -453,3 +454,36 @@ def test_a_reader_that_stops_early_leaves_the_turn_to_its_other_readers_and_canc
         if event.type == "token":
             stopped.cancel()
     assert isinstance(stopped.terminal(), Cancelled) and len([e for e in stopped if e.type == "token"]) < 200
+
+
+def test_chats_on_one_model_share_its_scheduler_and_their_turns_decode_together(wide_model, tmp_path, monkeypatch):
+    """One scheduler owns the model: two chats' turns at once (a notebook's Run All) share its decode steps, and
+    each answer is the one it gets alone."""
+    db = Database(tmp_path / "shared.db")
+    first, second = (Chat(model=wide_model, db=db, session=name, persist=False) for name in ("first", "second"))
+    assert first.scheduler is second.scheduler
+    knobs = {"max_tokens": 12, "temperature": 0.0, "ignore_eos": True, "safety": "off", "memory": False}
+    alone = [first.send("Hello there", **knobs).text(), second.send("Good morning", **knobs).text()]
+    busiest, step = [], first.scheduler._batch.step
+
+    def counted(rows, *rest):
+        busiest.append(sum(r is not None for r in rows))
+        return step(rows, *rest)
+
+    again = [Chat(model=wide_model, db=db, session=name, persist=False) for name in ("first 2", "second 2")]
+    monkeypatch.setattr(first.scheduler._batch, "step", counted)
+    responses = [again[0].send("Hello there", **knobs), again[1].send("Good morning", **knobs)]
+    for response in responses:
+        response.start()
+    assert [r.text() for r in responses] == alone
+    assert max(busiest) == 2
+
+
+def test_a_chat_runs_on_the_scheduler_it_is_given_and_a_closed_shared_one_is_replaced(wide_model, tmp_path):
+    db = Database(tmp_path / "own.db")
+    with Scheduler(wide_model, max_batch=1) as own:
+        assert Chat(model=wide_model, db=db, scheduler=own, persist=False).scheduler is own
+    shared = Chat(model=wide_model, db=db, persist=False).scheduler
+    assert shared is not own
+    shared.close()
+    assert Chat(model=wide_model, db=db, persist=False).scheduler not in (shared, own)
