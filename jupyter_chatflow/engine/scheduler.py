@@ -23,6 +23,7 @@ its next length's programs compiled before a row reaches the end (`WARM_AHEAD`).
 
 from __future__ import annotations
 
+import atexit
 import dataclasses
 import itertools
 import logging
@@ -57,6 +58,17 @@ _log = logging.getLogger(__name__)
 WARM_AHEAD = 64  # steps before the rows fill the cache: compile the doubled cache's decode programs meanwhile
 IDLE_EXIT_S = 30.0  # the loop thread ends after this long with nothing to do (a submit starts another), so an
 # unused scheduler, and the model it holds, can be collected
+
+
+_LIVE: weakref.WeakSet[Scheduler] = weakref.WeakSet()
+
+
+@atexit.register
+def _close_all() -> None:
+    """At exit, before the interpreter stops its daemon threads: end every scheduler's loop and compiles. (A daemon
+    thread stopped inside an XLA call, a title still being written, aborts the process: "exception not rethrown".)"""
+    for scheduler in list(_LIVE):
+        scheduler.close()
 
 
 @dataclasses.dataclass(frozen=True)
@@ -143,6 +155,7 @@ class Scheduler:
         self.warmed: list[tuple[int, int]] = []
         """(rows, cache length) of each batch whose decode programs were compiled beside a running batch."""
         self._warming: dict[tuple[int, int], threading.Thread] = {}
+        _LIVE.add(self)
 
     def submit(
         self,
@@ -186,13 +199,15 @@ class Scheduler:
         return 0 if cache is None else sum(a.nbytes for a in (*cache.keys, *cache.values))
 
     def close(self) -> None:
-        """Stop the loop thread; every unfinished sequence ends as cancelled."""
+        """Stop the loop thread (after its current step) and wait for any compile on a thread of its own; every
+        unfinished sequence ends as cancelled."""
         with self._work:
             self._closing = True
             self._work.notify()
-            thread = self._thread
-        if thread is not None:
-            thread.join()
+            threads = [self._thread, *self._warming.values()]
+        for thread in threads:
+            if thread is not None and thread is not threading.current_thread():
+                thread.join()
 
     @property
     def closed(self) -> bool:

@@ -515,3 +515,34 @@ def test_an_idle_loop_thread_ends_and_the_next_submit_starts_another(tiny_model,
     del scheduler
     gc.collect()
     assert collected() is None
+
+
+EXIT_MID_GENERATION = """
+import sys
+from jupyter_chatflow import SamplingParams, load_model
+from jupyter_chatflow.engine.scheduler import Scheduler
+from jupyter_chatflow.testing import TinySpec, write_tiny_gguf
+
+spec = TinySpec(n_layers=4, dim=256, n_heads=4, n_kv_heads=2, ffn_dim=1024, context_length=4096)  # steps of ms
+model = load_model(write_tiny_gguf(sys.argv[1], spec), dtype="float32")
+scheduler = Scheduler(model, max_batch=2)
+params = SamplingParams(temperature=0.0, max_tokens=4000, ignore_eos=True)
+generations = [scheduler.submit([5, 6, 7], params), scheduler.submit([8, 9], params)]
+next(iter(generations[0]))
+print("leaving mid-generation", flush=True)
+"""
+
+
+def test_a_process_that_exits_mid_generation_exits_cleanly(tmp_path):
+    """A script (or `chatflow chat`, its title still being written) may end while the loop thread is inside an XLA
+    call: the scheduler is closed at exit, where a daemon thread stopped mid-call aborted the process (SIGABRT)."""
+    import os
+    import subprocess
+    import sys
+
+    script = [sys.executable, "-c", EXIT_MID_GENERATION, str(tmp_path / "exit.gguf")]
+    env = {**os.environ, "CHATFLOW_WEIGHTS_CACHE": str(tmp_path / "weights")}  # as a user runs: the second run
+    for _ in range(2):  # maps the weights the first prepared, and its steps are the ones that ran into the exit
+        result = subprocess.run(script, capture_output=True, text=True, timeout=120, env=env)
+        assert result.returncode == 0, result.stderr[-2000:]
+        assert result.stdout == "leaving mid-generation\n"
