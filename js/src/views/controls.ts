@@ -54,6 +54,8 @@ export class Header {
     this.title.classList.toggle("cf-untitled", !title);
     this.session.textContent = session ? `session ${session}` : "";
     this.modelName.textContent = model?.remote ? `${model.name} · via ${model.remote}` : (model?.name ?? "");
+    this.title.title = this.title.textContent; // (the whole of each on hover, where the header cuts them)
+    this.modelName.title = this.modelName.textContent;
     this.status.textContent = status;
     this.status.className = `cf-status cf-status-${status}`;
   }
