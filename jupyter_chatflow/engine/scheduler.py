@@ -443,7 +443,7 @@ class Scheduler:
             return
         host = self._batch.step(self._rows, masks)
         self.steps += 1
-        if self._batch.grows_soon():  # the next cache length's programs, before the rows reach it
+        if self._batch.grows_soon(self._reach()):  # the next cache length's programs, before a row reaches it
             self._warm(len(self._rows), 2 * self._batch.length)
         for sequence in self._running():
             run = sequence.run
@@ -454,6 +454,13 @@ class Scheduler:
             if self._emit(sequence, raw):
                 self._leave(sequence)
         self._shrink()
+
+    def _reach(self) -> int:
+        """The furthest cache position a running row may still come to: its position plus what its budget has left
+        (a row that must stop before the cache's end never needs it doubled, nor its programs compiled)."""
+        pos = self._batch.host["pos"]
+        reach = (int(pos[s.row]) + s.budget - len(s.run.tokens) for s in self._running() if s.run is not None)
+        return max(reach, default=0)
 
     def _masks(self) -> dict[int, np.ndarray]:
         """Each constrained row's mask for the next step; a constraint that fails ends its own sequence only."""
@@ -615,11 +622,13 @@ class _Batch:
         """The cache length a sequence with a prompt of `prompt_size` tokens needs to join (see `join`)."""
         return self._length(max(bucket(prompt_size, MIN_KEPT_LENGTH), prompt_size + 1))
 
-    def grows_soon(self) -> bool:
-        """Whether a row will reach the end of the cache within `WARM_AHEAD` steps (and the cache can double)."""
+    def grows_soon(self, reach: int) -> bool:
+        """Whether a row will reach the end of the cache within `WARM_AHEAD` steps (and the cache can double); `reach`:
+        the furthest position a row may come to (`Scheduler._reach`)."""
         return (
             bool(self.host)
             and int(self.host["pos"].max()) + WARM_AHEAD >= self.length > 0
+            and reach >= self.length
             and (self._length(2 * self.length) > self.length)
         )
 

@@ -485,19 +485,40 @@ def test_a_warm_that_fails_leaves_the_compile_to_the_loop(tiny_model, monkeypatc
 
 
 def test_the_doubled_caches_programs_are_compiled_before_a_row_reaches_the_end(tiny_model):
-    """`grows_soon`: within WARM_AHEAD positions of the end of the rows' cache, while a longer one is possible."""
+    """`grows_soon`: within WARM_AHEAD positions of the end of the rows' cache, while a row may still pass it (its
+    budget left) and a longer cache is possible."""
     model = types.SimpleNamespace(_programs=tiny_model._programs, dtype=tiny_model.dtype,
                                   config=dataclasses.replace(tiny_model.config, context_length=2048))  # fmt: skip
     batch = scheduling._Batch(model)
     batch.resize([], 1)
     assert batch.length == scheduling.MIN_ROW_CACHE == 512
     batch.host["pos"][0] = 512 - scheduling.WARM_AHEAD - 1
-    assert not batch.grows_soon()
+    assert not batch.grows_soon(reach=2048)
     batch.host["pos"][0] = 512 - scheduling.WARM_AHEAD
-    assert batch.grows_soon()
+    assert batch.grows_soon(reach=2048) and batch.grows_soon(reach=512)
+    assert not batch.grows_soon(reach=511)  # its budget ends it before the cache's end: nothing to prepare
     batch._empty(1, 2048)  # the window's length: nothing longer to prepare
     batch.host["pos"][0] = 2040
-    assert batch.length == 2048 and not batch.grows_soon()
+    assert batch.length == 2048 and not batch.grows_soon(reach=4096)
+
+
+def test_a_row_whose_budget_ends_before_the_caches_end_compiles_no_longer_cache(tmp_path, monkeypatch):
+    """A prompt near the end of the 512-position cache with a few tokens to write: no 1,024-position programs."""
+    from jupyter_chatflow import load_model
+    from jupyter_chatflow.testing import TinySpec, write_tiny_gguf
+
+    model = load_model(write_tiny_gguf(tmp_path / "w.gguf", TinySpec(context_length=1024)), dtype="float32")
+    monkeypatch.setattr(model._programs._jitted, "decode_ready", set())
+    warmed = []
+    monkeypatch.setattr(model._programs, "warm", lambda rows, length, *_: warmed.append((rows, length)))
+    ids = prompt(scheduling.MIN_ROW_CACHE - scheduling.WARM_AHEAD, 5)
+    short = SamplingParams(temperature=0.0, max_tokens=8, ignore_eos=True)
+    long = SamplingParams(temperature=0.0, max_tokens=2 * scheduling.WARM_AHEAD, ignore_eos=True)
+    with Scheduler(model, max_batch=2) as scheduler:
+        assert tokens(scheduler.submit(ids, short)) == alone(model, ids, short)
+        assert warmed == []
+        assert tokens(scheduler.submit(ids, long)) == alone(model, ids, long)
+    assert warmed == [(1, 2 * scheduling.MIN_ROW_CACHE)]
 
 
 def test_an_idle_loop_thread_ends_and_the_next_submit_starts_another(tiny_model, monkeypatch):
