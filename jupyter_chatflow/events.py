@@ -323,6 +323,8 @@ class PrefillDone(Event):
     latency_ms: float
     compile_ms: float = 0.0
     """Of latency_ms, the time XLA spent compiling (or loading from its cache) programs new to the process."""
+    queued_ms: float = 0.0
+    """Before latency_ms: the wait for a row of the engine's batch, every row busy (other chats' turns, a title)."""
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)

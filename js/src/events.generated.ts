@@ -280,6 +280,8 @@ export interface PrefillDone extends BaseEvent {
   latency_ms: number;
   /** Of latency_ms, the time XLA spent compiling (or loading from its cache) programs new to the process. */
   compile_ms: number;
+  /** Before latency_ms: the wait for a row of the engine's batch, every row busy (other chats' turns, a title). */
+  queued_ms: number;
 }
 
 /** One generated token. `text` is what became visible (after stop-string holdback and output redaction). */

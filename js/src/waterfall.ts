@@ -25,6 +25,8 @@ export interface Waterfall {
   stages: Stage[];
   /** Seconds from submission to the last event. */
   total: number;
+  /** Time spent waiting: for the engine thread (`turn_started.queued_ms`), then for a row of its batch (each
+   * round's `prefill.queued_ms`). */
   queuedMs: number;
   /** Time to first token as the magic and the CLI say it (`completed.timings.ttft_ms`, from the turn's start). */
   ttftMs: number | null;
@@ -51,10 +53,11 @@ export function waterfall(turn: TurnData): Waterfall {
   const ttftMs = ended?.timings.ttft_ms ?? b.firstTokenMs(started);
   const stages = inStartOrder(b.stages);
   const last = turn.events[turn.events.length - 1].timestamp - origin;
+  const rowWaits = turn.events.reduce((sum, e) => sum + (e.type === "prefill" ? (e.queued_ms ?? 0) : 0), 0);
   return {
     stages,
     total: Math.max(last, ...stages.map((s) => s.end)),
-    queuedMs,
+    queuedMs: queuedMs + rowWaits,
     ttftMs,
     ttftAt: ttftMs === null ? null : started.timestamp - origin + ttftMs / 1000,
     tokensPerS: terminal?.type === "completed" ? terminal.tokens_per_s : null,
@@ -174,6 +177,11 @@ class Builder {
   private prefill(e: PrefillDone, r: string): void {
     const end = e.timestamp - this.origin;
     const start = end - e.latency_ms / 1000;
+    const queued = (e.queued_ms ?? 0) / 1000;
+    if (queued > 0) {
+      const why = "every row of the engine's batch was busy (another chat's turn, a title): the prefill waited";
+      this.add(`wait for a row${r}`, "queue", start - queued, start, why);
+    }
     const compile = (e.compile_ms ?? 0) / 1000;
     if (compile > 0) this.compile(start, compile, `prefill${r}`);
     this.add(

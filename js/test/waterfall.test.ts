@@ -104,6 +104,19 @@ describe("the timeline's waterfall, against the events of real turns", () => {
     expect(w.prewarm).toContain("Prewarmed while typing, before this request: 38 tokens (18 computed) in 80 ms");
   });
 
+  it("a wait for a row of the engine's batch is a queue row that ends where the prefill began", () => {
+    const events = FIX.answer.events.map((e): ChatEvent => (e.type === "prefill" ? { ...e, queued_ms: 400 } : e));
+    const w = waterfall(turnOf(rec({ ...FIX.answer, events })));
+    const compile = w.stages.find((s) => s.kind === "compile")!; // (the fixture's prefill began by compiling)
+    const wait = w.stages.find((s) => s.label === "wait for a row")!;
+    expect(wait.kind).toBe("queue");
+    expect(wait.end - wait.start).toBeCloseTo(0.4, 9);
+    expect(wait.end).toBeCloseTo(compile.start, 9);
+    const started = events.find((e) => e.type === "turn_started")!;
+    expect(w.queuedMs).toBeCloseTo((started.queued_ms ?? 0) + 400, 9); // the "queued" figure counts both waits
+    expect(waterfall(turnOf(FIX.answer)).stages.some((s) => s.label === "wait for a row")).toBe(false);
+  });
+
   it("the title, written after the answer (its event follows the terminal one), is the last row", () => {
     for (const fx of [FIX.answer, FIX.tool, FIX.redacted]) {
       const done = completedOf(fx);

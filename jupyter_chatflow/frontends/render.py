@@ -202,15 +202,24 @@ class TurnView:
         ttft, generated = self.end.timings.ttft_ms, self.end.usage.completion_tokens
         parts = []
         if ttft is not None:
-            compiled = self.prefill.compile_ms if self.prefill else 0.0
-            of_it = f" ({compiled:.0f} ms of it XLA compiling)" if compiled >= 1 else ""
-            parts.append(f"first token {ttft:.0f} ms{of_it}")
+            parts.append(f"first token {ttft:.0f} ms{_of_it(self.prefill)}")
         if isinstance(self.end, Completed) and self.end.tokens_per_s:
             parts.append(f"{self.end.tokens_per_s:.1f} tok/s")
         if generated:
             parts.append(f"{generated} tokens generated")
         ending = self.end.finish_reason if isinstance(self.end, Completed) else "stopped"
         return "speed: " + ", ".join(parts) + f" · {ending}" if parts else f"finish: {ending}"
+
+
+def _of_it(prefill: PrefillDone | None) -> str:
+    """What of the time to first token was not the model's work: " (300 ms of it waiting for a row, 60 ms XLA
+    compiling)", either alone, or ""."""
+    waits = [(prefill.queued_ms, "waiting for a row"), (prefill.compile_ms, "XLA compiling")] if prefill else []
+    said = [(f"{ms:.0f} ms", what) for ms, what in waits if ms >= 1]
+    if not said:
+        return ""
+    (ms, what), *rest = said
+    return f" ({ms} of it {what}" + "".join(f", {m} {w}" for m, w in rest) + ")"
 
 
 def _short(text: str, limit: int = 80) -> str:

@@ -188,7 +188,7 @@ class Streamer:
         computed = usage.prompt_tokens - usage.reused_tokens
         self.emit(PrefillDone(prompt_tokens=usage.prompt_tokens, reused_tokens=usage.reused_tokens,
                               computed_tokens=computed, latency_ms=usage.prefill_ms,
-                              compile_ms=usage.compile_ms))  # fmt: skip  # only the prefill ran so far
+                              compile_ms=usage.compile_ms, queued_ms=usage.queue_ms))  # fmt: skip  # (the prefill's)
 
     def _count(self, result: Round, generation: Generation) -> None:
         usage = generation.usage

@@ -31,6 +31,14 @@ def test_the_speed_line_reads_the_turns_usage_and_timings():
     )
     speed = "speed: first token 95 ms (60 ms of it XLA compiling), 33.3 tok/s, 12 tokens generated · stop"
     assert speed in view.details()
+    queued = TurnView()  # every row of the engine's batch was busy first
+    queued.add(PrefillDone(prompt_tokens=40, reused_tokens=0, computed_tokens=40, latency_ms=90.0, compile_ms=60.0,
+                           queued_ms=300.0))  # fmt: skip
+    queued.add(Completed(finish_reason="stop", text="Paris.", usage=usage, timings=Timings(ttft_ms=395.4)))
+    assert (
+        queued.details()[-1]
+        == "speed: first token 395 ms (300 ms of it waiting for a row, 60 ms XLA compiling), 12 tokens generated · stop"
+    )
     stopped = TurnView()
     stopped.add(Cancelled(text="Par", usage=Usage(completion_tokens=2)))  # no first token time: none is claimed
     assert "speed: 2 tokens generated · stopped" in stopped.details()

@@ -491,3 +491,23 @@ def test_a_chat_runs_on_the_scheduler_it_is_given_and_a_closed_shared_one_is_rep
     assert shared is not own
     shared.close()
     assert Chat(model=wide_model, db=db, persist=False).scheduler not in (shared, own)
+
+
+def test_a_turn_that_waits_for_a_row_says_how_long_in_its_prefill_event(wide_model, tmp_path):
+    """Every row busy (another chat's turn, a title): the turn's prefill waits, and its event says for how long."""
+    from jupyter_chatflow.engine.sampling import SamplingParams
+
+    with Scheduler(wide_model, max_batch=1) as one_row:
+        chat = Chat(model=wide_model, db=Database(tmp_path / "q.db"), persist=False, scheduler=one_row)
+        stop = threading.Event()
+        busy = one_row.submit([5, 6, 7], SamplingParams(temperature=0.0, max_tokens=3000, ignore_eos=True), cancel=stop)
+        steps = iter(busy)  # (kept: an iterator dropped ends its generation)
+        next(steps)  # the only row is taken, for far longer than this test waits
+        response = chat.send("Hello there", max_tokens=4, temperature=0.0, safety="off", memory=False)
+        response.start()
+        time.sleep(0.3)
+        stop.set()  # the other sequence ends: its row is free at the next step
+        (prefill,) = [e for e in response.events() if isinstance(e, PrefillDone)]
+        assert list(steps) and busy.finish_reason == "cancelled"
+    assert 200 <= prefill.queued_ms < 5_000
+    assert prefill.to_dict()["queued_ms"] == prefill.queued_ms
