@@ -369,7 +369,7 @@ class Chat:
 def shared_scheduler(model: Model) -> Scheduler:
     """The scheduler of every chat on `model` (`CHAT_BATCH` rows). One scheduler owns the model: chats whose turns
     run at once (a notebook's Run All, two panels) are batched together rather than each holding its own KV cache
-    and compiling its own programs at the same time (~250 MiB more at the quickstart's peak). It lives while a chat
+    and compiling its own programs at the same time (100-250 MiB more at the quickstart's peak). It lives while a chat
     uses it or its loop thread runs (`IDLE_EXIT_S`); a closed one is replaced."""
     with _SCHEDULERS_LOCK:
         scheduler = _SCHEDULERS.get(id(model))
