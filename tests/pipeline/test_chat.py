@@ -7,7 +7,7 @@ import time
 
 import pytest
 
-from jupyter_chatflow.engine.scheduler import Scheduler
+from jupyter_chatflow.engine.scheduler import MIN_ROW_CACHE, Scheduler
 from jupyter_chatflow.events import TERMINAL, Cancelled, Completed, Failed, PrefillDone, TokenDelta, Tokenized, ToolCall
 from jupyter_chatflow.pipeline.chat import Chat
 from jupyter_chatflow.pipeline.request import RequestError
@@ -466,16 +466,23 @@ def test_chats_on_one_model_share_its_scheduler_and_their_turns_decode_together(
     db = Database(tmp_path / "shared.db")
     first, second = (Chat(model=wide_model, db=db, session=name, persist=False) for name in ("first", "second"))
     assert first.scheduler is second.scheduler
-    knobs = {"max_tokens": 12, "temperature": 0.0, "ignore_eos": True, "safety": "off", "memory": False}
+    knobs = {"max_tokens": 40, "temperature": 0.0, "ignore_eos": True, "safety": "off", "memory": False}
     alone = [first.send("Hello there", **knobs).text(), second.send("Good morning", **knobs).text()]
-    busiest, step = [], first.scheduler._batch.step
+    scheduler = first.scheduler
+    for length in (MIN_ROW_CACHE, 2 * MIN_ROW_CACHE):  # (else the second waits while they compile: on a cold XLA
+        wide_model._programs.warm(2, length, wide_model.config, wide_model.dtype)  # cache, past the first's end)
+    busiest, step = [], scheduler._batch.step
 
     def counted(rows, *rest):
+        if not busiest:  # the first step waits for the second turn's sequence to be queued (its pipeline ran first)
+            deadline = time.monotonic() + 30
+            while scheduler.active + scheduler.queued < 2 and time.monotonic() < deadline:
+                time.sleep(0.005)
         busiest.append(sum(r is not None for r in rows))
         return step(rows, *rest)
 
     again = [Chat(model=wide_model, db=db, session=name, persist=False) for name in ("first 2", "second 2")]
-    monkeypatch.setattr(first.scheduler._batch, "step", counted)
+    monkeypatch.setattr(scheduler._batch, "step", counted)
     responses = [again[0].send("Hello there", **knobs), again[1].send("Good morning", **knobs)]
     for response in responses:
         response.start()
