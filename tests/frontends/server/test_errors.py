@@ -156,7 +156,7 @@ def test_past_the_token_limit_is_a_429(serve, http):
 
 
 def test_a_full_queue_is_a_503(serve, http):
-    base, state = serve(ServerConfig(max_queue=1), delay=0.25, max_batch=1)  # (200 steps: 50 s, far past the test)
+    base, state = serve(ServerConfig(max_queue=1), delay=0.05, max_batch=1)
     long = chat_body(max_tokens=200, ignore_eos=True)
     threads = [threading.Thread(target=http.post, args=(f"{base}/v1/chat/completions",), kwargs={"json": long})
                for _ in range(2)]  # fmt: skip
