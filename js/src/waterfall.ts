@@ -53,11 +53,10 @@ export function waterfall(turn: TurnData): Waterfall {
   const ttftMs = ended?.timings.ttft_ms ?? b.firstTokenMs(started);
   const stages = inStartOrder(b.stages);
   const last = turn.events[turn.events.length - 1].timestamp - origin;
-  const rowWaits = turn.events.reduce((sum, e) => sum + (e.type === "prefill" ? (e.queued_ms ?? 0) : 0), 0);
   return {
     stages,
     total: Math.max(last, ...stages.map((s) => s.end)),
-    queuedMs: queuedMs + rowWaits,
+    queuedMs: queuedMs + b.rowWaitMs,
     ttftMs,
     ttftAt: ttftMs === null ? null : started.timestamp - origin + ttftMs / 1000,
     tokensPerS: terminal?.type === "completed" ? terminal.tokens_per_s : null,
@@ -107,6 +106,8 @@ function inStartOrder(stages: Stage[]): Stage[] {
 class Builder {
   stages: Stage[] = [];
   compileMs = 0;
+  /** The rounds' waits for a row of the engine's batch (`prefill.queued_ms`), drawn as queue rows. */
+  rowWaitMs = 0;
   private round = 0;
   private ended = false; // the turn's terminal event has passed (a title after it came after the answer)
   private decode: { start: number; last: number; tokens: TokenDelta[] } | null = null;
@@ -179,6 +180,7 @@ class Builder {
     const start = end - e.latency_ms / 1000;
     const queued = (e.queued_ms ?? 0) / 1000;
     if (queued > 0) {
+      this.rowWaitMs += queued * 1000;
       const why = "every row of the engine's batch was busy (another chat's turn, a title): the prefill waited";
       this.add(`wait for a row${r}`, "queue", start - queued, start, why);
     }
