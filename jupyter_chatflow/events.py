@@ -41,6 +41,9 @@ SafetyAction = Literal["allow", "flag", "redact", "block"]
 """What a safety layer did, weakest to strongest: let the text through; label it; cut spans out; stop it."""
 MemoryOperation = Literal["remember", "forget"]
 """What a "remember …" or "forget …" message did to the memory store."""
+PrefillKind = Literal["answer", "tool_call"]
+"""What a prefill was for: a round's answer (its prompt; a fork's, with the kept answer after it), or a tool call
+decoded under the JSON-schema mask (its prompt, the answer so far, and the call's beginning the grammar fixed)."""
 TitleSource = Literal["model", "fallback"]
 """Who wrote a session's title: the model, or the user's first words (the model's attempt was unusable)."""
 FinishReason = Literal["stop", "length", "tool_calls_exhausted", "content_filter"]
@@ -223,6 +226,8 @@ class SafetyDecision(Event):
     latency_ms: float = 0.0
     replacement: str = ""
     """For block: the text shown instead."""
+    subject: str = ""
+    """What the layer read, where it reads two things: a tool's "arguments" or its "result" ("" otherwise)."""
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
@@ -324,7 +329,14 @@ class PrefillDone(Event):
     compile_ms: float = 0.0
     """Of latency_ms, the time XLA spent compiling (or loading from its cache) programs new to the process."""
     queued_ms: float = 0.0
-    """Before latency_ms: the wait for a row of the engine's batch, every row busy (other chats' turns, a title)."""
+    """Before latency_ms: the wait for the engine's scheduler to start this prefill (`queued_for` says why)."""
+    queued_for: str = ""
+    """What the prefill waited for ("" when it did not wait): every row busy, another sequence's prefill, the
+    running rows' decode step, or their batch's programs compiling."""
+    kind: PrefillKind = "answer"
+    context_tokens: int = 0
+    """Of prompt_tokens, the round's assembled prompt (`ContextAssembled.prompt_tokens`); the rest are answer
+    tokens after it: a fork's kept ones, or a tool call's beginning (0: not recorded, a stored older turn)."""
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
@@ -347,6 +359,10 @@ class TokenDelta(Event):
     A generation's first token comes out of its prefill: its compile_ms is that prefill's (`PrefillDone.compile_ms`),
     not more of it; add one of the two."""
     redacted: bool = False
+    computed_at: float = 0.0
+    """Monotonic seconds when the engine produced this token (`timestamp` is when it was shown: the output scan
+    holds a word back until the next one); a remote turn's, when its bytes arrived. 0: not computed in this turn
+    (a fork's kept token), or not recorded (a stored older turn)."""
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
@@ -361,6 +377,8 @@ class ToolCall(Event):
     """True when the arguments were decoded under a JSON-schema token mask."""
     decode_ms: float = 0.0
     """Time to write the call under the mask (its prefill and decode steps), ending at this event."""
+    compile_ms: float = 0.0
+    """Of decode_ms after the call's prefill, the time XLA spent compiling programs new to the process."""
     tokens: int = 0
     """Tokens of the call's text, `<tool_call>` (or the line after it) to `</tool_call>`."""
     forced_tokens: int = 0
@@ -400,6 +418,10 @@ class TitleGenerated(Event):
     title: str
     latency_ms: float = 0.0
     source: TitleSource = "model"
+    model_title: str = ""
+    """What the model wrote for a title ("" when it wrote nothing, or was not asked)."""
+    rejected: str = ""
+    """Why the model's title was not used (source "fallback"): "" when it was."""
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)

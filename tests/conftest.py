@@ -40,6 +40,16 @@ def tiny_model(tiny_path):
     return load_model(tiny_path, dtype="float32")
 
 
+@pytest.fixture(scope="module")
+def wide_model(tmp_path_factory):
+    """The tiny model with a 4,096-token window (its byte-level vocabulary makes a tools prompt long); one per
+    test module (its prompt cache is the module's)."""
+    from jupyter_chatflow import load_model
+
+    path = write_tiny_gguf(tmp_path_factory.mktemp("wide") / "wide.gguf", TinySpec(context_length=4096))
+    return load_model(path, dtype="float32")
+
+
 @pytest.fixture(scope="session")
 def real_model_path() -> Path:
     """The default model's GGUF file (installed by the README's test command)."""

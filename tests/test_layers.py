@@ -17,7 +17,7 @@ LAYERS = {
     "model": 1, "tokenizer": 1,
     "engine": 2, "testing": 2,
     "events": 3,
-    "store": 4,
+    "store": 4, "account": 4,
     "pipeline": 5,
     "frontends": 6,
     "__init__": 7, "__main__": 7,  # the package's face (cf.Chat, cf.ChatWidget, %load_ext) and `python -m`

@@ -1,4 +1,4 @@
-// Generated from jupyter_chatflow/events.py (and the number options of settings.py) by
+// Generated from jupyter_chatflow/events.py, account/record.py (and the number options of settings.py) by
 // jupyter_chatflow/frontends/ts_types.py: do not edit.
 // After changing an event, regenerate it: python -m jupyter_chatflow.frontends.ts_types
 // (tests/frontends/test_ts_types.py fails while this file is out of date).
@@ -50,6 +50,12 @@ export type SafetyAction = "allow" | "flag" | "redact" | "block";
 /** What a "remember …" or "forget …" message did to the memory store. */
 export type MemoryOperation = "remember" | "forget";
 
+/**
+ * What a prefill was for: a round's answer (its prompt; a fork's, with the kept answer after it), or a tool call
+ * decoded under the JSON-schema mask (its prompt, the answer so far, and the call's beginning the grammar fixed).
+ */
+export type PrefillKind = "answer" | "tool_call";
+
 /** Who wrote a session's title: the model, or the user's first words (the model's attempt was unusable). */
 export type TitleSource = "model" | "fallback";
 
@@ -58,6 +64,40 @@ export type TitleSource = "model" | "fallback";
  * the model still calling tools; a safety layer blocked the request or the answer.
  */
 export type FinishReason = "stop" | "length" | "tool_calls_exhausted" | "content_filter";
+
+/** Where the turn stands: still running, or how it ended (its terminal event's type). */
+export type AccountStatus = "live" | "completed" | "cancelled" | "error";
+
+/** What a timeline bar stands for (its colour). */
+export type StageKind =
+  | "queue"
+  | "safety"
+  | "memory"
+  | "context"
+  | "tokenize"
+  | "prefill"
+  | "decode"
+  | "tool"
+  | "title"
+  | "http";
+
+/**
+ * A part of the context window: a prompt segment's kind (`SegmentKind`), then the round's output (the answer's tokens,
+ * or a tool call's), the rest of the room reserved for the output, and the free rest.
+ */
+export type GaugeKind =
+  | "system"
+  | "memory"
+  | "tools"
+  | "history"
+  | "user"
+  | "tool"
+  | "generated"
+  | "template"
+  | "answer"
+  | "call"
+  | "reserve"
+  | "free";
 
 /** Fields every event has; subclasses add their own. */
 export interface BaseEvent {
@@ -199,6 +239,8 @@ export interface SafetyDecision extends BaseEvent {
   latency_ms: number;
   /** For block: the text shown instead. */
   replacement: string;
+  /** What the layer read, where it reads two things: a tool's "arguments" or its "result" ("" otherwise). */
+  subject: string;
 }
 
 /** Memories found relevant to the user's message and put into the context. */
@@ -280,8 +322,19 @@ export interface PrefillDone extends BaseEvent {
   latency_ms: number;
   /** Of latency_ms, the time XLA spent compiling (or loading from its cache) programs new to the process. */
   compile_ms: number;
-  /** Before latency_ms: the wait for a row of the engine's batch, every row busy (other chats' turns, a title). */
+  /** Before latency_ms: the wait for the engine's scheduler to start this prefill (`queued_for` says why). */
   queued_ms: number;
+  /**
+   * What the prefill waited for ("" when it did not wait): every row busy, another sequence's prefill, the running
+   * rows' decode step, or their batch's programs compiling.
+   */
+  queued_for: string;
+  kind: PrefillKind;
+  /**
+   * Of prompt_tokens, the round's assembled prompt (`ContextAssembled.prompt_tokens`); the rest are answer tokens after
+   * it: a fork's kept ones, or a tool call's beginning (0: not recorded, a stored older turn).
+   */
+  context_tokens: number;
 }
 
 /** One generated token. `text` is what became visible (after stop-string holdback and output redaction). */
@@ -304,6 +357,12 @@ export interface TokenDelta extends BaseEvent {
    */
   compile_ms: number;
   redacted: boolean;
+  /**
+   * Monotonic seconds when the engine produced this token (`timestamp` is when it was shown: the output scan holds a
+   * word back until the next one); a remote turn's, when its bytes arrived. 0: not computed in this turn (a fork's kept
+   * token), or not recorded (a stored older turn).
+   */
+  computed_at: number;
 }
 
 /** The model asked for a tool; the stream pauses here until the result. */
@@ -316,6 +375,8 @@ export interface ToolCall extends BaseEvent {
   constrained: boolean;
   /** Time to write the call under the mask (its prefill and decode steps), ending at this event. */
   decode_ms: number;
+  /** Of decode_ms after the call's prefill, the time XLA spent compiling programs new to the process. */
+  compile_ms: number;
   /** Tokens of the call's text, `<tool_call>` (or the line after it) to `</tool_call>`. */
   tokens: number;
   /**
@@ -353,6 +414,10 @@ export interface TitleGenerated extends BaseEvent {
   title: string;
   latency_ms: number;
   source: TitleSource;
+  /** What the model wrote for a title ("" when it wrote nothing, or was not asked). */
+  model_title: string;
+  /** Why the model's title was not used (source "fallback"): "" when it was. */
+  rejected: string;
 }
 
 /** The turn ended normally (terminal). */
@@ -405,6 +470,129 @@ export type ChatEvent =
   | Completed
   | Cancelled
   | Failed;
+
+/** One request to the model: its prompt in the window, its prefills, and what it generated. */
+export interface RoundAccount {
+  /** The prompt assembled for the window (`ContextAssembled.prompt_tokens`, the tokenizer's ids). */
+  context_tokens: number;
+  window: number;
+  /** Of the window, the room kept for the output (max_tokens). */
+  reserved_output: number;
+  /** Tokens its prefills put in the KV cache: the prompt, and a fork's kept answer or a tool call's beginning. */
+  prefill_tokens: number;
+  /** Of prefill_tokens, those the prompt cache already held. */
+  reused_tokens: number;
+  computed_tokens: number;
+  /** Its prefills in words: what they held beyond the prompt, what the prompt cache gave ("" when none ran). */
+  prefill_note: string;
+  /** Tokens of the answer shown in this round. */
+  answer_tokens: number;
+  /** Tokens of the tool call this round ended with (0: none). */
+  call_tokens: number;
+  /** Of the window: the prompt and the round's output. */
+  used_tokens: number;
+  /**
+   * The window, part by part: the prompt's segment kinds, the output, the unused reserve, the free rest (they add up to
+   * the window).
+   */
+  gauge: GaugePart[];
+}
+
+/** One bar of the timeline: a stage of the turn from its start to its end. */
+export interface Stage {
+  label: string;
+  kind: StageKind;
+  start_ms: number;
+  end_ms: number;
+  detail: string;
+  /** A decode bar: when each token shown was computed; an SSE bar: when each frame arrived. */
+  ticks_ms: number[];
+  /** Inside the bar: the stretches XLA spent compiling (or loading) programs new to the process. */
+  compiles: Interval[];
+}
+
+/** One part of the context window's gauge, in tokens. */
+export interface GaugePart {
+  kind: GaugeKind;
+  label: string;
+  tokens: number;
+}
+
+/** A stretch of time, in ms from the submission. */
+export interface Interval {
+  start_ms: number;
+  end_ms: number;
+}
+
+/** Every figure of one turn, derived once from its events. */
+export interface TurnAccount {
+  status: AccountStatus;
+  /** The turn went to a server (its model's internals are not known here). */
+  remote: boolean;
+  /** How many of the turn's events it was derived from (a view keeps the one from the most). */
+  events: number;
+  fork_of: string;
+  /** Every round's prompt counted (usage; None: a server did not report it). */
+  prompt_tokens: number | null;
+  /** The last round's prompt, in the window. */
+  context_tokens: number;
+  window: number;
+  /** Tokens put in the KV cache by every prefill of the turn (prompts, a fork's kept answer, calls' beginnings). */
+  prefill_tokens: number;
+  /** Of prefill_tokens, those the prompt cache already held. */
+  reused_tokens: number;
+  computed_tokens: number;
+  /** Tokens of the answer as shown (a fork's kept and chosen ones included). */
+  answer_tokens: number;
+  /** Of answer_tokens, a fork's: the forked answer's tokens it kept and the alternative chosen in its place. */
+  kept_tokens: number;
+  /** Tokens of the turn's tool calls, `<tool_call>` (or the line after it) to `</tool_call>`. */
+  call_tokens: number;
+  /** Of call_tokens, those the grammar fixed (keys, punctuation, a sole tool's name). */
+  call_fixed_tokens: number;
+  /** Every token the model output, as usage counts it (None: not known yet, or a server did not report it). */
+  completion_tokens: number | null;
+  /** Of completion_tokens, neither in the answer nor in a call: the end-of-sequence token, a stop string's. */
+  unshown_tokens: number | null;
+  /**
+   * completion_tokens in words, each part named ("47 tokens generated: 12 in the answer + 34 in the tool call + 1
+   * end-of-sequence token, not shown").
+   */
+  generated_note: string;
+  /** When the first token was shown (None: none was). */
+  ttft_ms: number | null;
+  /** When the engine computed the first token shown (the output scan holds a word back until the next one). */
+  first_computed_ms: number | null;
+  /** What the time to the first token was made of, in words. */
+  ttft_note: string;
+  /** Waits drawn as queue bars: for the engine thread, then for the scheduler to start each prefill. */
+  queued_ms: number;
+  /** XLA compiling (or loading) programs new to the process, every compile bar's stretch. */
+  compile_ms: number;
+  /** Of compile_ms, the part before the first token was shown. */
+  compile_before_first_ms: number;
+  prefill_ms: number;
+  decode_ms: number;
+  /**
+   * Over the decode bars' ticks: intervals between tokens shown, over their time less the compiling inside it (None:
+   * fewer than two ticks in a bar).
+   */
+  tokens_per_s: number | null;
+  tokens_per_s_note: string;
+  /** From the submission to the turn's end (None while it runs). */
+  answer_ms: number | null;
+  /** Title work after the answer's end (0: none, or the title came mid-answer). */
+  title_after_ms: number;
+  /** From the submission to the last event (the title's, when it came after the answer). */
+  total_ms: number;
+  title: string;
+  title_note: string;
+  /** What the draft prewarm did for this turn ("" when none ran). */
+  prewarm_note: string;
+  rounds: RoundAccount[];
+  /** The timeline's bars, in order of their start. */
+  stages: Stage[];
+}
 
 /** The name of a number option of `settings.py`: a key of the panel's `Settings` that the form edits. */
 export type SettingFieldKey =

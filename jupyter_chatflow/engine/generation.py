@@ -82,7 +82,9 @@ class Usage:
     reused_tokens: int = 0
     """Leading prompt tokens whose keys/values came from the prompt cache (not computed again)."""
     queue_ms: float = 0.0
-    """Time from the first read to the start of the prefill: waiting for a batch's row (a scheduler's; else 0)."""
+    """Time from the first read to the start of the prefill: waiting for a scheduler to start it (else 0)."""
+    queue_reason: str = ""
+    """What the prefill waited for, in words ("" when it started at once): see `Scheduler`'s `_admit`."""
     prefill_ms: float = 0.0
     """Time from the start of the prefill to the first token (which the prefill's logits give)."""
     decode_ms: float = 0.0

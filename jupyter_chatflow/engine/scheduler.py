@@ -111,12 +111,19 @@ class _Sequence:
     read_from: float | None = None  # perf_counter when the caller began reading (its thread)
     admitted: float | None = None  # perf_counter when its prefill began (the loop thread)
     compiled: float = 0.0  # the loop thread's compile clock at this sequence's last step (or its admission)
+    waited_for: str = ""  # why it was last left in the queue at the head (the loop thread)
 
     def queue_ms(self) -> float:
         """Time from the caller's first read to the start of the prefill (0 if it began reading later)."""
         if self.read_from is None or self.admitted is None:
             return 0.0
         return max(0.0, (self.admitted - self.read_from) * 1000)
+
+    def queue_reason(self) -> str:
+        """What its prefill waited for, in words ("" for a wait under a millisecond: a hand-over, not a wait)."""
+        if self.queue_ms() < 1.0:
+            return ""
+        return self.waited_for or "the running sequences' decode step"
 
     def stopped(self) -> bool:
         """The caller cancelled, stopped iterating, or dropped the generation."""
@@ -235,6 +242,7 @@ class Scheduler:
                 if isinstance(item, BaseException):
                     raise GenerationError(f"The batch this sequence ran in failed: {item}") from item
                 usage.reused_tokens, usage.queue_ms = sequence.reused, sequence.queue_ms()
+                usage.queue_reason = sequence.queue_reason()
                 sequence.done_read = item.done
                 yield item.raw
         finally:
@@ -272,7 +280,7 @@ class Scheduler:
     def _admit(self) -> None:
         """Start the prefill of the next waiting sequence when a row is free for it. One prefill at a time: its
         cache (the prompt's own, from the prompt cache) exists only from its first chunk to its row."""
-        while self._waiting and self._filling is None and self.active < self.max_batch and not self._held():
+        while self._waiting and not self._waits():
             with self._work:
                 sequence = self._waiting.popleft()
             if sequence.stopped():
@@ -284,6 +292,19 @@ class Scheduler:
             run.cache, sequence.reused = self.model._take_cache(sequence.prompt, room(sequence.prompt.size))
             sequence.run = run
             sequence.prefill = self.model._prefill_steps(run, sequence.reused, sequence.constraint)
+
+    def _waits(self) -> bool:
+        """Whether the head of the queue must wait before its prefill starts; if so, it is told why."""
+        if self._filling is not None:
+            reason = "another sequence's prefill"
+        elif self.active >= self.max_batch:
+            reason = "a free row: every row of the batch was busy"
+        elif self._held():
+            reason = "the decode programs of the batch it joins to compile"
+        else:
+            return False
+        self._waiting[0].waited_for = reason
+        return True
 
     def _prefill(self) -> None:
         """Prefill chunks of up to `PREFILL_CHUNK` tokens in all between two decode steps: one wide chunk of a long

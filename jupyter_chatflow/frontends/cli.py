@@ -1,7 +1,7 @@
 """The `chatflow` command: chat with the model in a terminal, look at tokens, describe the model.
 
 chatflow chat "What is the capital of France?"          # streams the answer
-chatflow chat --json --temperature 0 "Hi"               # one JSON object per line
+chatflow chat --json --temperature 0 "Hi"               # one JSON object per line: the events, then the account
 echo "Why is the sky blue?" | chatflow chat -            # the prompt from stdin (also when PROMPT is left out)
 chatflow tokens "Hello world"                           # ids and pieces
 chatflow model info                                      # what the model file holds
@@ -33,7 +33,8 @@ def build_parser() -> argparse.ArgumentParser:
     chat.add_argument("--system", default=None, help="system prompt (default: the chat template's own)")
     chat.add_argument("--session", default=None, help="keep the conversation in this stored session")
     add_flags(chat.add_argument)  # every option of a turn (`settings.OPTIONS`)
-    chat.add_argument("--json", action="store_true", help="print one JSON object per line")
+    each = "print one JSON object per line: each event, then the turn's account (its figures)"
+    chat.add_argument("--json", action="store_true", help=each)
     tokens = commands.add_parser("tokens", help="show the token ids and pieces of TEXT")
     tokens.add_argument("text")
     tokens.add_argument("--json", action="store_true", help='print {"ids": [...], "pieces": [...]}')
@@ -110,6 +111,7 @@ def _load(path: str | None, quiet: bool = False):
 
 def run_chat(args: argparse.Namespace) -> int:
     """`chatflow chat`: one turn through the whole pipeline; text, or every event as a JSON line with --json."""
+    from jupyter_chatflow.account import account_of
     from jupyter_chatflow.pipeline.chat import Chat
 
     prompt = _prompt(args.prompt, sys.stdin)
@@ -121,8 +123,10 @@ def run_chat(args: argparse.Namespace) -> int:
     last = response.terminal()
     if not args.json:
         _print_ending(last, out)
-    elif args.session is not None:  # a stored session's first turn: its title follows the answer
-        _print_late(response, out)
+    else:
+        if args.session is not None:  # a stored session's first turn: its title follows the answer
+            _print_late(response, out)
+        _emit({"type": "account", **account_of(response.seen()).to_dict()}, out)
     return {"completed": 0, "cancelled": 130}.get(last.type if last else "", 1)
 
 

@@ -11,6 +11,8 @@ import html
 from collections.abc import Iterable
 from typing import Any
 
+from jupyter_chatflow.account import TurnAccount, account_of
+from jupyter_chatflow.account.words import ms
 from jupyter_chatflow.events import (
     Cancelled,
     Completed,
@@ -32,15 +34,19 @@ from jupyter_chatflow.events import (
 from jupyter_chatflow.pipeline.response import Response
 
 from .safe_markdown import markdown_html
-from .static_view import context_bar, safety_badges, token_chips
+from .static_view import OUTPUT_PARTS, context_bar, safety_badges, token_chips
 
 
 class TurnView:
     """What one turn looks like so far; feed it events in order."""
 
-    def __init__(self, session: str = "") -> None:
+    def __init__(self, session: str = "", prewarm: dict[str, Any] | None = None) -> None:
         self.session = session
         """The session the turn went to, named in the summary line ("" leaves it out)."""
+        self.prewarm = prewarm
+        """The draft prewarm that ran before the turn (the panel's), for its account."""
+        self.events: list[Event] = []
+        self._account: TurnAccount | None = None
         self.text = ""
         self.tokens: list[TokenDelta] = []
         self.safety: list[SafetyDecision] = []
@@ -57,6 +63,8 @@ class TurnView:
 
     def add(self, event: Event) -> None:
         """Take one event into account."""
+        self.events.append(event)
+        self._account = None
         if isinstance(event, TokenDelta):
             self.text += event.text
             self.tokens.append(event)
@@ -83,6 +91,13 @@ class TurnView:
             self.text = event.text or self.text
 
     @property
+    def account(self) -> TurnAccount:
+        """The turn's figures so far (`account_of` its events): every number these lines show."""
+        if self._account is None:
+            self._account = account_of(self.events, self.prewarm)
+        return self._account
+
+    @property
     def answer(self) -> str:
         """The answer as shown, marked when stopped."""
         return self.text + (" [stopped]" if isinstance(self.end, Cancelled) else "")
@@ -97,12 +112,14 @@ class TurnView:
             self._safety_line(),
             self._memory_line(),
             self._context_line(),
+            *self._prefill_lines(),
             *self._wire_lines(),
             *self._tool_lines(),
+            self._tokens_line(),
             self._speed_line(),
         ]
         if self.title:
-            lines.append(f"title: {self.title}")
+            lines.append(self._title_line())
         if self.session:
             lines.insert(0, f"session: {self.session}")
         if isinstance(self.end, Failed):
@@ -126,7 +143,7 @@ class TurnView:
         bar, the tokens with their probabilities, the safety badges, then the details."""
         asked = f'<p style="opacity:.7;margin:0 0 4px">{html.escape(user)}</p>' if user else ""
         figures = [
-            context_bar(self.context, len(self.tokens)) if self.context else "",
+            context_bar(self.account.rounds[-1]) if self.account.rounds else "",
             token_chips(self.tokens) if self.tokens else "",
             safety_badges(self.safety),
         ]
@@ -144,7 +161,9 @@ class TurnView:
         if not self.safety:
             return ""
         parts = [
-            f"{d.layer} {d.action}" + (f" ({', '.join(d.categories)})" if d.categories else "") for d in self.safety
+            f"{d.layer}{f' {d.subject}' if d.subject else ''} {d.action}"
+            + (f" ({', '.join(d.categories)})" if d.categories else "")
+            for d in self.safety
         ]
         return "safety: " + "; ".join(parts)
 
@@ -156,16 +175,30 @@ class TurnView:
         return "memory: " + ", ".join(parts) if parts else ""
 
     def _context_line(self) -> str:
-        if self.context is None:
+        """The last round's prompt in the window, part by part (the gauge's prompt parts)."""
+        rounds = self.account.rounds
+        if self.context is None or not rounds:
             return ""
-        c = self.context
-        by_kind: dict[str, int] = {}
-        for segment in c.segments:
-            by_kind[segment.kind] = by_kind.get(segment.kind, 0) + segment.tokens
-        used = " + ".join(f"{kind} {n}" for kind, n in by_kind.items() if n)
-        trimmed = f"; trimmed {len(c.trimmed)}" if c.trimmed else ""
-        reused = f"; {self.prefill.reused_tokens} reused from cache" if self.prefill else ""
-        return f"context: {c.prompt_tokens}/{c.window} tokens ({used}){trimmed}{reused}"
+        last = rounds[-1]
+        prompt = [p for p in last.gauge if p.kind not in OUTPUT_PARTS]
+        used = " + ".join(f"{p.label} {p.tokens:,}" for p in prompt)
+        trimmed = f"; trimmed {len(self.context.trimmed)}" if self.context.trimmed else ""
+        return f"context: {last.context_tokens:,}/{last.window:,} tokens in the prompt ({used}){trimmed}"
+
+    def _prefill_lines(self) -> list[str]:
+        """Each round's prefills: what they held beyond the prompt, what the prompt cache gave."""
+        rounds = [r for r in self.account.rounds if r.prefill_note]
+        many = len(rounds) > 1
+        return [f"{f'round {k + 1}: ' if many else ''}{r.prefill_note}" for k, r in enumerate(rounds)]
+
+    def _tokens_line(self) -> str:
+        a = self.account
+        return f"tokens: {a.generated_note}" if self.end is not None and (a.answer_tokens or a.call_tokens) else ""
+
+    def _title_line(self) -> str:
+        a = self.account
+        after = f", {ms(a.title_after_ms)} after the answer" if a.title_after_ms else ""
+        return f"title: {a.title_note or self.title}{after}"
 
     def _wire(self, event: HttpRequest | HttpResponse | SseFrame) -> None:
         if isinstance(event, HttpRequest):
@@ -197,29 +230,16 @@ class TurnView:
         return lines
 
     def _speed_line(self) -> str:
+        """The time to the first token and what it was made of, tokens/s over the decode ticks, the answer's
+        time, how it ended: the account's figures."""
         if not isinstance(self.end, (Completed, Cancelled)):
             return ""
-        ttft, generated = self.end.timings.ttft_ms, self.end.usage.completion_tokens
-        parts = []
-        if ttft is not None:
-            parts.append(f"first token {ttft:.0f} ms{_of_it(self.prefill)}")
-        if isinstance(self.end, Completed) and self.end.tokens_per_s:
-            parts.append(f"{self.end.tokens_per_s:.1f} tok/s")
-        if generated:
-            parts.append(f"{generated} tokens generated")
+        a = self.account
+        parts = [a.ttft_note] if a.ttft_note else []
+        parts += [f"{a.tokens_per_s:.1f} tok/s"] if a.tokens_per_s is not None else []
+        parts += [f"answer {ms(a.answer_ms)}"] if a.answer_ms is not None else []
         ending = self.end.finish_reason if isinstance(self.end, Completed) else "stopped"
         return "speed: " + ", ".join(parts) + f" · {ending}" if parts else f"finish: {ending}"
-
-
-def _of_it(prefill: PrefillDone | None) -> str:
-    """What of the time to first token was not the model's work: " (300 ms of it waiting for a row, 60 ms XLA
-    compiling)", either alone, or ""."""
-    waits = [(prefill.queued_ms, "waiting for a row"), (prefill.compile_ms, "XLA compiling")] if prefill else []
-    said = [(f"{ms:.0f} ms", what) for ms, what in waits if ms >= 1]
-    if not said:
-        return ""
-    (ms, what), *rest = said
-    return f" ({ms} of it {what}" + "".join(f", {m} {w}" for m, w in rest) + ")"
 
 
 def _short(text: str, limit: int = 80) -> str:

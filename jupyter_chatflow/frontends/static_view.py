@@ -10,34 +10,37 @@ from __future__ import annotations
 import html
 import math
 
-from jupyter_chatflow.events import ContextAssembled, SafetyDecision, TokenDelta
+from jupyter_chatflow.account import RoundAccount
+from jupyter_chatflow.events import SafetyDecision, TokenDelta
 
 KIND_COLOURS = {  # the panel's palette (js/src/styles.css)
     "system": "#8b7fd1", "memory": "#d08ab8", "tools": "#d9a54a", "history": "#7a9cc6", "user": "#4ea97c",
-    "tool": "#c9794f", "template": "#9aa3ad", "generated": "#3f8fd2", "free": "#e6e8eb",
+    "tool": "#c9794f", "template": "#9aa3ad", "generated": "#3f8fd2", "answer": "#3f8fd2", "call": "#b8873a",
+    "reserve": "#c4d3e6", "free": "#e6e8eb",
 }  # fmt: skip
+OUTPUT_PARTS = ("answer", "call", "reserve", "free")
+"""The gauge's parts after the prompt's: the round's output, the unused reserve, the free rest."""
 ACTION_COLOURS = {"allow": "#2e7d4f", "flag": "#9a6700", "redact": "#7a4fb5", "block": "#c2362f"}
 SMALL = "font-size:smaller;opacity:.8"
 
 
-def context_bar(context: ContextAssembled, generated: int) -> str:
-    """The window as a stacked bar: each segment kind, the answer, the free rest; a legend below it."""
-    parts: dict[str, int] = {}
-    for segment in context.segments:
-        parts[segment.kind] = parts.get(segment.kind, 0) + segment.tokens
-    parts["generated"] = generated
-    parts["free"] = max(0, context.window - context.prompt_tokens - generated)
-    shown = {kind: n for kind, n in parts.items() if n}
+def context_bar(round_: RoundAccount) -> str:
+    """The window as a stacked bar, part by part as the account's gauge has it (the prompt's segment kinds, the
+    output, the unused reserve, the free rest); a legend below it."""
+    window = max(round_.window, 1)
+    shown = [p for p in round_.gauge if p.tokens]
     cells = "".join(
-        f'<span title="{kind}: {n} tokens" style="display:inline-block;height:10px;'
-        f'width:{max(0.4, 100 * n / context.window):.2f}%;background:{KIND_COLOURS.get(kind, "#999")}"></span>'
-        for kind, n in shown.items()
+        f'<span title="{html.escape(p.label)}: {p.tokens} tokens" style="display:inline-block;height:10px;'
+        f'width:{max(0.4, 100 * p.tokens / window):.2f}%;background:{KIND_COLOURS.get(p.kind, "#999")}"></span>'
+        for p in shown
     )
     legend = " · ".join(
-        f'<span style="color:{KIND_COLOURS.get(k, "#999")}">■</span> {k} {n:,}' for k, n in shown.items()
+        f'<span style="color:{KIND_COLOURS.get(p.kind, "#999")}">■</span> {html.escape(p.label)} {p.tokens:,}'
+        for p in shown
     )
     bar = f'<div style="display:flex;width:100%;max-width:640px;border:1px solid #ccc;margin:6px 0 2px">{cells}</div>'
-    caption = f'<div style="{SMALL}">context window {context.window:,} tokens: {legend}</div>'
+    head = f"context window {round_.window:,} tokens, {round_.used_tokens:,} used"
+    caption = f'<div style="{SMALL}">{head}: {legend}</div>'
     return f'<div class="cf-static-context">{bar}{caption}</div>'
 
 
@@ -69,6 +72,7 @@ def safety_badges(decisions: list[SafetyDecision]) -> str:
         badges.append(
             f'<span title="{reason}" style="display:inline-block;margin:1px 4px 1px 0;padding:0 6px;'
             f'border-radius:8px;border:1px solid {colour};color:{colour}">'
-            f"{html.escape(d.layer)}: {html.escape(d.action)}{html.escape(categories)}</span>"
+            f"{html.escape(d.layer)}{html.escape(f' {d.subject}' if d.subject else '')}: {html.escape(d.action)}"
+            f"{html.escape(categories)}</span>"
         )
     return f'<div class="cf-static-safety" style="{SMALL}">safety {"".join(badges)}</div>' if badges else ""

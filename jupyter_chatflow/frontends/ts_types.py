@@ -29,6 +29,7 @@ from pathlib import Path
 from typing import Any, Literal, Union
 
 from jupyter_chatflow import events
+from jupyter_chatflow.account import record
 from jupyter_chatflow.events import EVENT_TYPES, Event
 from jupyter_chatflow.settings import sampler_numbers
 
@@ -36,7 +37,7 @@ OUTPUT = Path(__file__).resolve().parents[2] / "js" / "src" / "events.generated.
 COMMAND = "python -m jupyter_chatflow.frontends.ts_types"
 WIDTH = 120
 HEADER = f"""\
-// Generated from jupyter_chatflow/events.py (and the number options of settings.py) by
+// Generated from jupyter_chatflow/events.py, account/record.py (and the number options of settings.py) by
 // jupyter_chatflow/frontends/ts_types.py: do not edit.
 // After changing an event, regenerate it: {COMMAND}
 // (tests/frontends/test_ts_types.py fails while this file is out of date)."""
@@ -49,14 +50,19 @@ def render() -> str:
     """The text of `js/src/events.generated.ts` for the event classes as they are now."""
     event_classes = list(EVENT_TYPES.values())
     values = value_classes(event_classes)
-    aliases = literal_aliases(events)
-    names: dict[Any, str] = {**aliases, Event: "BaseEvent", **{c: c.__name__ for c in [*values, *event_classes]}}
-    alias_docs = attribute_docs(ast.parse(inspect.getsource(events)).body)
+    account = [c for c in value_classes([record.TurnAccount]) if c not in values] + [record.TurnAccount]
+    aliases = {**literal_aliases(events), **literal_aliases(record)}
+    classes = [*values, *event_classes, *account]
+    names: dict[Any, str] = {**aliases, Event: "BaseEvent", **{c: c.__name__ for c in classes}}
+    alias_docs = {
+        k: v for m in (events, record) for k, v in attribute_docs(ast.parse(inspect.getsource(m)).body).items()
+    }
     blocks = [
         HEADER,
         *(_type_alias(name, ts_type(hint, {}, name), alias_docs.get(name, "")) for hint, name in aliases.items()),
         *(_interface(cls, names) for cls in [Event, *values, *event_classes]),
         _type_alias(UNION, " | ".join(c.__name__ for c in event_classes), "Every event of a turn, by its `type`."),
+        *(_interface(cls, names) for cls in account),
         _setting_fields(),
     ]
     return "\n\n".join(blocks) + "\n"

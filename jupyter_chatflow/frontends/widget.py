@@ -29,6 +29,7 @@ import anywidget
 import traitlets
 from IPython.display import display
 
+from jupyter_chatflow.account import account_of
 from jupyter_chatflow.engine.loader import load_model
 from jupyter_chatflow.errors import ChatflowError
 from jupyter_chatflow.events import TERMINAL, Event, TitleGenerated, TurnStarted, event_from_dict
@@ -261,8 +262,8 @@ class ChatWidget(anywidget.AnyWidget):
 
     def _end(self, turn_id: str) -> None:
         live = self.live or {}
-        row = _row(turn_id, self._events[turn_id], _tokenizer(self.chat))
-        self.turns = [*self.turns, {**row, "prewarm": live.get("prewarm"), "fork_of": live.get("fork_of", "")}]
+        row = _row(turn_id, self._events[turn_id], _tokenizer(self.chat), live.get("prewarm"))
+        self.turns = [*self.turns, {**row, "fork_of": live.get("fork_of", "")}]
         self.live = None  # type: ignore[assignment]  # traitlets: allow_none
         if self.chat.remote is not None:  # the server's model is known once a turn has asked for it
             self.model_info = _model_info(self.chat)
@@ -271,7 +272,9 @@ class ChatWidget(anywidget.AnyWidget):
     def _late(self, turn_id: str, events: list[Event]) -> None:
         """Events that follow a turn's end (the session's title) join its row in the turns trait."""
         rows = [e.to_dict() for e in events]
-        self.turns = [{**t, "events": [*t["events"], *rows]} if t["turn_id"] == turn_id else t for t in self.turns]
+        late = {"account": self._account(turn_id)}
+        self.turns = [{**t, "events": [*t["events"], *rows], **late} if t["turn_id"] == turn_id else t
+                      for t in self.turns]  # fmt: skip
 
     def _check_status(self) -> None:
         own = self._own
@@ -279,7 +282,16 @@ class ChatWidget(anywidget.AnyWidget):
         self.status = "generating" if waiting else "idle"
 
     def _send_events(self, turn_id: str, events: list[Event], pieces: dict) -> None:
-        self.send({"type": "events", "turn_id": turn_id, "events": [e.to_dict() for e in events], "pieces": pieces})
+        rows = [e.to_dict() for e in events]
+        self.send({"type": "events", "turn_id": turn_id, "events": rows, "pieces": pieces,
+                   "account": self._account(turn_id)})  # fmt: skip
+
+    def _account(self, turn_id: str) -> dict[str, Any]:
+        """The account of the turn's events so far (with the prewarm that ran before it, if any)."""
+        live = self.live if self.live is not None and self.live.get("turn_id") == turn_id else None
+        row = next((t for t in self.turns if t["turn_id"] == turn_id), None)
+        prewarm = (live or row or {}).get("prewarm")
+        return account_of(self._events.get(turn_id, []), prewarm).to_dict()
 
     def _refresh_fallback(self) -> None:
         """The static copy (nbconvert, GitHub) follows the conversation. Only the copy's display is updated: an
@@ -306,7 +318,7 @@ class ChatWidget(anywidget.AnyWidget):
         """The conversation as HTML (answers rendered from Markdown, sanitized; see `safe_markdown`), also as the
         text/markdown of the same output. Wrapped in `.cf-static-copy`, which the panel's stylesheet hides while
         the panel itself is shown (the stylesheet only loads with a live panel)."""
-        views = [_view([event_from_dict(row) for row in t["events"]]) for t in self.turns]
+        views = [_view([event_from_dict(row) for row in t["events"]], t.get("prewarm")) for t in self.turns]
         turns = "".join(view.html(user) for user, view in views) or "<p>(no turns yet)</p>"
         heading = f"<p><b>jupyter_chatflow</b> · session {html.escape(self.session)} · {html.escape(self.title)}</p>"
         marks = f'data-model-id="{self.model_id}" data-turns="{len(views)}"'  # (which panel, for tests of exports)
@@ -324,9 +336,9 @@ class ChatWidget(anywidget.AnyWidget):
         self._displays.append(display(copy, metadata=copy_metadata, raw=True, display_id=True))
 
 
-def _view(events: list[Event]) -> tuple[str, TurnView]:
+def _view(events: list[Event], prewarm: dict[str, Any] | None = None) -> tuple[str, TurnView]:
     """A turn's user message and its static view."""
-    view = TurnView()
+    view = TurnView(prewarm=prewarm)
     for event in events:
         view.add(event)
     return next((e.user for e in events[:1] if isinstance(e, TurnStarted)), ""), view
@@ -342,12 +354,16 @@ def _pieces(chat: Chat, events: Sequence[Event], known: set[int] | None = None) 
     return {} if tokenizer is None else token_pieces(tokenizer, events, known)
 
 
-def _row(turn_id: str, events: Sequence[Event], tokenizer: Tokenizer | None) -> dict[str, Any]:
-    """A finished turn as the `turns` trait holds it: its events as dicts, with its tokens' pieces."""
+def _row(
+    turn_id: str, events: Sequence[Event], tokenizer: Tokenizer | None, prewarm: dict[str, Any] | None = None
+) -> dict[str, Any]:
+    """A finished turn as the `turns` trait holds it: its events as dicts, with its tokens' pieces and its
+    account (`account_of`)."""
     started = events[0] if events and isinstance(events[0], TurnStarted) else None
     pieces = {} if tokenizer is None else token_pieces(tokenizer, events)
-    return {"turn_id": turn_id, "events": [e.to_dict() for e in events], "pieces": pieces,
-            "prewarm": None, "fork_of": started.fork_of if started else ""}  # fmt: skip
+    account = account_of(events, prewarm).to_dict()
+    return {"turn_id": turn_id, "events": [e.to_dict() for e in events], "pieces": pieces, "prewarm": prewarm,
+            "fork_of": started.fork_of if started else "", "account": account}  # fmt: skip
 
 
 def _by_turn(events: list[Event]) -> list[tuple[str, list[Event]]]:

@@ -121,7 +121,7 @@ def _parts(inputs: Inputs) -> list[Part]:
     for m in inputs.pending:
         is_result = m["role"] in ("tool", "ipython") or m["content"].startswith("<tool_response>")
         kind: SegmentKind = "tool" if is_result else "generated"
-        parts.append(Part(kind=kind, label=f"{kind} {m['role']}", text=m["content"]))
+        parts.append(Part(kind=kind, label="tool result" if is_result else "the model's tool call", text=m["content"]))
     return parts
 
 

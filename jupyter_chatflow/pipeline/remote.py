@@ -124,6 +124,8 @@ class Token:
     logprob: float = 0.0
     alternatives: tuple[Alternative, ...] = ()
     elapsed_ms: float = 0.0
+    arrived_at: float = dataclasses.field(default_factory=time.monotonic)
+    """Monotonic seconds when its chunk was read (`TokenDelta.computed_at`: what this side can know of it)."""
 
 
 @dataclasses.dataclass
@@ -325,7 +327,7 @@ class RemoteText:
             self.shown += text
             self.emit(TokenDelta(index=self._index, token_id=-1, text=text, logprob=token.logprob, entropy=0.0,
                                  alternatives=token.alternatives, elapsed_ms=token.elapsed_ms,
-                                 redacted=redacted))  # fmt: skip
+                                 redacted=redacted, computed_at=token.arrived_at))  # fmt: skip
             self._index += 1
 
 
@@ -387,13 +389,18 @@ def _merge_call(calls: dict[int, dict[str, str]], delta: dict[str, Any]) -> None
     call["arguments"] += function.get("arguments") or ""
 
 
+REMOTE_TITLE = "not asked for: a remote chat makes no second request to its server to write one"
+
+
 def remote_title(user: str, policy: SafetyPolicy) -> TitleGenerated | None:
     """A remote session's title: the user's first words (`title.fallback_title`), passed through the output scan
     like an answer; writing one with the model would be another request to the server, not made yet."""
     started = time.perf_counter()
     title = _scanned(fallback_title(user), policy)
     return (
-        TitleGenerated(title=title, source="fallback", latency_ms=(time.perf_counter() - started) * 1000)
+        TitleGenerated(
+            title=title, source="fallback", latency_ms=(time.perf_counter() - started) * 1000, rejected=REMOTE_TITLE
+        )
         if title
         else None
     )

@@ -20,7 +20,7 @@ from typing import Any, Literal
 from jupyter_chatflow.engine.generation import Engine, Generation, Step, tokens_per_s
 from jupyter_chatflow.engine.model import Model
 from jupyter_chatflow.engine.sampling import SamplingParams
-from jupyter_chatflow.events import Event, PrefillDone, SafetyDecision, Timings, TokenDelta, Usage
+from jupyter_chatflow.events import Event, PrefillDone, PrefillKind, SafetyDecision, Timings, TokenDelta, Usage
 
 from .tools import CALL_OPEN, Tool, ToolCallConstraint, ToolCallDetector, ToolCallError, parse_tool_call
 
@@ -50,6 +50,8 @@ class Round:
     """Of decode_ms, XLA compiling (a decode program's first call in the process): not decoding speed."""
     call_ms: float = 0.0
     """Time to write the call under the mask: building it, its prefill and its decode steps."""
+    call_compile_ms: float = 0.0
+    """Of call_ms after the call's prefill, XLA compiling (a decode program's first call in the process)."""
     call_tokens: int = 0
     """Tokens of the call (from `<tool_call>` or the line after it to `</tool_call>`)."""
     call_forced: int = 0
@@ -70,6 +72,7 @@ class Streamer:
         self.shown = ""  # the answer as released to the views
         self.blocked: SafetyDecision | None = None
         self._steps: list[Step] = []  # every step of the turn's rounds; the gate names them by position
+        self._computed: list[float] = []  # when each came out of the engine (monotonic; 0: a fork's kept step)
 
     def free(
         self, ids: Sequence[int], params: SamplingParams, tools: Sequence[Tool], prefix: Sequence[Step] = ()
@@ -81,7 +84,7 @@ class Streamer:
         result = Round(prompt_tokens=len(ids), completion_tokens=len(prefix))
         detector = ToolCallDetector() if tools else None
         for step in prefix:
-            self._show(result, step, detector.feed(step.text) if detector else step.text)
+            self._show(result, step, detector.feed(step.text) if detector else step.text, computed_at=0.0)
         if prefix and prefix[-1].token_id in self.model.tokenizer.stop_ids:  # a fork that chose to end the answer
             return result
         room = dataclasses.replace(params, max_tokens=max(params.max_tokens - len(prefix), 1))
@@ -89,7 +92,7 @@ class Streamer:
         streamed = 0  # characters of the answer the steps carried
         for step in generation:
             if step.index == 0:
-                self._prefilled(result, generation)
+                self._prefilled(result, generation, "answer", len(ids))
             streamed += len(step.text)
             self._show(result, step, detector.feed(step.text) if detector else step.text)
             if self.blocked is not None or (detector is not None and detector.started):
@@ -114,18 +117,23 @@ class Streamer:
             self.model.tokenizer, tools, only=only, include_open=include_open, vocab_size=self.model.config.vocab_size
         )
         fixed = constraint.take_forced()  # `<tool_call>\n{"name": …`: prefilled as the tokenizer spells it
-        result.completion_tokens += len(fixed)
+        context = result.prompt_tokens
         if not constraint.is_done():  # (a call with nothing to choose is all fixed)
             # greedy and unpenalized: a call's JSON repeats its own tokens ({"…": …}), and the mask does the steering
             call_params = SamplingParams(temperature=0.0, max_tokens=CALL_MAX_TOKENS, seed=params.seed)
             generation = self.engine.submit([*ids, *fixed], call_params, constraint, self.cancel)
             for step in generation:
                 if step.index == 0:
-                    self._prefilled(result, generation)
-            self._count(result, generation)
+                    self._prefilled(result, generation, "tool_call", context)
+            self._count(result, generation, counted=False)
+            result.call_compile_ms = generation.usage.decode_compile_ms
             if generation.finish_reason == "cancelled":
+                result.completion_tokens += len(constraint.ids)
                 result.finish_reason = "cancelled"
                 return result
+        # every token of the call is the model's output, whether prefilled (fixed), sampled under the mask, or a
+        # fixed run that ended it (taken at once, no step): as OpenAI counts a call's tokens in completion_tokens
+        result.completion_tokens += len(constraint.ids)
         result.call_ms = (time.perf_counter() - started) * 1000
         result.call_tokens, result.call_forced = len(constraint.ids), constraint.forced
         text = constraint.text.split(CALL_OPEN, 1)[-1].split("</tool_call>", 1)[0]
@@ -137,11 +145,13 @@ class Streamer:
         result.finish_reason = "tool_calls"
         return result
 
-    def _show(self, result: Round, step: Step | None, text: str) -> None:
-        """Pass a step's visible text through the gate; emit a TokenDelta for each token it releases."""
+    def _show(self, result: Round, step: Step | None, text: str, computed_at: float | None = None) -> None:
+        """Pass a step's visible text through the gate; emit a TokenDelta for each token it releases.
+        `computed_at`: when the engine produced the step (default: now, as it was just read)."""
         result.text += text
         if step is not None:
             self._steps.append(step)
+            self._computed.append(time.monotonic() if computed_at is None else computed_at)
         last = len(self._steps) - 1  # text flushed at the end belongs to the last step
         if self.gate is None:  # every token gets its event, also one whose text waits (half a UTF-8 character)
             self._release([(last, text, False)] if last >= 0 and (text or step is not None) else [])
@@ -164,23 +174,25 @@ class Streamer:
                 if item.action == "block":
                     self.blocked = item
             elif isinstance(item, tuple):
-                self._delta(self._steps[item[0]], item[1], item[2])
+                self._delta(item[0], item[1], item[2])
             else:
-                self._delta(self._steps[item.index], item.text, item.redacted)
+                self._delta(item.index, item.text, item.redacted)
 
-    def _delta(self, step: Step, text: str, redacted: bool) -> None:
+    def _delta(self, position: int, text: str, redacted: bool) -> None:
+        step = self._steps[position]
         self.shown += text
         self.emit(
             TokenDelta(
                 index=self.index, token_id=step.token_id, text=text, logprob=step.logprob, entropy=step.entropy,
                 alternatives=step.top_alternatives, elapsed_ms=step.elapsed_ms, compile_ms=step.compile_ms,
-                redacted=redacted,
+                redacted=redacted, computed_at=self._computed[position],
             )
         )  # fmt: skip
         self.index += 1
 
-    def _prefilled(self, result: Round, generation: Generation) -> None:
-        """The first token of a generation is out: its prompt (with a fork's prefix tokens) is in the KV cache."""
+    def _prefilled(self, result: Round, generation: Generation, kind: PrefillKind, context: int) -> None:
+        """The first token of a generation is out: its prompt (with a fork's prefix tokens, or a call's beginning)
+        is in the KV cache; `context` of its tokens are the round's assembled prompt."""
         usage = generation.usage
         if result.prefill_ms == 0.0:  # the round's first generation: its prompt is the round's prompt
             result.reused_tokens = min(usage.reused_tokens, result.prompt_tokens)
@@ -188,11 +200,13 @@ class Streamer:
         computed = usage.prompt_tokens - usage.reused_tokens
         self.emit(PrefillDone(prompt_tokens=usage.prompt_tokens, reused_tokens=usage.reused_tokens,
                               computed_tokens=computed, latency_ms=usage.prefill_ms,
-                              compile_ms=usage.compile_ms, queued_ms=usage.queue_ms))  # fmt: skip  # (the prefill's)
+                              compile_ms=usage.compile_ms, queued_ms=usage.queue_ms, queued_for=usage.queue_reason,
+                              kind=kind, context_tokens=context))  # fmt: skip  # (compile_ms: the prefill's)
 
-    def _count(self, result: Round, generation: Generation) -> None:
+    def _count(self, result: Round, generation: Generation, counted: bool = True) -> None:
+        """Add a generation's time to the round; its tokens too unless the caller counts them (`counted`)."""
         usage = generation.usage
-        result.completion_tokens += usage.completion_tokens
+        result.completion_tokens += usage.completion_tokens if counted else 0
         result.decode_steps += usage.decode_steps
         result.decode_ms += usage.decode_ms
         result.decode_compile_ms += usage.decode_compile_ms

@@ -78,22 +78,33 @@ def write_title(
     give a title. `engine`: what runs the generation (a chat's Scheduler, beside the answer); else the model."""
     started = time.perf_counter()
     ids = _prompt_ids(model, user, answer)
-    attempt = ""
+    written = ""
     if ids is not None:  # (a window too small for even the bare request: the user's words)
         params = SamplingParams(temperature=0.0, repetition_penalty=1.2, max_tokens=TITLE_TOKENS, stop=("\n",))
         generation = (engine if engine is not None else model).submit(ids, params, cancel=cancel)
-        attempt = unlabelled(clean_title("".join(step.text for step in generation)), user)
+        written = "".join(step.text for step in generation).strip()
     if cancel.is_set():
         return None
-    if not on_topic(attempt, user):
-        attempt = ""
-    title = _scanned(attempt, policy) if attempt else ""
+    title, rejected = _judged(written, user, policy) if ids is not None else ("", "the window has no room to ask")
     source: TitleSource = "model"
     if not title:  # unusable, or the output scan would change it: the user's words (already redacted) instead
         title, source = _scanned(fallback_title(user), policy), "fallback"
     if not title:
         return None
-    return TitleGenerated(title=title, source=source, latency_ms=(time.perf_counter() - started) * 1000)
+    return TitleGenerated(title=title, source=source, latency_ms=(time.perf_counter() - started) * 1000,
+                          model_title=written, rejected=rejected if source == "fallback" else "")  # fmt: skip
+
+
+def _judged(written: str, user: str, policy: SafetyPolicy) -> tuple[str, str]:
+    """The model's title as it is used, and why it is not ("" when it is)."""
+    attempt = unlabelled(clean_title(written), user)
+    if not attempt:
+        why = f"not a title ({MIN_WORDS} to {MAX_WORDS} plain words)"
+        return "", why if written else "the model wrote nothing"
+    if not on_topic(attempt, user):
+        return "", "it shares no word with the message (off topic)"
+    title = _scanned(attempt, policy)
+    return (title, "") if title else ("", "the output scan would have changed it")
 
 
 def _prompt_ids(model: Model, user: str, answer: str) -> list[int] | None:

@@ -137,7 +137,8 @@ class Turn(TurnStages):
         call_id = f"call_{uuid.uuid4().hex[:12]}"
         started = time.perf_counter()
         call = ToolCall(call_id=call_id, name=name, arguments=arguments, constrained=True, decode_ms=result.call_ms,
-                        tokens=result.call_tokens, forced_tokens=result.call_forced)  # fmt: skip
+                        compile_ms=result.call_compile_ms, tokens=result.call_tokens,
+                        forced_tokens=result.call_forced)  # fmt: skip
         error = f"the call could not be read: {result.call_error}" if result.call_error else ""
         outcome = self._vetted_run(call, tools, error)
         self._time("tools", started)

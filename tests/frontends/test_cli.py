@@ -10,6 +10,8 @@ import sys
 
 import pytest
 
+from jupyter_chatflow.account import account_of
+from jupyter_chatflow.events import event_from_dict
 from jupyter_chatflow.frontends.cli import main
 
 
@@ -19,8 +21,10 @@ def json_lines(text: str) -> list[dict]:
 
 def test_chat_json_stream(tiny_path, tiny_model, capsys):
     code = main(["chat", "--model", str(tiny_path), "--json", "--temperature", "0", "--max-tokens", "6", "Hi"])
-    events = json_lines(capsys.readouterr().out)
+    *events, account = json_lines(capsys.readouterr().out)
     assert code == 0 and all("type" in e for e in events)
+    assert account == {"type": "account", **account_of([event_from_dict(e) for e in events]).to_dict()}
+    assert account["answer_tokens"] == sum(e["type"] == "token" for e in events)  # the last line: the figures
     assert [e["sequence_number"] for e in events] == list(range(len(events)))
     kinds = [e["type"] for e in events]
     assert kinds[0] == "turn_started" and {"safety_decision", "context_assembled", "tokenized", "prefill"} <= set(kinds)
@@ -38,12 +42,13 @@ def test_chat_json_with_a_session_ends_with_the_title_after_the_answer(tiny_path
     monkeypatch.setenv("CHATFLOW_DB", str(tmp_path / "cli.db"))
     args = ["chat", "--model", str(tiny_path), "--json", "--max-tokens", "4", "--session", "s1"]
     assert main([*args, "What is the capital of France?"]) == 0
-    events = json_lines(capsys.readouterr().out)
+    *events, account = json_lines(capsys.readouterr().out)
     assert [e["type"] for e in events[-2:]] == ["completed", "title_generated"]
     assert events[-1]["title"] == "Capital of France"  # the tiny model's attempt is noise: the user's words
     assert events[-1]["sequence_number"] == events[-2]["sequence_number"] + 1
+    assert account["type"] == "account" and account["title"] == "Capital of France"  # (its figures, title included)
     assert main([*args, "And of Spain?"]) == 0  # the session has its title: no more title events
-    assert json_lines(capsys.readouterr().out)[-1]["type"] == "completed"
+    assert [e["type"] for e in json_lines(capsys.readouterr().out)[-2:]] == ["completed", "account"]
 
 
 def test_chat_text_streams_to_stdout(tiny_path, capsys):

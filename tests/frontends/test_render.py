@@ -2,10 +2,22 @@
 
 from __future__ import annotations
 
+import dataclasses
+
 from IPython.core.interactiveshell import InteractiveShell
 
 from jupyter_chatflow import Response
-from jupyter_chatflow.frontends.render import register_display
+from jupyter_chatflow.events import (
+    Cancelled,
+    Completed,
+    Event,
+    PrefillDone,
+    Timings,
+    TokenDelta,
+    TurnStarted,
+    Usage,
+)
+from jupyter_chatflow.frontends.render import TurnView, register_display
 
 from ..test_events import samples
 
@@ -16,29 +28,41 @@ def test_a_response_at_the_end_of_a_cell_shows_its_answer_and_the_pipeline_summa
     data, _ = shell.display_formatter.format(Response(samples()))
     markdown = data["text/markdown"]
     assert markdown.startswith('<div class="cf-answer-md"><p>Paris</p><details><summary>pipeline</summary>')
-    assert "safety: input redact" in markdown and "context: 12/8192 tokens" in markdown
+    assert "safety: input redact" in markdown and "context: 12/8,192 tokens in the prompt" in markdown
 
 
-def test_the_speed_line_reads_the_turns_usage_and_timings():
-    from jupyter_chatflow.events import Cancelled, Completed, PrefillDone, Timings, Usage
-    from jupyter_chatflow.frontends.render import TurnView
-
+def _turn(*events: Event) -> TurnView:
+    """A view of `events` stamped at the times given as their `timestamp` (seconds after the request)."""
     view = TurnView()
-    view.add(PrefillDone(prompt_tokens=40, reused_tokens=0, computed_tokens=40, latency_ms=90.0, compile_ms=60.0))
-    usage = Usage(prompt_tokens=40, completion_tokens=12)
-    view.add(
-        Completed(finish_reason="stop", text="Paris.", usage=usage, timings=Timings(ttft_ms=95.4), tokens_per_s=33.33)
-    )
-    speed = "speed: first token 95 ms (60 ms of it XLA compiling), 33.3 tok/s, 12 tokens generated · stop"
-    assert speed in view.details()
-    queued = TurnView()  # every row of the engine's batch was busy first
-    queued.add(PrefillDone(prompt_tokens=40, reused_tokens=0, computed_tokens=40, latency_ms=90.0, compile_ms=60.0,
-                           queued_ms=300.0))  # fmt: skip
-    queued.add(Completed(finish_reason="stop", text="Paris.", usage=usage, timings=Timings(ttft_ms=395.4)))
+    started = TurnStarted(request_id="r", session_id="s", user="u", params={}, features={}, created=0.0)
+    for number, event in enumerate((started, *events)):
+        view.add(dataclasses.replace(event, sequence_number=number, turn_id="t"))
+    return view
+
+
+def _token(index: int, at: float, compile_ms: float = 0.0) -> TokenDelta:
+    return TokenDelta(index=index, token_id=index, text="x", logprob=-0.1, entropy=0.1, timestamp=at,
+                      computed_at=at, compile_ms=compile_ms)  # fmt: skip
+
+
+def test_the_speed_line_reads_the_turns_account():
+    """The first token's time and what it was made of, tokens/s over the decode's ticks (its compiling left out),
+    the answer's time: the account's figures (`account_of`), as the panel shows them."""
+    prefill = PrefillDone(prompt_tokens=40, reused_tokens=0, computed_tokens=40, latency_ms=90.0, compile_ms=60.0,
+                          timestamp=0.090)  # fmt: skip
+    tokens = [_token(0, 0.0954), _token(1, 0.1454), _token(2, 0.1954)]  # two intervals of 50 ms: 20 tok/s
+    usage = Usage(prompt_tokens=40, completion_tokens=4)
+    done = Completed(finish_reason="stop", text="xxx", usage=usage, timings=Timings(), timestamp=0.2)
+    view = _turn(prefill, *tokens, done)
     assert (
-        queued.details()[-1]
-        == "speed: first token 395 ms (300 ms of it waiting for a row, 60 ms XLA compiling), 12 tokens generated · stop"
+        view.details()[-1] == "speed: first token 95 ms (60 ms of it XLA compiling), 20.0 tok/s, answer 200 ms · stop"
     )
-    stopped = TurnView()
-    stopped.add(Cancelled(text="Par", usage=Usage(completion_tokens=2)))  # no first token time: none is claimed
-    assert "speed: 2 tokens generated · stopped" in stopped.details()
+    assert "tokens: 4 tokens generated: 3 in the answer + 1 end-of-sequence token, not shown" in view.details()
+    waited = dataclasses.replace(prefill, queued_ms=300.0, queued_for="another sequence's prefill", timestamp=0.39)
+    first = dataclasses.replace(tokens[0], timestamp=0.3954, computed_at=0.3954)
+    queued = _turn(waited, first, dataclasses.replace(done, timestamp=0.4))
+    line = "speed: first token 395 ms (300 ms of it waiting, 60 ms XLA compiling), answer 400 ms · stop"
+    assert queued.details()[-1] == line
+    assert queued.account.stages[0].detail == "waited 300 ms for another sequence's prefill"
+    stopped = _turn(Cancelled(text="Par", usage=Usage(completion_tokens=2), timestamp=0.05))  # no first token: none
+    assert stopped.details()[-1] == "speed: answer 50 ms · stopped"

@@ -279,8 +279,9 @@ def test_the_static_copy_draws_the_context_bar_the_tokens_with_their_probabiliti
     data, _ = panel.static_bundle()
     shown = data["text/html"]
     assert 'data-turns="1"' in shown
-    assert "context window 100 tokens:" in shown and "system 20" in shown and "user 10" in shown
-    assert "generated 2" in shown and "free 68" in shown  # 100 - 30 prompt - 2 generated
+    assert "context window 100 tokens, 32 used:" in shown and "system 20" in shown and "user 10" in shown
+    # the gauge: 30 prompt + 2 answer + 8 of the 10 reserved for the output unused + 60 free = the window
+    assert "answer 2" in shown and "reserved for the output, unused 8" in shown and "free 60" in shown
     assert "width:20.00%" in shown and "width:10.00%" in shown  # the bar's segments, to scale
     assert shown.count('title="id ') == 2 and shown.count(">37%</small>") == 2  # chips: p = e^-1
     assert "2 tokens shown" in shown

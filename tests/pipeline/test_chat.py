@@ -13,18 +13,8 @@ from jupyter_chatflow.pipeline.chat import Chat
 from jupyter_chatflow.pipeline.request import RequestError
 from jupyter_chatflow.pipeline.tools import Toolbox, tool
 from jupyter_chatflow.store.database import Database
-from jupyter_chatflow.testing import TinySpec, write_tiny_gguf
 
 STAGES = ["turn_started", "safety_decision", "memory_recalled", "context_assembled", "tokenized", "prefill"]
-
-
-@pytest.fixture(scope="module")
-def wide_model(tmp_path_factory):
-    """The tiny model with a 4,096-token window (its byte-level vocabulary makes a tools prompt long)."""
-    from jupyter_chatflow import load_model
-
-    path = write_tiny_gguf(tmp_path_factory.mktemp("wide") / "wide.gguf", TinySpec(context_length=4096))
-    return load_model(path, dtype="float32")
 
 
 @pytest.fixture

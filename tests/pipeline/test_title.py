@@ -15,15 +15,6 @@ from jupyter_chatflow.pipeline.chat import Chat
 from jupyter_chatflow.pipeline.safety import SafetyPolicy
 from jupyter_chatflow.pipeline.title import _scanned, clean_title, fallback_title, on_topic, unlabelled
 from jupyter_chatflow.store.database import Database
-from jupyter_chatflow.testing import TinySpec, write_tiny_gguf
-
-
-@pytest.fixture(scope="module")
-def wide_model(tmp_path_factory):
-    from jupyter_chatflow import load_model
-
-    path = write_tiny_gguf(tmp_path_factory.mktemp("wide") / "wide.gguf", TinySpec(context_length=4096))
-    return load_model(path, dtype="float32")
 
 
 @pytest.mark.parametrize(

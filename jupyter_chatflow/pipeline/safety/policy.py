@@ -130,7 +130,9 @@ class SafetyPolicy:
         decision = merge([g.check(text, layer="tool") for g in guards], layer="tool")
         if decision.action == "redact":  # arguments go to the tool as they are: a redaction is only a flag here
             decision = dataclasses.replace(decision, action="flag")
-        return dataclasses.replace(decision, reason=f"Arguments of tool {name!r}: {decision.reason}")
+        return dataclasses.replace(
+            decision, reason=f"Arguments of tool {name!r}: {decision.reason}", subject="arguments"
+        )
 
     def scan_tool_result(self, name: str, output: str) -> tuple[SafetyDecision, str]:
         """The tool layer's decision on a result and the text that goes back to the model.
@@ -142,11 +144,12 @@ class SafetyPolicy:
             return _skipped("tool"), output
         decision, cuts = self._check("tool", output)
         if decision.action == "block":
-            return decision, decision.replacement
+            return dataclasses.replace(decision, subject="result"), decision.replacement
         safe = redact_spans(output, cuts)
         injected = any(s.category == _INJECTION for s in cuts)
         reason = f"Result of tool {name!r}: {decision.reason}"
-        return dataclasses.replace(decision, reason=reason), INJECTION_NOTICE + safe if injected else safe
+        decision = dataclasses.replace(decision, reason=reason, subject="result")
+        return decision, INJECTION_NOTICE + safe if injected else safe
 
     def _check(self, layer: str, text: str) -> tuple[SafetyDecision, list[Span]]:
         """Every guard of `layer` on `text`, merged into one decision; and the spans of guards that redact."""
