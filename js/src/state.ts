@@ -15,6 +15,7 @@ import type {
   Tokenized,
   ToolCall,
   ToolResult,
+  TurnAccount,
   TurnRecord,
   TurnStarted,
 } from "./types";
@@ -29,6 +30,8 @@ export interface TurnData {
   fork_of: string;
   /** Highest sequence number held (-1: none). */
   lastSeq: number;
+  /** The turn's figures as the kernel derived them (the latest: from the most events); null until one came. */
+  account: TurnAccount | null;
 }
 
 export interface Merge {
@@ -47,7 +50,15 @@ export function createTurn(record: { turn_id: string; prewarm?: Prewarm | null; 
     prewarm: record.prewarm ?? null,
     fork_of: record.fork_of ?? "",
     lastSeq: -1,
+    account: null,
   };
+}
+
+/** Keeps the account derived from the most events (a message that arrives late never rolls it back). */
+export function takeAccount(turn: TurnData, account: TurnAccount | null | undefined): boolean {
+  if (!account || (turn.account && turn.account.events > account.events)) return false;
+  turn.account = account;
+  return true;
 }
 
 /** Adds the events `turn` doesn't hold yet (by sequence number) and the pieces; says what was new. */
@@ -76,10 +87,12 @@ export interface Change {
   redraw: Set<string>;
   /** True when turns were added, removed or reordered. */
   structure: boolean;
+  /** Turns whose account changed with no new event (its figures are redrawn, nothing else). */
+  figures: Set<string>;
 }
 
 function emptyChange(): Change {
-  return { appended: new Map(), redraw: new Set(), structure: false };
+  return { appended: new Map(), redraw: new Set(), structure: false, figures: new Set() };
 }
 
 /** All turns of the session in order: the finished ones from `turns`, then the live one. */
@@ -94,7 +107,7 @@ export class Conversation {
     const order = records.map((r) => r.turn_id);
     if (live && !order.includes(live.turn_id)) order.push(live.turn_id);
     for (const id of [...this.turns.keys()]) if (!order.includes(id)) this.turns.delete(id);
-    for (const record of records) this.absorb(record, record.events, record.pieces, change);
+    for (const record of records) this.absorb(record, record.events, record.pieces, change, record.account);
     if (live) {
       const turn = this.ensure(live, change);
       turn.prewarm = live.prewarm ?? turn.prewarm;
@@ -106,14 +119,14 @@ export class Conversation {
     return change;
   }
 
-  /** Merges a batch of a turn's events (an `events` message). */
-  receive(turn_id: string, events: readonly ChatEvent[], pieces: Pieces): Change {
+  /** Merges a batch of a turn's events (an `events` message) and the account of the turn so far. */
+  receive(turn_id: string, events: readonly ChatEvent[], pieces: Pieces, account?: TurnAccount | null): Change {
     const change = emptyChange();
     if (!this.turns.has(turn_id)) {
       this.order.push(turn_id);
       change.structure = true;
     }
-    this.absorb({ turn_id }, events, pieces, change);
+    this.absorb({ turn_id }, events, pieces, change, account);
     return change;
   }
 
@@ -133,11 +146,13 @@ export class Conversation {
     events: readonly ChatEvent[],
     pieces: Pieces,
     change: Change,
+    account?: TurnAccount | null,
   ): void {
     const turn = this.ensure(record, change);
     if (record.prewarm !== undefined) turn.prewarm = record.prewarm;
     if (record.fork_of !== undefined) turn.fork_of = record.fork_of;
     const merge = mergeEvents(turn, events, pieces);
+    if (takeAccount(turn, account) && !merge.added.length) change.figures.add(turn.turn_id);
     if (!merge.added.length || change.redraw.has(turn.turn_id)) return;
     if (!merge.appended) {
       change.redraw.add(turn.turn_id);
@@ -263,37 +278,6 @@ export function blockOf(summary: TurnSummary): SafetyDecision | null {
   return summary.safety.find((d) => d.action === "block") ?? null;
 }
 
-// ---- the context window bar -------------------------------------------------------------------------------------
-
-export interface BarPart {
-  kind: string;
-  label: string;
-  tokens: number;
-  /** Share of the window, 0…1. */
-  fraction: number;
-}
-
-export const SEGMENT_KINDS = ["system", "memory", "tools", "history", "user", "tool", "template", "generated", "free"];
-
-/** The window split by segment kind (in first-seen order), then generated tokens, then free space. */
-export function contextBar(assembled: ContextAssembled, generated: number): BarPart[] {
-  const window = Math.max(assembled.window, 1);
-  const byKind = new Map<string, BarPart>();
-  for (const seg of assembled.segments) {
-    const part = byKind.get(seg.kind) ?? { kind: seg.kind, label: seg.kind, tokens: 0, fraction: 0 };
-    part.tokens += seg.tokens;
-    byKind.set(seg.kind, part);
-  }
-  const parts = [...byKind.values()];
-  const prompt = assembled.prompt_tokens;
-  const gen = parts.find((p) => p.kind === "generated");
-  if (gen) gen.tokens += generated;
-  else parts.push({ kind: "generated", label: "generated", tokens: generated, fraction: 0 });
-  parts.push({ kind: "free", label: "free", tokens: Math.max(0, window - prompt - generated), fraction: 0 });
-  for (const p of parts) p.fraction = p.tokens / window;
-  return parts.filter((p) => p.tokens > 0 || p.kind === "free");
-}
-
 // ---- the exact prompt -----------------------------------------------------------------------------------------
 
 export interface PromptToken {
@@ -318,13 +302,4 @@ export function promptTokens(tokenized: Tokenized, assembled: ContextAssembled |
     const kind = assembled?.segments[segment]?.kind ?? "template";
     return { position, id, text, hex, kind, segment, special: SPECIAL.test(text) };
   });
-}
-
-// ---- the prewarm ------------------------------------------------------------------------------------------------
-
-/** Whether a turn's first prefill reused the tokens its prewarm put in the prompt cache (see js/README.md). */
-export function prewarmUsed(turn: TurnData): boolean {
-  if (!turn.prewarm) return false;
-  const prefill = turn.events.find((e): e is PrefillDone => e.type === "prefill");
-  return !!prefill && prefill.reused_tokens > turn.prewarm.cached_before;
 }

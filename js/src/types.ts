@@ -2,7 +2,7 @@
  * The widget's synced state and its messages. The kernel's events (`ChatEvent` and the types it carries) are
  * generated from jupyter_chatflow/events.py into events.generated.ts and re-exported here.
  */
-import type { ChatEvent, SegmentKind } from "./events.generated";
+import type { ChatEvent, SegmentKind, TurnAccount } from "./events.generated";
 
 export type * from "./events.generated";
 
@@ -24,6 +24,8 @@ export interface TurnRecord {
   pieces: Pieces;
   prewarm: Prewarm | null;
   fork_of: string;
+  /** Its figures, derived once by the kernel from its events (jupyter_chatflow/account): the views read them. */
+  account?: TurnAccount | null;
 }
 
 export interface LiveRecord {
@@ -87,7 +89,7 @@ export type AttentionRequest = Pick<AttentionMessage, "type" | "request_id" | "t
   Partial<Pick<AttentionMessage, "rows_range" | "cols_range">>;
 
 export type KernelMessage =
-  | { type: "events"; turn_id: string; events: ChatEvent[]; pieces: Pieces }
+  | { type: "events"; turn_id: string; events: ChatEvent[]; pieces: Pieces; account?: TurnAccount | null }
   | AttentionMessage
   | { type: "attention_error"; request_id: string; message: string }
   | { type: "prewarmed"; prewarm: Prewarm };

@@ -3,11 +3,15 @@
     python js/test/make_fixtures.py            # from the repository root, with the package and model installed
 
 Each fixture is the first turn of a fresh session in a scratch database (so the session's title follows the answer
-as a late event), run in one fresh process in this order, so the first turn's prefill carries the XLA compile time
-of a new process (`compile_ms`; loaded from the persistent cache if it holds the programs). Sampling is seeded.
+as a late event), with its account (`account_of`), run in one fresh process in this order, so the first turn's
+prefill carries the XLA compile time of a new process (`compile_ms`; loaded from the persistent cache if it holds
+the programs: `CHATFLOW_XLA_CACHE=$(mktemp -d)` makes it a kernel's cold first turn). Sampling is seeded.
 
 `python js/test/make_fixtures.py remote` writes only remote.json: a turn of a remote chat (`Chat(base_url=…)`)
 against `chatflow serve` on a thread of this process, its key masked in the wire events.
+
+`python js/test/make_fixtures.py accounts` rewrites only each fixture's account from its events (after a change to
+jupyter_chatflow/account; the events, which the front end's tests count on, stay as they were recorded).
 """
 
 from __future__ import annotations
@@ -18,6 +22,8 @@ import tempfile
 from pathlib import Path
 
 from jupyter_chatflow import Chat, load_model
+from jupyter_chatflow.account import account_of
+from jupyter_chatflow.events import event_from_dict
 from jupyter_chatflow.frontends.relay import token_pieces
 from jupyter_chatflow.store.database import Database
 
@@ -42,14 +48,30 @@ def remote(model) -> None:
         text, options = TURNS["answer"]
         response = chat.send(text, **SAMPLING, **options)
         events = [e.to_dict() for e in response] + [e.to_dict() for e in response.after_end()]
-        turn = {"turn_id": response.turn_id, "events": events, "pieces": {}}
+        turn = {"turn_id": response.turn_id, "events": events, "pieces": {}, "account": _account(events)}
         (OUT / "remote.json").write_text(json.dumps(turn, indent=1, ensure_ascii=False) + "\n")
         print(f"remote: {len(events)} events, text {response.text()!r}", file=sys.stderr)
     finally:
         server.close()
 
 
+def _account(rows: list[dict]) -> dict:
+    """The turn's account, as the widget sends it beside the events (`account_of`)."""
+    return account_of([event_from_dict(row) for row in rows]).to_dict()
+
+
+def accounts() -> None:
+    """Each fixture's account again, from its events as recorded."""
+    for path in (OUT / f"{name}.json" for name in [*TURNS, "remote"]):
+        turn = json.loads(path.read_text())
+        turn["account"] = _account(turn["events"])
+        path.write_text(json.dumps(turn, indent=1, ensure_ascii=False) + "\n")
+        print(f"{path.name}: account of {len(turn['events'])} events", file=sys.stderr)
+
+
 def main() -> None:
+    if sys.argv[1:] == ["accounts"]:
+        return accounts()
     model = load_model()
     if sys.argv[1:] == ["remote"]:
         return remote(model)
@@ -58,7 +80,8 @@ def main() -> None:
         chat = Chat(model=model, db=db, session=f"fixture-{name}", new=True)
         response = chat.send(text, **SAMPLING, **options)
         events = [e.to_dict() for e in response] + [e.to_dict() for e in response.after_end()]
-        turn = {"turn_id": response.turn_id, "events": events, "pieces": token_pieces(model.tokenizer, events)}
+        turn = {"turn_id": response.turn_id, "events": events, "pieces": token_pieces(model.tokenizer, events),
+                "account": _account(events)}  # fmt: skip
         (OUT / f"{name}.json").write_text(json.dumps(turn, indent=1, ensure_ascii=False) + "\n")
         kinds = [e["type"] for e in events]
         print(f"{name}: {len(events)} events, ends {kinds[-2:]}, text {response.text()!r}", file=sys.stderr)

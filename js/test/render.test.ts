@@ -78,7 +78,11 @@ describe("render from the turns trait", () => {
       [...bar.children].map((c) => [c.getAttribute("data-kind"), parseFloat((c as HTMLElement).style.width)]),
     );
     expect(widths.tools).toBeCloseTo((266 / 8192) * 100, 2);
-    expect(widths.generated).toBeCloseTo(((34 + 9) / 8192) * 100, 2); // the call's 34 tokens, then the answer's 9
+    expect(widths.generated).toBeCloseTo((34 / 8192) * 100, 2); // the call's 34 tokens, fed back in the prompt
+    expect(widths.answer).toBeCloseTo((9 / 8192) * 100, 2); // then the answer's 9: the account's gauge, part by part
+    const gauge = FIX.tool.account!.rounds[1].gauge;
+    expect([...bar.children].map((c) => Number(c.getAttribute("data-tokens")))).toEqual(gauge.map((p) => p.tokens));
+    expect(gauge.reduce((n, p) => n + p.tokens, 0)).toBe(8192);
     const prompt = q("prompt-tokens");
     expect(prompt.querySelectorAll(".cf-ptok").length).toBe(379);
     expect(prompt.querySelectorAll(".cf-special").length).toBeGreaterThan(0);
@@ -352,9 +356,15 @@ describe("answers: rendered text, or tokens", () => {
     const done = completedOf(fx);
     const failed = { ...done, type: "error", error: "ModelError", message: "Out of memory: use a smaller model." };
     const noTokens = fx.events.filter((e) => e.type !== "token" && e.type !== "completed");
-    const model = mount({ turns: [fx, { ...fx, turn_id: "failed", events: [...noTokens, failed] as ChatEvent[] }] });
+    const failing = { ...fx, turn_id: "failed", events: [...noTokens, failed] as ChatEvent[], account: null };
+    const model = mount({ turns: [fx, failing] });
     const feet = [...page.host.querySelectorAll(".cf-turn-foot")].map((f) => f.textContent);
-    expect(feet).toEqual(["12 tokens · 12.8 tok/s · TTFT 2.01 s · finish: stop", "0 tokens"]);
+    const a = fx.account!; // the figures are the account's, as the kernel derived them
+    const first = `first token ${(a.ttft_ms! / 1000).toFixed(2)} s`;
+    expect(feet).toEqual([
+      `12 answer tokens · ${a.tokens_per_s!.toFixed(1)} tok/s · ${first} · finish: stop`,
+      "0 answer tokens",
+    ]);
     expect(page.host.querySelector(".cf-end-error")!.textContent).toBe(
       "ModelError: Out of memory: use a smaller model.",
     );
@@ -364,7 +374,7 @@ describe("answers: rendered text, or tokens", () => {
     model.message({ type: "events", turn_id: "live", events: [started], pieces: {} });
     const live = page.host.querySelector('[data-turn="live"]')!;
     expect(live.querySelector(".cf-thinking")!.textContent).toBe("thinking…");
-    expect(live.querySelector(".cf-turn-foot")!.textContent).toBe("0 tokens · generating…");
+    expect(live.querySelector(".cf-turn-foot")!.textContent).toBe("0 answer tokens · generating…");
   });
 
   it("a stopped turn says [stopped], as the magic and the CLI do", () => {

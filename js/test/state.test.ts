@@ -1,14 +1,5 @@
 import { describe, expect, it } from "vitest";
-import {
-  answerText,
-  Conversation,
-  contextBar,
-  createTurn,
-  mergeEvents,
-  prewarmUsed,
-  promptTokens,
-  summarize,
-} from "../src/state";
+import { answerText, Conversation, createTurn, mergeEvents, promptTokens, summarize, takeAccount } from "../src/state";
 import { completedOf, FIX, tokensOf } from "./helpers";
 
 describe("reducer on the real fixtures", () => {
@@ -65,13 +56,17 @@ describe("reducer on the real fixtures", () => {
 });
 
 describe("context", () => {
-  it("bar widths: segments by kind, generated and free add up to the window", () => {
-    const s = summarize(FIX.answer.events);
-    const parts = contextBar(s.rounds[0].assembled, s.tokens.length);
-    const by = Object.fromEntries(parts.map((p) => [p.kind, p.tokens]));
-    expect(by).toEqual({ system: 17, user: 7, template: 14, generated: 12, free: 8192 - 38 - 12 });
-    expect(parts.reduce((a, p) => a + p.fraction, 0)).toBeCloseTo(1, 9);
-    expect(parts.find((p) => p.kind === "system")!.fraction).toBeCloseTo(17 / 8192, 9);
+  it("the account from the most events is kept: a late message never rolls it back", () => {
+    const fx = FIX.answer;
+    const turn = createTurn(fx);
+    const account = fx.account!;
+    expect(takeAccount(turn, account)).toBe(true);
+    expect(takeAccount(turn, { ...account, events: account.events - 5 })).toBe(false);
+    expect(turn.account).toBe(account);
+    const conv = new Conversation();
+    conv.receive(fx.turn_id, fx.events, fx.pieces, account);
+    conv.receive(fx.turn_id, fx.events.slice(0, 4), fx.pieces, { ...account, events: 4 }); // a resume's replay
+    expect(conv.turns.get(fx.turn_id)!.account).toBe(account);
   });
 
   it("prompt tokens carry provenance kinds and special badges", () => {
@@ -87,18 +82,5 @@ describe("context", () => {
         .join(""),
     ).toBe("What is the capital of France?");
     expect(toks.slice(25, 32).every((t) => t.kind === "user")).toBe(true);
-  });
-});
-
-describe("prewarm", () => {
-  it("is used when the first prefill reused more than cached_before", () => {
-    const turn = createTurn({
-      ...FIX.tool,
-      prewarm: { chars: 5, prompt_tokens: 20, computed_tokens: 20, cached_before: 0, latency_ms: 50 },
-    });
-    mergeEvents(turn, FIX.tool.events);
-    expect(prewarmUsed(turn)).toBe(true);
-    turn.prewarm = { ...turn.prewarm!, cached_before: 20 };
-    expect(prewarmUsed(turn)).toBe(false);
   });
 });

@@ -1,5 +1,5 @@
 /** Synthetic data for the harness and speed tests: a long streamed answer and causal attention matrices. */
-import type { ChatEvent, Pieces, TokenDelta, TurnRecord } from "../src/types";
+import type { ChatEvent, Pieces, TokenDelta, TurnAccount, TurnRecord } from "../src/types";
 
 const WORDS = [
   "The",
@@ -55,7 +55,36 @@ export function longTurn(base: TurnRecord, n: number, turn_id = "turn_long"): Tu
   if (started.type === "turn_started")
     head[0] = { ...started, user: "Explain how a language model generates text, in detail." };
   const completed = completedAfter(tokens, started.timestamp);
-  return { turn_id, events: [...head, ...tokens, completed], pieces, prewarm: null, fork_of: "" };
+  const events = [...head, ...tokens, completed];
+  return { turn_id, events, pieces, prewarm: null, fork_of: "", account: syntheticAccount(base, tokens, started) };
+}
+
+/** `base`'s account (a real fixture's) with this answer's figures: its tokens, a decode bar ticked at each. The
+ * kernel derives a real turn's (jupyter_chatflow/account); this one only dresses the harness's made-up answer. */
+function syntheticAccount(base: TurnRecord, tokens: TokenDelta[], started: ChatEvent): TurnAccount {
+  const at = (t: TokenDelta) => (t.timestamp - started.timestamp) * 1000;
+  const ticks = tokens.map(at);
+  const decode = { label: "decode", kind: "decode" as const, start_ms: ticks[0], end_ms: ticks[ticks.length - 1] };
+  const stage = { ...decode, detail: `${tokens.length} tokens shown`, ticks_ms: ticks, compiles: [] };
+  const keep = (base.account?.stages ?? []).filter((s) => s.kind !== "decode" && s.end_ms <= ticks[0]);
+  const rate = ((tokens.length - 1) / (ticks[ticks.length - 1] - ticks[0])) * 1000;
+  return {
+    ...base.account!,
+    events: base.events.length + tokens.length,
+    answer_tokens: tokens.length,
+    completion_tokens: tokens.length,
+    unshown_tokens: 0,
+    generated_note: `${tokens.length} tokens generated: ${tokens.length} in the answer`,
+    ttft_ms: ticks[0],
+    first_computed_ms: ticks[0],
+    ttft_note: "",
+    tokens_per_s: rate,
+    tokens_per_s_note: "",
+    answer_ms: ticks[ticks.length - 1] + 1,
+    title_after_ms: 0,
+    total_ms: ticks[ticks.length - 1] + 1,
+    stages: [...keep, stage],
+  };
 }
 
 /** Token `i` of the long answer: a word (a newline every 47th), its chosen token and two alternatives, one cut. */
@@ -76,6 +105,7 @@ function syntheticToken(i: number, turn_id: string, sequence_number: number, tim
     elapsed_ms: 30,
     compile_ms: 0,
     redacted: i === 120,
+    computed_at: timestamp,
     alternatives: [
       { token_id: id, text, logprob: lp, sampling_prob: 0.6 },
       { token_id: 2000 + i, text: " alt", logprob: lp - 0.4, sampling_prob: 0.4 },

@@ -4,7 +4,6 @@ import type { ChatEvent } from "../src/types";
 import { ContextView, remotePromptSize } from "../src/views/context";
 import { tokenDetails } from "../src/views/token_details";
 import { exchanges, isRemote, WireView } from "../src/views/wire";
-import { waterfall } from "../src/waterfall";
 import { FIX, REMOTE, tokensOf } from "./helpers";
 
 const turn = () => {
@@ -41,12 +40,11 @@ describe("a remote turn's wire (a real turn against chatflow serve)", () => {
   });
 
   it("the timeline gets an HTTP row and an SSE row ticked at each frame's arrival", () => {
-    const w = waterfall(turn());
-    const http = w.stages.filter((s) => s.kind === "http");
+    const http = REMOTE.account!.stages.filter((s) => s.kind === "http");
     expect(http.map((s) => s.label)).toEqual(["HTTP GET /v1/models", "HTTP POST /v1/chat/completions", "SSE stream"]);
     const sse = http[2];
-    expect(sse.ticks?.length).toBe(frames.length);
-    for (const t of sse.ticks ?? []) expect(t >= sse.start - 1e-9 && t <= sse.end + 1e-9).toBe(true);
+    expect(sse.ticks_ms.length).toBe(frames.length);
+    for (const t of sse.ticks_ms) expect(t >= sse.start_ms - 1e-6 && t <= sse.end_ms + 1e-6).toBe(true);
   });
 
   it("a remote token's card says what the server does not send, and offers no fork", () => {

@@ -134,7 +134,7 @@ def generated_note(events: Sequence[Event], kept: int) -> tuple[int | None, int 
     completion = end.usage.completion_tokens if end is not None else None
     unshown = None if completion is None else max(0, completion - answer - call)
     parts = [_answer_words(answer, kept)] if answer or not calls else []
-    if calls:
+    if call:  # (0: a stored turn from before calls were counted)
         fixed = sum(c.forced_tokens for c in calls)
         parts.append(f"{call} in the tool call{'s' if len(calls) > 1 else ''} ({fixed} fixed by the grammar)")
     if unshown:

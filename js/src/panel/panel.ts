@@ -131,7 +131,7 @@ export class Panel {
   private onMessage: MessageHandler = (msg, buffers) => {
     if (!msg || typeof msg !== "object") return;
     if (msg.type === "events") {
-      this.applyChange(this.conversation.receive(msg.turn_id, msg.events ?? [], msg.pieces ?? {}));
+      this.applyChange(this.conversation.receive(msg.turn_id, msg.events ?? [], msg.pieces ?? {}, msg.account));
     } else if (msg.type === "attention" || msg.type === "attention_error") {
       this.inspector.receive(msg, buffers ?? []);
     } else if (msg.type === "prewarmed") {

@@ -1,28 +1,23 @@
 /** The context window: a stacked bar by segment kind (plus what was trimmed), and the exact prompt's tokens. */
 import { clear, el } from "../dom";
-import {
-  type BarPart,
-  contextBar,
-  promptTokens,
-  type Round,
-  summarize,
-  type TurnData,
-  type TurnSummary,
-} from "../state";
-import type { ChatEvent, Segment, Trim } from "../types";
+import { promptTokens, type Round, summarize, type TurnData, type TurnSummary } from "../state";
+import type { ChatEvent, GaugePart, RoundAccount, Segment, Trim } from "../types";
 import { isRemote } from "./wire";
 
-/** The bar's parts as elements (widths in % of the window). */
-export function contextBarElement(parts: BarPart[]): HTMLElement {
+/** The account's gauge of a round as a stacked bar (widths in % of the window: the parts add up to it). */
+export function contextBarElement(parts: readonly GaugePart[], window: number): HTMLElement {
   const bar = el("div", { class: "cf-ctx-bar", "data-testid": "context-bar", role: "img" });
   bar.setAttribute("aria-label", parts.map((p) => `${p.label} ${p.tokens}`).join(", "));
+  const whole = Math.max(window, 1);
   for (const p of parts) {
+    const share = (p.tokens / whole) * 100;
     const part = el("span", {
       class: `cf-ctx-part cf-kind-${p.kind}`,
       "data-kind": p.kind,
-      title: `${p.label}: ${p.tokens.toLocaleString()} tokens (${(p.fraction * 100).toFixed(1)} %)`,
+      "data-tokens": p.tokens,
+      title: `${p.label}: ${p.tokens.toLocaleString()} tokens (${share.toFixed(1)} %)`,
     });
-    part.style.width = `${(p.fraction * 100).toFixed(3)}%`;
+    part.style.width = `${share.toFixed(3)}%`;
     bar.appendChild(part);
   }
   return bar;
@@ -76,7 +71,8 @@ export class ContextView {
     const rounds = summary.rounds;
     const index = this.round >= 0 && this.round < rounds.length ? this.round : rounds.length - 1;
     const ended = summary.terminal ? 1 : 0; // (a remote turn's prompt size comes with its end)
-    const key = `${turn.turn_id}|${index}|${rounds.length}|${summary.tokens.length}|${ended}|${rounds[index]?.tokenized ? 1 : 0}`;
+    const counted = turn.account?.events ?? -1;
+    const key = `${turn.turn_id}|${index}|${rounds.length}|${counted}|${ended}|${rounds[index]?.tokenized ? 1 : 0}`;
     if (key === this.drawnKey) return;
     const promptChanged =
       !this.drawnKey.startsWith(`${turn.turn_id}|${index}|`) ||
@@ -89,9 +85,9 @@ export class ContextView {
       return;
     }
     this.fillRounds(rounds.length, index);
-    const generated = index === rounds.length - 1 ? summary.tokens.length : 0;
-    this.drawHead(rounds[index], generated);
-    this.drawBar(rounds[index], generated);
+    const figures = turn.account?.rounds[index] ?? null;
+    this.drawHead(rounds[index], figures);
+    this.drawBar(rounds[index], figures);
     if (promptChanged) this.drawPrompt(turn, rounds[index]);
   }
 
@@ -115,23 +111,32 @@ export class ContextView {
     this.roundSelect.hidden = count < 2;
   }
 
-  private drawHead(round: Round, generated: number): void {
+  /** "121 / 8,192 tokens", the prompt and the round's output, the reserve, the strategy; its prefills. */
+  private drawHead(round: Round, figures: RoundAccount | null): void {
     const a = round.assembled;
-    const used = a.prompt_tokens + generated;
+    if (!figures) {
+      this.head.append(el("span", { class: "cf-muted", text: "…" }), this.roundSelect);
+      return;
+    }
+    const output = figures.call_tokens ? `tool call ${figures.call_tokens}` : `answer ${figures.answer_tokens}`;
+    const used = `${figures.used_tokens.toLocaleString()} / ${figures.window.toLocaleString()} tokens`;
     this.head.append(
-      el("span", { class: "cf-strong", text: `${used.toLocaleString()} / ${a.window.toLocaleString()} tokens` }),
+      el("span", { class: "cf-strong", "data-testid": "context-used", text: used }),
       el("span", {
         class: "cf-muted",
-        text: `prompt ${a.prompt_tokens} · generated ${generated} · reserved for output ${a.reserved_output} · strategy ${a.strategy}`,
+        text: `prompt ${figures.context_tokens} · ${output} · reserved for the output ${figures.reserved_output} · strategy ${a.strategy}`,
       }),
       this.roundSelect,
     );
+    if (figures.prefill_note)
+      this.head.appendChild(
+        el("div", { class: "cf-muted cf-ctx-prefill", "data-testid": "prefill-note", text: figures.prefill_note }),
+      );
   }
 
-  private drawBar(round: Round, generated: number): void {
+  private drawBar(round: Round, figures: RoundAccount | null): void {
     const a = round.assembled;
-    const parts = contextBar(a, generated);
-    this.body.append(contextBarElement(parts), legend(parts));
+    if (figures) this.body.append(contextBarElement(figures.gauge, figures.window), legend(figures.gauge));
     if (a.trimmed.length) this.body.append(trimStrip(a.trimmed, a.window), trimList(a.trimmed));
     this.body.appendChild(segmentList(a.segments));
   }
@@ -168,7 +173,7 @@ export class ContextView {
 }
 
 /** A swatch, label and token count per part of the bar. */
-function legend(parts: BarPart[]): HTMLElement {
+function legend(parts: readonly GaugePart[]): HTMLElement {
   const items = parts.map((p) =>
     el(
       "span",

@@ -6,7 +6,7 @@
 import { clear, el, fmtMs, visibleText } from "../dom";
 import { renderMarkdown } from "../markdown";
 import { blockOf, type Change, type Conversation, summarize, type TurnData } from "../state";
-import type { ChatEvent, SafetyDecision, TokenDelta, ToolCall, ToolResult } from "../types";
+import type { ChatEvent, SafetyDecision, TokenDelta, ToolCall, ToolResult, TurnAccount } from "../types";
 import { safetyBadge, userText } from "./safety";
 import { toolCard } from "./tools";
 
@@ -148,7 +148,8 @@ class TurnView {
     const end = this.endNote(summary);
     if (end) this.endBox.appendChild(end);
     this.el.classList.toggle("cf-live", !summary.terminal);
-    this.footer.textContent = footerText(this.tokens.length, summary.terminal);
+    this.footer.textContent = footerText(turn.account, summary.terminal);
+    this.footer.title = turn.account?.generated_note ?? "";
   }
 
   /** Under the answer: the block message (nothing was said), [stopped], the error, or "thinking…" before a token. */
@@ -177,12 +178,15 @@ class TurnView {
   }
 }
 
-/** "12 tokens · 12.8 tok/s · TTFT 2.01 s · finish: stop", "… · stopped" or "… · generating…". */
-function footerText(tokens: number, t: ChatEvent | null): string {
-  const bits: string[] = [`${tokens} tokens`];
+/** "12 answer tokens · 52.6 tok/s · first token 2.01 s · finish: stop", "… · stopped" or "… · generating…": the
+ * account's figures (its generated_note, the footer's tooltip, names every token generated). */
+function footerText(a: TurnAccount | null, t: ChatEvent | null): string {
+  const n = a?.answer_tokens ?? 0;
+  const bits: string[] = [`${n} answer token${n === 1 ? "" : "s"}`];
+  if (a?.call_tokens) bits.push(`${a.call_tokens} in the tool call`);
   if (t?.type === "completed") {
-    if (t.tokens_per_s) bits.push(`${t.tokens_per_s.toFixed(1)} tok/s`);
-    if (t.timings.ttft_ms != null) bits.push(`TTFT ${fmtMs(t.timings.ttft_ms)}`); // null: no token came
+    if (a?.tokens_per_s != null) bits.push(`${a.tokens_per_s.toFixed(1)} tok/s`);
+    if (a?.ttft_ms != null) bits.push(`first token ${fmtMs(a.ttft_ms)}`); // null: no token came
     bits.push(`finish: ${t.finish_reason}`);
   } else if (t?.type === "cancelled") bits.push("stopped");
   else if (!t) bits.push("generating…");
@@ -274,6 +278,10 @@ export class StreamView {
       else change.redraw.add(id);
       // a fork's note names the replaced token, which its turn_started event (in the first batch) carries
       if (turn?.fork_of && events.some((e) => e.type === "turn_started")) change.structure = true;
+    }
+    for (const id of change.figures) {
+      const turn = conv.turns.get(id);
+      if (turn && !change.redraw.has(id)) this.views.get(id)?.refreshFrame(turn);
     }
     for (const id of change.redraw) {
       const turn = conv.turns.get(id);

@@ -1,15 +1,19 @@
-/** The turn's waterfall (see waterfall.ts): a row per stage on one time axis from the request's submission. */
+/**
+ * The turn's timeline, like a browser's Network tab: the account's stages (jupyter_chatflow/account/timeline.py),
+ * a bar each on one time axis from the request's submission. XLA compiling is drawn inside the bar of the stage it
+ * delayed, a decode bar has a tick per token when it was computed, and a dashed line marks where the first token
+ * was shown. Every figure here is the account's: nothing is recomputed from the events.
+ */
 import { clear, el, fmtMs } from "../dom";
 import type { TurnData } from "../state";
-import { type Stage, ticks, type Waterfall, waterfall } from "../waterfall";
+import type { Stage, TurnAccount } from "../types";
 
 const LEGEND: [string, string][] = [
-  ["queue", "queue"],
+  ["queue", "wait"],
   ["safety", "safety"],
   ["context", "context"],
-  ["compile", "XLA compile"],
   ["prefill", "prefill"],
-  ["decode", "decode (ticks: tokens shown)"],
+  ["decode", "decode (ticks: tokens, when computed)"],
   ["tool", "tool"],
   ["title", "title"],
   ["http", "HTTP (ticks: SSE frames)"],
@@ -24,60 +28,69 @@ export class TimelineView {
     clear(this.el);
   }
 
-  /** Draws `turn`'s waterfall (a no-op when none of its events changed). */
+  /** Draws `turn`'s timeline from its account (a no-op when the account did not change). */
   show(turn: TurnData): void {
-    const key = `${turn.turn_id}|${turn.lastSeq}|${turn.events.length}|${turn.prewarm?.latency_ms ?? ""}`;
+    const a = turn.account;
+    const key = `${turn.turn_id}|${a?.events ?? -1}|${a?.status ?? ""}`;
     if (key === this.drawn) return;
     this.drawn = key;
-    const w = waterfall(turn);
     clear(this.el);
-    this.el.appendChild(stats(w));
-    if (w.prewarm)
-      this.el.appendChild(el("div", { class: "cf-muted cf-tl-note", "data-testid": "prewarm-note", text: w.prewarm }));
-    if (!w.stages.length) {
+    if (!a?.stages.length) {
       this.el.appendChild(el("div", { class: "cf-empty", text: "No stages yet." }));
       return;
     }
-    this.el.append(
-      grid(w),
-      el(
-        "div",
-        { class: "cf-legend" },
-        ...LEGEND.filter(([kind]) => w.stages.some((s) => s.kind === kind)).map(([kind, text]) =>
-          legend(`cf-tl-${kind}`, text),
-        ),
-        legend("cf-tl-ttft-key", "first token"),
-      ),
-    );
+    this.el.append(stats(a), ...notes(a), grid(a), legend(a));
   }
 }
 
-function stats(w: Waterfall): HTMLElement {
-  return el(
-    "div",
-    { class: "cf-row cf-tl-stats" },
-    stat("time to first token", w.ttftMs !== null ? fmtMs(w.ttftMs) : "–", "ttft"),
-    stat("tokens/s", w.tokensPerS !== null ? w.tokensPerS.toFixed(1) : w.live ? "…" : "–", "tps"),
-    stat("queued", fmtMs(w.queuedMs), "queued"),
-    stat("XLA compile", remote(w) ? "on the server" : fmtMs(w.compileMs), "compile"),
-    stat("total", fmtMs(w.total * 1000), "total"),
-    w.live ? el("span", { class: "cf-pill cf-pill-live", text: "live" }) : null,
-  );
+function stats(a: TurnAccount): HTMLElement {
+  const live = a.status === "live";
+  const compile = a.remote ? "on the server" : fmtMs(a.compile_ms);
+  const items = [
+    stat("first token", a.ttft_ms !== null ? fmtMs(a.ttft_ms) : live ? "…" : "–", "ttft", a.ttft_note),
+    stat(
+      "tokens/s",
+      a.tokens_per_s !== null ? a.tokens_per_s.toFixed(1) : live ? "…" : "–",
+      "tps",
+      a.tokens_per_s_note,
+    ),
+    stat("queued", fmtMs(a.queued_ms), "queued", "the waits drawn as wait bars"),
+    stat(compileName(a), compile, "compile", "XLA compiling programs new to this process, inside the bars it delayed"),
+    stat("answer", a.answer_ms !== null ? fmtMs(a.answer_ms) : "…", "answer", "from Send to the answer's end"),
+    a.title_after_ms > 0 ? stat("title, after the answer", `+${fmtMs(a.title_after_ms)}`, "title", a.title_note) : null,
+    live ? el("span", { class: "cf-pill cf-pill-live", text: "live" }) : null,
+  ];
+  return el("div", { class: "cf-row cf-tl-stats" }, ...items);
 }
 
-/** A remote turn's waterfall (it has HTTP rows): what the server compiled is not known here. */
-function remote(w: Waterfall): boolean {
-  return w.stages.some((s) => s.kind === "http");
+/** "XLA compile", and how much of it came before the first token was shown. */
+function compileName(a: TurnAccount): string {
+  if (a.remote || a.compile_ms < 1) return "XLA compile";
+  if (a.compile_before_first_ms >= a.compile_ms - 0.5) return "XLA compile, all before the first token";
+  if (a.compile_before_first_ms < 1) return "XLA compile, after the first token";
+  return `XLA compile, ${fmtMs(a.compile_before_first_ms)} before the first token`;
 }
 
-function grid(w: Waterfall): HTMLElement {
-  const marks = ticks(w.total);
-  const span = Math.max(w.total, marks[marks.length - 1], 1e-3);
-  const pct = (s: number) => `${((s / span) * 100).toFixed(3)}%`;
+/** The sentences that say what the figures are made of: the first token's time, the prewarm. */
+function notes(a: TurnAccount): HTMLElement[] {
+  const lines: [string, string][] = [
+    [a.ttft_note, "ttft-note"],
+    [a.prewarm_note, "prewarm-note"],
+  ];
+  return lines
+    .filter(([text]) => text)
+    .map(([text, id]) => el("div", { class: "cf-muted cf-tl-note", "data-testid": id, text }));
+}
+
+function grid(a: TurnAccount): HTMLElement {
+  const span = Math.max(a.total_ms, 1e-3);
+  const marks = ticks(span / 1000);
+  const width = Math.max(span, marks[marks.length - 1] * 1000);
+  const pct = (ms: number) => `${((ms / width) * 100).toFixed(3)}%`;
   const axis = el("div", { class: "cf-tl-axis" });
   for (const t of marks) {
     const tick = el("span", { class: "cf-tl-tick", text: tickText(t, marks[1] ?? 1) });
-    tick.style.left = pct(t);
+    tick.style.left = pct(t * 1000);
     axis.appendChild(tick);
   }
   const box = el("div", { class: "cf-tl-grid", "data-testid": "waterfall" });
@@ -86,35 +99,45 @@ function grid(w: Waterfall): HTMLElement {
     axis,
     el("span", { class: "cf-tl-dur cf-muted", text: "took" }),
   );
-  for (const s of w.stages) box.append(...row(s, pct, w.ttftAt));
+  for (const s of a.stages) box.append(...row(s, pct, a.ttft_ms));
   return box;
 }
 
-function row(s: Stage, pct: (s: number) => string, ttftAt: number | null): HTMLElement[] {
-  const took = fmtMs((s.end - s.start) * 1000);
-  const tip = `${s.label}: ${fmtMs(s.start * 1000)} → ${fmtMs(s.end * 1000)} (${took})\n${s.detail}`;
+function row(s: Stage, pct: (ms: number) => string, ttft: number | null): HTMLElement[] {
+  const took = fmtMs(s.end_ms - s.start_ms);
+  const tip = `${s.label}: ${fmtMs(s.start_ms)} → ${fmtMs(s.end_ms)} (${took})\n${s.detail}`;
   const label = el(
     "span",
     { class: "cf-tl-label", title: tip },
     el("span", { class: "cf-tl-name", text: s.label }),
     el("span", { class: "cf-tl-detail cf-muted", text: s.detail }),
   );
-  return [label, track(s, pct, ttftAt, tip), el("span", { class: "cf-tl-dur", text: took })];
+  return [label, track(s, pct, ttft, tip), el("span", { class: "cf-tl-dur", text: took, title: tip })];
 }
 
-/** The stage's bar (at least 2 px wide), a tick per token shown, and the time-to-first-token line. */
-function track(s: Stage, pct: (s: number) => string, ttftAt: number | null, tip: string): HTMLElement {
-  const bar = el("span", {
-    class: `cf-tl-bar cf-tl-${s.kind}`,
-    "data-kind": s.kind,
-    "data-start": s.start.toFixed(6),
-    "data-end": s.end.toFixed(6),
-  });
-  bar.style.left = pct(s.start);
-  bar.style.width = `max(2px, calc(${pct(s.end)} - ${pct(s.start)}))`;
-  const tokenTicks = (s.ticks ?? []).map((t) => mark("cf-tl-tok", pct(t)));
-  const ttft = ttftAt === null ? null : mark("cf-tl-ttft", pct(ttftAt));
-  return el("div", { class: "cf-tl-track", title: tip }, bar, ...tokenTicks, ttft);
+/** The stage's bar (at least 2 px wide) with its compiling inside it, a tick per token, the first-token line. */
+function track(s: Stage, pct: (ms: number) => string, ttft: number | null, tip: string): HTMLElement {
+  const bar = span(`cf-tl-bar cf-tl-${s.kind}`, s.start_ms, s.end_ms, pct, { "data-kind": s.kind });
+  const compiles = s.compiles.map((c) =>
+    span("cf-tl-bar cf-tl-compile", c.start_ms, c.end_ms, pct, { "data-kind": "compile" }),
+  );
+  const tokenTicks = s.ticks_ms.map((t) => mark("cf-tl-tok", pct(t)));
+  const first = ttft === null ? null : mark("cf-tl-ttft", pct(ttft));
+  return el("div", { class: "cf-tl-track", title: tip }, bar, ...compiles, ...tokenTicks, first);
+}
+
+/** A bar from `start` to `end` (ms), at least 2 px wide. */
+function span(
+  cls: string,
+  start: number,
+  end: number,
+  pct: (ms: number) => string,
+  attrs: Record<string, string>,
+): HTMLElement {
+  const node = el("span", { class: cls, "data-start": start.toFixed(3), "data-end": end.toFixed(3), ...attrs });
+  node.style.left = pct(start);
+  node.style.width = `max(2px, calc(${pct(end)} - ${pct(start)}))`;
+  return node;
 }
 
 /** A mark on a track, `left` from its start. */
@@ -124,6 +147,31 @@ function mark(cls: string, left: string): HTMLElement {
   return node;
 }
 
+function legend(a: TurnAccount): HTMLElement {
+  const kinds = LEGEND.filter(([kind]) => a.stages.some((s) => s.kind === kind));
+  const compiled = a.stages.some((s) => s.compiles.length);
+  return el(
+    "div",
+    { class: "cf-legend" },
+    ...kinds.map(([kind, text]) => item(`cf-tl-${kind}`, text)),
+    compiled ? item("cf-tl-compile", "XLA compile (inside the bar it delayed)") : null,
+    a.ttft_ms !== null ? item("cf-tl-ttft-key", "first token shown") : null,
+  );
+}
+
+function item(cls: string, text: string): HTMLElement {
+  return el("span", { class: "cf-legend-item" }, el("span", { class: `cf-swatch ${cls}` }), el("span", { text }));
+}
+
+function stat(name: string, value: string, id: string, tip = ""): HTMLElement {
+  return el(
+    "span",
+    { class: "cf-stat", "data-testid": `stat-${id}`, title: tip || null },
+    el("span", { class: "cf-stat-value", text: value }),
+    el("span", { class: "cf-stat-name", text: name }),
+  );
+}
+
 /** An axis label: "0", "250 ms", "2 s", "1.5 s" (as many decimals as the step needs). */
 function tickText(t: number, step: number): string {
   if (t === 0) return "0";
@@ -131,15 +179,13 @@ function tickText(t: number, step: number): string {
   return `${t.toFixed(step % 1 ? 1 : 0)} s`;
 }
 
-function stat(name: string, value: string, id: string): HTMLElement {
-  return el(
-    "span",
-    { class: "cf-stat", "data-testid": `stat-${id}` },
-    el("span", { class: "cf-stat-value", text: value }),
-    el("span", { class: "cf-stat-name", text: name }),
-  );
-}
-
-function legend(cls: string, text: string): HTMLElement {
-  return el("span", { class: "cf-legend-item" }, el("span", { class: `cf-swatch ${cls}` }), el("span", { text }));
+/** Round axis ticks (seconds) for a span: 1, 2 or 5 × a power of ten, at most `count` + 1 of them. */
+export function ticks(span: number, count = 4): number[] {
+  if (!(span > 0)) return [0];
+  const raw = span / count;
+  const power = 10 ** Math.floor(Math.log10(raw));
+  const step = [1, 2, 5, 10].map((m) => m * power).find((s) => s >= raw) ?? raw;
+  const out: number[] = [];
+  for (let t = 0; t <= span + 1e-9; t += step) out.push(Number(t.toFixed(9)));
+  return out;
 }
