@@ -114,6 +114,8 @@ export interface PanelTraits {
   model_info: ModelInfo | null;
   prewarm: Prewarm | null;
   error: string;
+  /** While a turn runs: what XLA is compiling now and for how long ("" when nothing is). */
+  compiling: string;
 }
 
 /** How the view receives a kernel → view custom message and its binary buffers. */

@@ -82,6 +82,7 @@ export function baseTraits(extra: Record<string, unknown> = {}): Record<string, 
     model_info: MODEL_INFO,
     prewarm: null,
     error: "",
+    compiling: "",
     ...extra,
   };
 }

@@ -125,6 +125,14 @@ describe("safety badges and tool cards", () => {
     expect(blocked.map((b) => b.className)).toEqual(["cf-badge cf-act-block"]);
     expect(blocked[0].title).toContain("S9 Indiscriminate Weapons");
   });
+  it("a tool layer's two decisions say which is which: its arguments, its result", () => {
+    const base = decisions(FIX.redacted)[1];
+    const [args, result] = (["arguments", "result"] as const).map((subject) =>
+      safetyBadge({ ...base, layer: "tool", subject }),
+    );
+    expect(args.querySelector(".cf-badge-layer")!.textContent).toBe("tool arguments");
+    expect(result.querySelector(".cf-badge-layer")!.textContent).toBe("tool result");
+  });
   it("tool card from tool.json", () => {
     const card = toolCard(summarize(FIX.tool.events).tools[0]);
     expect(card.dataset.callId).toBe("call_e1631c57e804");
@@ -375,6 +383,22 @@ describe("answers: rendered text, or tokens", () => {
     const live = page.host.querySelector('[data-turn="live"]')!;
     expect(live.querySelector(".cf-thinking")!.textContent).toBe("thinking…");
     expect(live.querySelector(".cf-turn-foot")!.textContent).toBe("0 answer tokens · generating…");
+  });
+
+  it("while XLA compiles for the live turn, its end note says what and for how long, instead of thinking…", () => {
+    const fx = FIX.answer;
+    const model = mount({ turns: [] });
+    model.set("live", { turn_id: "live", prewarm: null, fork_of: "" });
+    model.set("status", "generating");
+    model.message({ type: "events", turn_id: "live", events: [{ ...fx.events[0], turn_id: "live" }], pieces: {} });
+    model.set("compiling", "the decode step (decode_rows), 2.3 s so far");
+    const live = page.host.querySelector('[data-turn="live"]')!;
+    expect(live.querySelector("[data-testid=compiling]")!.textContent).toBe(
+      "XLA is compiling the decode step (decode_rows), 2.3 s so far…",
+    );
+    model.set("compiling", "");
+    expect(live.querySelector("[data-testid=compiling]")).toBeNull();
+    expect(live.querySelector(".cf-thinking")!.textContent).toBe("thinking…");
   });
 
   it("a stopped turn says [stopped], as the magic and the CLI do", () => {

@@ -62,6 +62,7 @@ class Timeline:
         self.first_computed: float | None = None
         self._round, self._ended, self._shown = 0, False, 0
         self._decode: _Decode | None = None
+        self._call_began: float | None = None  # when the latest tool-call prefill began waiting (its wait, or itself)
         self._request: tuple[HttpRequest, HttpResponse | None, list[SseFrame]] | None = None
 
     def at(self, seconds: float) -> float:
@@ -125,6 +126,8 @@ class Timeline:
             why = f"waited {ms(e.queued_ms)} for {e.queued_for or 'the scheduler'}"
             self.add(f"wait{self._r}", "queue", start - e.queued_ms, start, why)
         compiles = (Interval(start_ms=start, end_ms=min(end, start + e.compile_ms)),) if e.compile_ms > 0 else ()
+        if e.kind == "tool_call":
+            self._call_began = start - (e.queued_ms if e.queued_ms >= WAIT_MS else 0.0)
         label = f"prefill{' (tool call)' if e.kind == 'tool_call' else ''}{self._r}"
         self.add(label, "prefill", start, end, prefill_words(e), compiles=compiles)
         self._decode = _Decode(start=end)
@@ -143,7 +146,13 @@ class Timeline:
         d.ticks.append(at)
 
     def _call(self, e: ToolCall) -> None:
-        """A call ends the decode bar it was written in (its steps decode under the JSON-schema mask)."""
+        """A call ends the decode bar it was written in (its steps decode under the JSON-schema mask); before its
+        prefill, the grammar that masks it was built."""
+        began, self._call_began = self._call_began, None
+        start = self.at(e.timestamp) - e.decode_ms
+        if e.constrained and began is not None and began - start >= WAIT_MS:
+            grammar = "the tool call's JSON-schema grammar and first mask (llguidance), before its prefill"
+            self.add(f"call grammar{self._r}", "tool", start, began, f"built {grammar}")
         d = self._decode
         if d is not None and e.compile_ms > 0:
             d.compiles.append(Interval(start_ms=d.start, end_ms=d.start + e.compile_ms))

@@ -3,8 +3,8 @@
 In Jupyter the line is one display updated in place (a text bar while the weights load, a ticking clock while
 the first turn compiles); in terminal IPython it prints a line when the stage changes. A kernel's first turn
 traces and compiles the model's prefill and decode programs with XLA, which takes seconds; XLA's cache on disk
-makes that shorter in later kernels. The line says so while it happens, and afterwards how long it took, as
-measured by the turn's events (`PrefillDone.compile_ms`, `TokenDelta.compile_ms`).
+makes that shorter in later kernels. The line says so while it happens (which program, for how long:
+`compile_clock.compiling_now`), and afterwards how long it took, as the turn's account measured it.
 """
 
 from __future__ import annotations
@@ -15,8 +15,10 @@ from typing import Any
 
 from IPython.display import Pretty, display
 
+from jupyter_chatflow.account import account_of
 from jupyter_chatflow.engine.loader import ALREADY_LOADED
-from jupyter_chatflow.events import TERMINAL, Event, PrefillDone, TokenDelta
+from jupyter_chatflow.events import TERMINAL, Event, TokenDelta
+from jupyter_chatflow.model.compile_clock import compiling_now
 
 BAR_WIDTH = 20
 TICK_S = 0.25  # how often the compile clock redraws
@@ -88,24 +90,40 @@ class LoadProgress:
         return summary
 
 
+PROGRAMS = {
+    "layer": "a prefill layer", "embed_chunk": "the prefill's embedding", "final_norm": "the prefill's last norm",
+    "sample_after": "the first token's sampler", "sample_rows_after": "the first tokens' sampler",
+    "decode_rows": "the decode step", "decode_step": "the decode step", "write_row": "copying a prompt into its row",
+    "read_row": "reading a row back", "select_rows": "resizing the batch", "logits": "the logits",
+}  # fmt: skip
+"""The model's jitted programs (engine/programs.py) in words."""
+
+
+def compiling() -> str:
+    """What XLA is compiling now, in words, with the seconds it has taken so far ("" when nothing compiles):
+    "the decode step (decode_rows), 2.3 s so far"."""
+    now = compiling_now()
+    if not now:
+        return ""
+    name, seconds = max(now, key=lambda item: item[1])
+    return f"{PROGRAMS.get(name, 'a program')} ({name}), {seconds:.1f} s so far"
+
+
 class CompileWatch:
-    """Around a turn: until its first token, a clock saying XLA is compiling (when `first_turn`); then the compile
-    time the turn's events measured."""
+    """Around a turn: until its first token, a clock saying what XLA is compiling (always on a kernel's first
+    turn, whenever something compiles on a later one); then the compile time the turn's account measured."""
 
     def __init__(self, line: StatusLine, *, first_turn: bool, cache: str | None, before: str = ""):
         self.line, self.first_turn, self.cache, self.before = line, first_turn, cache, before
-        self.compile_ms = 0.0
-        self.compile_before_first_ms: float | None = None
-        self._after_prefill = False
+        self.events: list[Event] = []
         self._stop = threading.Event()
         self._started = time.perf_counter()
         self._thread: threading.Thread | None = None
 
     def __enter__(self) -> CompileWatch:
-        if self.first_turn:
-            self._tick()
-            self._thread = threading.Thread(target=self._run, name="chatflow-compile-clock", daemon=True)
-            self._thread.start()
+        self._tick()
+        self._thread = threading.Thread(target=self._run, name="chatflow-compile-clock", daemon=True)
+        self._thread.start()
         return self
 
     def __exit__(self, *exc: object) -> None:
@@ -115,28 +133,21 @@ class CompileWatch:
             self.line.show(" · ".join(filter(None, [self.before, note])), note)
 
     def see(self, event: Event) -> None:
-        """Add up the compile time the events measured; the first token (or the end) stops the clock."""
-        if isinstance(event, PrefillDone):
-            self.compile_ms += event.compile_ms
-            self._after_prefill = True
-        elif isinstance(event, TokenDelta):
-            if self.compile_before_first_ms is None:
-                self.compile_before_first_ms = self.compile_ms
-            if not self._after_prefill:  # a generation's first token counts its prefill's compile time again
-                self.compile_ms += event.compile_ms
-            self._after_prefill = False
+        """One of the turn's events; the first token (or the end) stops the clock."""
+        self.events.append(event)
         if isinstance(event, (TokenDelta, *TERMINAL)):
             self._halt()
 
     def summary(self) -> str:
-        """What XLA compiling cost this turn ("" when it compiled nothing worth a mention)."""
-        if self.compile_ms < MENTION_MS:
+        """What XLA compiling cost this turn, from its account ("" when it compiled nothing worth a mention)."""
+        account = account_of(self.events)
+        if account.compile_ms < MENTION_MS:
             return ""
-        before = self.compile_before_first_ms
+        before = account.compile_before_first_ms if account.ttft_ms is not None else None
         first = f", {before / 1000:.1f} s of it before the first token" if before is not None else ""
         why = "the first turn in this kernel" if self.first_turn else "a prompt or answer size new to this kernel"
         cache = f"kept in XLA's cache at {self.cache} for later kernels" if self.cache else "XLA's disk cache is off"
-        return f"XLA compiled the model's programs in {self.compile_ms / 1000:.1f} s{first} ({why}; {cache})"
+        return f"XLA compiled the model's programs in {account.compile_ms / 1000:.1f} s{first} ({why}; {cache})"
 
     def _run(self) -> None:
         while not self._stop.wait(TICK_S):
@@ -146,8 +157,15 @@ class CompileWatch:
         if self._stop.is_set():
             return
         waited = time.perf_counter() - self._started
-        text = "first turn in this kernel: XLA is compiling the model's programs (prefill, decode; a few seconds, once)"
-        self.line.show(" · ".join(filter(None, [self.before, f"{text} · {waited:.1f} s"])), f"{text}…")
+        now = compiling()
+        if self.first_turn:
+            text = "first turn in this kernel: XLA is compiling the model's programs" + (f": {now}" if now else "")
+            plain = "first turn in this kernel: XLA is compiling the model's programs (prefill, decode; once)…"
+        elif now:
+            text, plain = f"XLA is compiling {now} (a shape new to this kernel)", "XLA is compiling…"
+        else:
+            return
+        self.line.show(" · ".join(filter(None, [self.before, f"{text} · {waited:.1f} s"])), plain)
 
     def _halt(self) -> None:
         self._stop.set()

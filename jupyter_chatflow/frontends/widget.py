@@ -43,11 +43,12 @@ from jupyter_chatflow.tokenizer.tokenizer import Tokenizer
 from .attention_map import AttentionRequestError, attention_map, turn_sequence
 from .comm_route import route_to_live_subshells
 from .options import panel_settings
-from .progress import LoadProgress, StatusLine
+from .progress import LoadProgress, StatusLine, compiling
 from .relay import Relay, token_pieces
 from .render import TurnView
 
 STATIC = Path(__file__).parents[1] / "static"
+COMPILE_TICK_S = 0.25
 
 
 def _check_built() -> None:
@@ -73,6 +74,8 @@ class ChatWidget(anywidget.AnyWidget):
     model_info = traitlets.Dict().tag(sync=True)
     prewarm = traitlets.Dict(allow_none=True, default_value=None).tag(sync=True)
     error = traitlets.Unicode("").tag(sync=True)
+    compiling = traitlets.Unicode("").tag(sync=True)
+    """While a turn runs: what XLA is compiling now and for how long ("" when nothing is)."""
 
     def __init__(self, chat: Chat | None = None, *, settings: dict[str, Any] | None = None, **chat_options: Any):
         """A panel over `chat` (or a new `Chat(**chat_options)`), showing the session's earlier turns."""
@@ -101,6 +104,7 @@ class ChatWidget(anywidget.AnyWidget):
         self._drafts = 0
         self._attention: tuple[tuple[str, int], Any] | None = None  # the last layer computed, per turn
         self._displays: list[Any] = []
+        self._compile_clock: threading.Thread | None = None
         self.on_msg(self._on_message)
         route_to_live_subshells(self.comm)
         chat.watch(self._relay.push)  # every turn of the chat streams here: this panel's, %%chat's, code's
@@ -259,6 +263,24 @@ class ChatWidget(anywidget.AnyWidget):
         self.live = {"turn_id": started.turn_id, "prewarm": self._own_prewarm if own else None,
                      "fork_of": started.fork_of}  # fmt: skip
         self.session, self.status = self.chat.session.name, "generating"
+        self._watch_compiling()
+
+    def _watch_compiling(self) -> None:
+        """While a turn is live, say what XLA compiles (a kernel's first turn compiles for seconds, silently
+        otherwise), every `COMPILE_TICK_S`, on a thread of its own that ends with the turn."""
+        if self._compile_clock is not None and self._compile_clock.is_alive():
+            return
+
+        def tick() -> None:
+            while self.live is not None:
+                now = compiling()
+                if now != self.compiling:
+                    self.compiling = now
+                time.sleep(COMPILE_TICK_S)
+            self.compiling = ""
+
+        self._compile_clock = threading.Thread(target=tick, name="chatflow-panel-compile", daemon=True)
+        self._compile_clock.start()
 
     def _end(self, turn_id: str) -> None:
         live = self.live or {}

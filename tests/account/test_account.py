@@ -140,6 +140,19 @@ def test_a_prefill_that_holds_more_than_the_prompt_says_what():
     assert (a.prefill_tokens, a.reused_tokens, a.computed_tokens) == (544, 42, 502)
 
 
+def test_building_a_calls_grammar_is_a_stage_of_its_own_before_its_prefill():
+    """The call's time (`ToolCall.decode_ms`) starts before its prefill: llguidance builds the JSON-schema grammar
+    and its first mask (~0.1 s). A bar says so, where a gap after the tokenizer was unexplained."""
+    events = tool_turn()
+    call = next(e for e in events if isinstance(e, ToolCall))
+    events[events.index(call)] = dataclasses.replace(call, decode_ms=700.0)  # it began at 106 ms; its prefill at 125
+    a = account_of(events)
+    grammar = next(s for s in a.stages if s.label == "call grammar")
+    prefill = next(s for s in a.stages if s.label == "prefill (tool call)")
+    assert grammar.start_ms == pytest.approx(106.0) and grammar.end_ms == pytest.approx(prefill.start_ms)
+    assert "JSON-schema grammar" in grammar.detail
+
+
 def test_each_rounds_gauge_adds_up_to_the_window():
     a = account_of(tool_turn())
     for r in a.rounds:

@@ -23,7 +23,7 @@ export interface ModelHandlers {
   message: MessageHandler;
 }
 
-const META_TRAITS = ["title", "session", "status", "model_info", "prewarm", "error", "settings"] as const;
+const META_TRAITS = ["title", "session", "status", "model_info", "prewarm", "error", "settings", "compiling"] as const;
 
 /** Subscribes the handlers to the model; returns the function that unsubscribes them. */
 export function subscribe(model: PanelModel, handlers: ModelHandlers): () => void {

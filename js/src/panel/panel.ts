@@ -124,6 +124,7 @@ export class Panel {
     if (info) this.inspector.setModelInfo({ ...info, tools: info.tools ?? [] });
     this.settingsForm.update(this.controls.settings(), info);
     this.notice.update(String(model.get("error") ?? ""));
+    this.stream.setCompiling(String(model.get("compiling") ?? ""));
     this.popover.refresh(); // (its fork buttons depend on the status)
   }
 

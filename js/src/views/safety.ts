@@ -7,7 +7,7 @@ const ICON: Record<string, string> = { allow: "✓", flag: "!", redact: "▬", b
 /** A compact badge: layer + action word, details in its tooltip and an expandable panel. */
 export function safetyBadge(d: SafetyDecision): HTMLElement {
   const tip = [
-    `${d.layer} · ${d.action} (${d.guard})`,
+    `${layerName(d)} · ${d.action} (${d.guard})`,
     d.reason,
     d.categories.length ? `categories: ${d.categories.join(", ")}` : "",
     Object.keys(d.scores).length ? `scores: ${scoresText(d.scores)}` : "",
@@ -21,14 +21,20 @@ export function safetyBadge(d: SafetyDecision): HTMLElement {
       class: `cf-badge cf-act-${d.action}`,
       "data-testid": "safety-badge",
       "data-layer": d.layer,
+      "data-subject": d.subject || null,
       "data-action": d.action,
       title: tip,
       tabindex: 0,
     },
     el("span", { class: "cf-badge-icon", "aria-hidden": "true", text: ICON[d.action] ?? "•" }),
-    el("span", { class: "cf-badge-layer", text: d.layer }),
+    el("span", { class: "cf-badge-layer", text: layerName(d) }),
     el("span", { class: "cf-badge-action", text: d.action }),
   );
+}
+
+/** The layer, and what it read when it reads two things: "tool arguments", "tool result". */
+export function layerName(d: SafetyDecision): string {
+  return d.subject ? `${d.layer} ${d.subject}` : d.layer;
 }
 
 function scoresText(scores: Record<string, number>): string {

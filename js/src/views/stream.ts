@@ -152,7 +152,11 @@ class TurnView {
     this.footer.title = turn.account?.generated_note ?? "";
   }
 
-  /** Under the answer: the block message (nothing was said), [stopped], the error, or "thinking…" before a token. */
+  /** What XLA compiles while this turn is live ("" when nothing): shown under its answer. */
+  compiling = "";
+
+  /** Under the answer: the block message (nothing was said), [stopped], the error, what XLA is compiling while
+   * the answer waits for it, or "thinking…" before a token. */
   private endNote({ block, terminal: t, finalText }: FrameSummary): HTMLElement | null {
     if (block && this.tokens.length === 0) {
       const badge = el("span", { class: "cf-badge cf-act-block", text: `blocked · ${block.layer}` });
@@ -166,6 +170,14 @@ class TurnView {
         text: STOPPED,
       });
     if (t?.type === "error") return el("div", { class: "cf-end-note cf-end-error", text: `${t.error}: ${t.message}` });
+    if (!t && this.compiling)
+      return el("span", {
+        class: "cf-end-note cf-thinking",
+        "data-testid": "compiling",
+        title:
+          "XLA compiles each program the first time this process runs it (a new prompt or batch size); later turns reuse it",
+        text: `XLA is compiling ${this.compiling}…`,
+      });
     if (!t && this.tokens.length === 0 && !this.cards.size)
       return el("span", { class: "cf-end-note cf-thinking", text: "thinking…" });
     return null;
@@ -228,6 +240,7 @@ export class StreamView {
     text: "Ask something below. The answer streams in; switch to tokens to see each one as a chip — hover one to see what the sampler saw.",
   });
   private views = new Map<string, TurnView>();
+  private conv: Conversation | null = null;
   /** New text scrolls into view unless the user scrolled away from the bottom (decided by the user's scrolls
    * only: a layout that grows around them, e.g. a taller timeline beside the conversation, leaves them be). */
   private following = true;
@@ -270,7 +283,17 @@ export class StreamView {
   }
 
   /** Applies a change: new turns and out-of-order ones are drawn whole, in-order batches appended. */
+  /** The kernel says what XLA compiles now: the live turn's end note shows it. */
+  setCompiling(text: string): void {
+    const id = this.conv?.liveId;
+    const view = id ? this.views.get(id) : undefined;
+    const turn = id ? this.conv?.turns.get(id) : undefined;
+    for (const v of this.views.values()) v.compiling = v === view ? text : "";
+    if (view && turn) view.refreshFrame(turn);
+  }
+
   update(conv: Conversation, change: Change): void {
+    this.conv = conv;
     for (const [id, events] of change.appended) {
       const turn = conv.turns.get(id);
       const view = this.views.get(id);
