@@ -92,7 +92,7 @@ def _times(events: Sequence[Event], t: Timeline, started: TurnStarted | None, en
     rate, rate_note = tokens_per_s(t.stages, events, t)
     return dict(
         ttft_ms=ttft, first_computed_ms=t.first_computed,
-        ttft_note=ttft_note(ttft, t.first_computed, queued, before), queued_ms=queued,
+        ttft_note=ttft_note(ttft, t.first_computed, queued, before, arrived=t.remote), queued_ms=queued,
         compile_ms=sum(c.end_ms - c.start_ms for c in compiles), compile_before_first_ms=before,
         prefill_ms=_lasted(t.stages, "prefill"), decode_ms=_lasted(t.stages, "decode"),
         tokens_per_s=rate, tokens_per_s_note=rate_note, answer_ms=answer_ms, title_after_ms=after, total_ms=last,
@@ -125,15 +125,18 @@ def tokens_per_s(stages: Sequence[Stage], events: Sequence[Event], t: Timeline) 
     return steps / decoding * 1000, f"{steps} intervals between tokens over {ms(lasted)}{left_out}"
 
 
-def ttft_note(ttft: float | None, computed: float | None, queued: float, compiling: float) -> str:
-    """What the time to the first token was made of."""
+def ttft_note(
+    ttft: float | None, computed: float | None, queued: float, compiling: float, arrived: bool = False
+) -> str:
+    """What the time to the first token was made of (`arrived`: a remote turn's, whose tokens arrive)."""
     if ttft is None:
         return ""
     parts = [(ms(v), what) for v, what in ((queued, "waiting"), (compiling, "XLA compiling")) if v >= 1.0]
     said = [f"{v} of it {what}" if k == 0 else f"{v} {what}" for k, (v, what) in enumerate(parts)]
     note = f"first token {ms(ttft)}" + (f" ({', '.join(said)})" if said else "")
     if computed is not None and ttft - computed >= 1.0:
-        note += f"; computed at {ms(computed)}, shown once the next token began a word (the output scan)"
+        came = "arrived" if arrived else "computed"
+        note += f"; {came} at {ms(computed)}, shown once the next token began a word (the output scan)"
     return note
 
 

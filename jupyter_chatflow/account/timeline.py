@@ -63,6 +63,7 @@ class Timeline:
         self._round, self._ended, self._shown = 0, False, 0
         self._decode: _Decode | None = None
         self._call_began: float | None = None  # when the latest tool-call prefill began waiting (its wait, or itself)
+        self.remote = False  # a remote turn: its tokens arrive in SSE frames (their bar), no decode bar here
         self._request: tuple[HttpRequest, HttpResponse | None, list[SseFrame]] | None = None
 
     def at(self, seconds: float) -> float:
@@ -139,6 +140,8 @@ class Timeline:
         self.first_shown = self.at(e.timestamp) if self.first_shown is None else self.first_shown
         at = self.at(e.computed_at if e.computed_at > 0 else e.timestamp)
         self.first_computed = at if self.first_computed is None else self.first_computed
+        if self.remote:  # (the server decoded it: its arrival is a tick of the SSE bar, not of a decode here)
+            return
         d = self._decode = self._decode or _Decode(start=at)
         if d.seen and e.compile_ms > 0 and d.ticks:  # a decode step's compile, since the token before it
             d.compiles.append(Interval(start_ms=d.ticks[-1], end_ms=min(at, d.ticks[-1] + e.compile_ms)))
@@ -177,7 +180,7 @@ class Timeline:
         stream with a tick at each frame's arrival (the server's queue, prefill and decode are inside these)."""
         if isinstance(e, HttpRequest):
             self.end_wire()
-            self._request = (e, None, [])
+            self._request, self.remote = (e, None, []), True
         elif self._request is not None and isinstance(e, SseFrame):
             self._request[2].append(e)
         elif self._request is not None and isinstance(e, HttpResponse):

@@ -1,0 +1,26 @@
+"""The real model's turns of every kind, recorded once per test run for the consistency suite (record_turns.py)."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+@pytest.fixture(scope="session")
+def recorded_turns(tmp_path_factory, real_model_path) -> dict:
+    """A cold first turn (a fresh process, an empty XLA cache), then a warm, a tool, a prewarmed, a forked, a
+    trimmed, a stopped and a remote turn, each as the panel's `turns` trait holds it (events, pieces, account)."""
+    folder = tmp_path_factory.mktemp("turns")
+    out = folder / "turns.json"
+    env = {**os.environ, "CHATFLOW_XLA_CACHE": str(folder / "xla"), "CHATFLOW_DB": str(folder / "chatflow.db")}
+    done = subprocess.run([sys.executable, "-m", "tests.integration.record_turns", str(out)], cwd=ROOT, env=env,
+                          capture_output=True, text=True, timeout=300)  # fmt: skip
+    assert done.returncode == 0, done.stderr[-3000:]
+    return json.loads(out.read_text())
