@@ -277,8 +277,10 @@ def test_the_panel_streams_shows_context_and_attention_stops_resumes_and_forks(p
     with urllib.request.urlopen(f"{page.url.split('/lab')[0]}/api/contents/panel.ipynb?token={TOKEN}") as reply:
         outputs = json.load(reply)["content"]["cells"][1]["outputs"]
     copies = [o["data"]["text/html"] for o in outputs if "cf-static-copy" in o.get("data", {}).get("text/html", "")]
-    assert len(copies) == 1 and f" {stopped_at} tokens generated · stopped</li>" in copies[0], copies
-    assert re.search(r"speed: first token \d+ ms \(\d+ ms of it XLA compiling\), ", copies[0]), copies
+    assert len(copies) == 1 and re.search(rf"tokens: \d+ tokens? generated: {stopped_at} in the answer", copies[0])
+    assert re.search(
+        r"speed: first token [\d.]+ m?s \([\d.]+ m?s of it [^)]*XLA compiling\).* · stopped</li>", copies[0]
+    )
     assert not panel.page.locator(".cf-static-copy").first.is_visible()
     if degraded:  # everything else held; these are open defects, not passes
         pytest.xfail("; ".join(degraded))

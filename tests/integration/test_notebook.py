@@ -190,8 +190,9 @@ def test_chat_cell_streams_into_one_display_updated_in_place(first_kernel):
     assert "<details><summary>pipeline · session default (no --session: shared by every %%chat" in shown
     details = details_of(shown)
     assert details[0] == "session: default (no --session: shared by every %%chat without one)", details
-    assert any(re.match(r"context: \d+/\d+ tokens \(system \d+", line) for line in details), details
-    assert any(re.match(r"speed: .*\d+ tokens generated · \w+", line) for line in details), details
+    assert any(re.match(r"context: [\d,]+/[\d,]+ tokens in the prompt \(system \d+", line) for line in details), details
+    assert any(re.match(r"tokens: \d+ tokens generated: \d+ in the answer", line) for line in details), details
+    assert any(re.match(r"speed: first token .* · \w+", line) for line in details), details
     display_id = next(
         m.display_id
         for m in first_kernel.messages
@@ -264,7 +265,7 @@ def test_session_continues_after_kernel_restart(first_kernel, db):
     assert "[0] user: What is the capital of France?" in printed, printed
     assert "Paris" in printed and "Paris" in first_answer
     assert_no_error(again)
-    context = r"context: \d+/\d+ tokens \(system \d+ \+ history \d+ \+ user \d+"
+    context = r"context: [\d,]+/[\d,]+ tokens in the prompt \(system \d+ \+ history \d+ \+ user \d+"
     assert any(re.match(context, line) for line in details_of(markdown(again))), markdown(again)
     # the interrupted turn of the first kernel was kept, marked as such
     assert re.search(r"^\[1\] user: Write a long story", text_of(interrupted), re.M), text_of(interrupted)
