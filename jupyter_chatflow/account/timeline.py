@@ -67,8 +67,8 @@ class Timeline:
         self._request: tuple[HttpRequest, HttpResponse | None, list[SseFrame]] | None = None
 
     def at(self, seconds: float) -> float:
-        """A monotonic time as ms from the submission."""
-        return (seconds - self.origin) * 1000
+        """A monotonic time as ms from the submission (to the microsecond: what the clock measures, and short)."""
+        return round((seconds - self.origin) * 1000, 3)
 
     def add(self, label: str, kind: StageKind, start: float, end: float, detail: str, **more) -> None:
         self.stages.append(Stage(label=label, kind=kind, start_ms=start, end_ms=max(start, end), detail=detail, **more))

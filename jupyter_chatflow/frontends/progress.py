@@ -95,8 +95,10 @@ PROGRAMS = {
     "sample_after": "the first token's sampler", "sample_rows_after": "the first tokens' sampler",
     "decode_rows": "the decode step", "decode_step": "the decode step", "write_row": "copying a prompt into its row",
     "read_row": "reading a row back", "select_rows": "resizing the batch", "logits": "the logits",
+    "_threefry_seed": "the sampler's random seed", "_threefry_split": "the sampler's random keys",
+    "_threefry_fold_in": "the sampler's random keys",
 }  # fmt: skip
-"""The model's jitted programs (engine/programs.py) in words."""
+"""The model's jitted programs (engine/programs.py), and JAX's own the sampler calls, in words."""
 
 
 def compiling() -> str:
@@ -106,7 +108,8 @@ def compiling() -> str:
     if not now:
         return ""
     name, seconds = max(now, key=lambda item: item[1])
-    return f"{PROGRAMS.get(name, 'a program')} ({name}), {seconds:.1f} s so far"
+    what = PROGRAMS.get(name, "a small JAX operation" if name.startswith("_") else "a program")
+    return f"{what} ({name}), {seconds:.1f} s so far"
 
 
 class CompileWatch:

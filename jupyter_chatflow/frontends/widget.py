@@ -49,6 +49,7 @@ from .render import TurnView
 
 STATIC = Path(__file__).parents[1] / "static"
 COMPILE_TICK_S = 0.25
+ACCOUNT_EVERY_S = 0.2  # while a turn streams, its account goes out at most this often (the panel redraws as often)
 
 
 def _check_built() -> None:
@@ -105,6 +106,7 @@ class ChatWidget(anywidget.AnyWidget):
         self._attention: tuple[tuple[str, int], Any] | None = None  # the last layer computed, per turn
         self._displays: list[Any] = []
         self._compile_clock: threading.Thread | None = None
+        self._account_sent: dict[str, float] = {}  # per turn: when its account last went out
         self.on_msg(self._on_message)
         route_to_live_subshells(self.comm)
         chat.watch(self._relay.push)  # every turn of the chat streams here: this panel's, %%chat's, code's
@@ -189,7 +191,7 @@ class ChatWidget(anywidget.AnyWidget):
         with self._lock:
             events = [e for e in self._events.get(turn_id, []) if e.sequence_number > after]
         if events:
-            self._send_events(turn_id, events, _pieces(self.chat, events))
+            self._send_events(turn_id, events, _pieces(self.chat, events), force=True)
 
     def _attention_request(self, message: dict[str, Any]) -> None:
         request_id = message.get("request_id")
@@ -303,10 +305,18 @@ class ChatWidget(anywidget.AnyWidget):
         waiting = own is not None and not any(isinstance(e, TERMINAL) for e in own.seen())
         self.status = "generating" if waiting else "idle"
 
-    def _send_events(self, turn_id: str, events: list[Event], pieces: dict) -> None:
+    def _send_events(self, turn_id: str, events: list[Event], pieces: dict, *, force: bool = False) -> None:
+        """A batch of a turn's events, with the turn's account when it is due: every `ACCOUNT_EVERY_S` while it
+        streams (a long answer's account is tens of kB, and the panel redraws its figures as often), and with
+        every batch that holds the turn's end or its title (or `force`: a view that reloaded)."""
         rows = [e.to_dict() for e in events]
-        self.send({"type": "events", "turn_id": turn_id, "events": rows, "pieces": pieces,
-                   "account": self._account(turn_id)})  # fmt: skip
+        now, last = time.monotonic(), self._account_sent.get(turn_id, 0.0)
+        ends = any(isinstance(e, (*TERMINAL, TitleGenerated)) for e in events)
+        due = force or ends or now - last >= ACCOUNT_EVERY_S
+        if due:
+            self._account_sent[turn_id] = now
+        account = self._account(turn_id) if due else None
+        self.send({"type": "events", "turn_id": turn_id, "events": rows, "pieces": pieces, "account": account})
 
     def _account(self, turn_id: str) -> dict[str, Any]:
         """The account of the turn's events so far (with the prewarm that ran before it, if any)."""

@@ -63,7 +63,9 @@ def lab(tmp_path_factory, real_model_path):
     with socket.socket() as probe:
         probe.bind(("127.0.0.1", 0))
         port = probe.getsockname()[1]
+    # an empty XLA cache: the kernel's first turn compiles as a new user's does (and the panel must say so)
     env = {**os.environ, "CHATFLOW_DB": str(root / "chatflow.db"), "JUPYTER_CONFIG_DIR": str(root / "config"),
+           "CHATFLOW_XLA_CACHE": str(root / "xla"),
            "JUPYTERLAB_SETTINGS_DIR": str(root / "settings"),
            "JUPYTERLAB_WORKSPACES_DIR": str(root / "ws")}  # fmt: skip
     jupyter = Path(sys.executable).with_name("jupyter")
@@ -120,6 +122,12 @@ def test_the_panel_streams_shows_context_and_attention_stops_resumes_and_forks(p
     page.keyboard.press("Shift+Enter")
     panel = page.locator(".cf-root").first
     panel.wait_for()
+
+    # the kernel's first turn, on an empty XLA cache: before its first token the panel says what XLA compiles
+    compiling = panel.locator("[data-testid=compiling]")
+    compiling.wait_for(timeout=120_000)
+    assert re.fullmatch(r"XLA is compiling .+ \(\w+\), \d+\.\d s so far…", compiling.inner_text())
+    page.screenshot(path=str(ARTIFACTS / "panel-compiling.png"), full_page=True)
 
     # tokens stream into the DOM: more of them later than earlier, while the turn is generating
     tokens = panel.locator("[data-testid=token]")
