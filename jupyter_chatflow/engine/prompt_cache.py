@@ -4,11 +4,18 @@ A new request takes the entry sharing the longest prefix with its prompt and pre
 follow-up turn computes just its new tokens (the system prompt and earlier turns are already there). Entries are
 whole static-length caches; what lies past the shared prefix is stale but harmless (attention never reads
 positions after the query's own, and prefill overwrites them). Memory is bounded: only the most recent entry
-keeps its full length (the next turn of that conversation takes it as it is); older ones are cut to the
-power of two that holds their ids (a follow-up to one of them copies it back into a full-length cache, ~6 ms
-for 1,024 positions of the default model), least recently used entries go first once the total passes
-`max_bytes` (64 MiB by default: a notebook's few conversations, in a kernel that should stay near 1 GiB), and
-an entry whose ids another entry holds all of is not kept twice.
+keeps its full length (the next turn of that conversation takes it as it is), while it fits; older ones are cut
+to the power of two that holds their ids (a follow-up to one of them copies it back into a full-length cache,
+~6 ms for 1,024 positions of the default model). Once the total passes `max_bytes` (64 MiB by default: a
+notebook's few conversations, in a kernel that should stay near 1 GiB) the most recent entry is cut too, then
+the least recently used entries go; an entry whose ids another entry holds all of is not kept twice.
+
+A full-length cache is large (1,024 positions of the default model are 45 MiB, most of the bound), so it
+never counts against the conversations kept: a prompt that branches off an entry copies it unless the entry's
+own buffers would serve as they are (only then does taking it save memory), and a pass's full-length cache is
+cut before an older conversation is evicted for it. Otherwise a new chat's prompt, sharing only the template
+and system prompt (25 tokens) with another conversation, took that conversation's cache, and a fork of its
+answer recomputed all but those 25 tokens.
 """
 
 from __future__ import annotations
@@ -91,8 +98,10 @@ class PromptCache:
 
         The entry with the longest shared prefix is used (at least one prompt token is always left to compute,
         so the model has a position to predict from): taken when the prompt extends all of it (a follow-up
-        turn), copied when the prompt branches off inside it and the copy fits the memory bound (so both
-        branches stay cached). With no shared prefix a new cache is made, unless that would pass the bound:
+        turn), copied when the prompt branches off inside it (so both branches stay cached), unless the entry
+        has `length` positions already and the copy passes the memory bound: then it is taken and overwritten
+        (only then does taking it save memory: an entry of another length is copied into a new cache either
+        way; the bound is kept by `put`). With no shared prefix a new cache is made, unless that would pass the bound:
         then the least recently used entry that is long enough is overwritten. `grow(cache, length)` copies
         a cache into a new one of `length` positions (or makes an empty one from None). The bound is checked
         as it will be once the cache is put back: the entries cut to their kept length, plus this cache.
@@ -105,7 +114,9 @@ class PromptCache:
                 return grow(None, length), 0
             self._entries.remove(scratch)
             return _sized(scratch.cache, length, grow), 0
-        branch = reused < best.ids.size and self._kept_nbytes() + best.nbytes_at(length) <= self.max_bytes
+        in_place = best.cache.length == length  # taking it would use its buffers as they are
+        fits = self._kept_nbytes() + best.nbytes_at(length) <= self.max_bytes
+        branch = reused < best.ids.size and (fits or not in_place)
         self._cut(keep=None if branch else best)  # before the copy: never a full-length entry beside it
         if branch:
             return _sized(best.cache, length, grow, copy=True), reused  # keep the entry, work on a copy
@@ -143,9 +154,10 @@ class PromptCache:
     def put(self, ids: np.ndarray, cache: KVCache) -> None:
         """Keep `cache`, which holds `ids`, as the most recent entry; evict the oldest past the bound.
 
-        Never two copies of one prefix: entries whose ids are a prefix of `ids` are dropped, and when an entry
-        already holds `ids` and more (an attention map recomputed over a prompt that was answered), that entry
-        becomes the most recent instead and `cache` is let go.
+        The newest keeps its full length while the total fits `max_bytes`, else it is cut to its kept length;
+        then the oldest entries go until the total fits. Never two copies of one prefix: entries whose ids are a
+        prefix of `ids` are dropped, and when an entry already holds `ids` and more (an attention map recomputed
+        over a prompt that was answered), that entry becomes the most recent instead and `cache` is let go.
         """
         ids = np.array(ids, np.int32)
         holder = next((e for e in self._entries if e.ids.size > ids.size and _starts_with(e.ids, ids)), None)
@@ -156,6 +168,8 @@ class PromptCache:
         self._entries = [e for e in self._entries if not _starts_with(ids, e.ids)]
         self._cut()
         self._entries.append(Entry(ids=ids, cache=cache))
+        if self.nbytes > self.max_bytes:  # its full length does not fit: it is cut before older entries go
+            self._cut()
         while len(self._entries) > 1 and self.nbytes > self.max_bytes:
             self._entries.pop(0)
 

@@ -30,6 +30,7 @@ from jupyter_chatflow.events import (
     TokenDelta,
     ToolCall,
     ToolResult,
+    TurnStarted,
 )
 from jupyter_chatflow.pipeline.response import Response
 
@@ -60,6 +61,10 @@ class TurnView:
         self.requests: list[HttpRequest] = []  # a remote turn's wire: its requests, their answers, the SSE frames
         self.responses: list[HttpResponse] = []
         self.frames: list[SseFrame] = []
+        self.fork_index = -1
+        """A fork's: the token of the forked answer it regenerated from (-1: not a fork)."""
+        self.replaced_at = -1
+        """Set by the caller on a turn a fork replaced: the token the fork regenerated from (-1: not replaced)."""
 
     def add(self, event: Event) -> None:
         """Take one event into account."""
@@ -89,6 +94,8 @@ class TurnView:
         elif isinstance(event, (Completed, Cancelled, Failed)):
             self.end = event
             self.text = event.text or self.text
+        elif isinstance(event, TurnStarted) and event.fork_of:
+            self.fork_index = event.fork_index
 
     @property
     def account(self) -> TurnAccount:
@@ -138,10 +145,28 @@ class TurnView:
         details = f"<details><summary>{summary}</summary><ul>{items}</ul></details>" if items else ""
         return f'<div class="cf-answer-md">{self.answer_html()}{details}</div>'
 
+    def fork_note(self) -> str:
+        """The line above a fork, or above the turn a fork replaced ("" for any other turn)."""
+        if self.replaced_at >= 0:
+            at = self._token_text(self.replaced_at, "here")
+            return f"✕ replaced by the next turn, regenerated from token {self.replaced_at}{at}: no longer in the chat"
+        if self.fork_index >= 0:
+            at = self._token_text(self.fork_index, "chosen")
+            return f"↪ regenerated from token {self.fork_index}{at} of the answer above, kept up to it; replaces it"
+        return ""
+
+    def _token_text(self, index: int, word: str) -> str:
+        """' (“ Paris” here)': the answer's token `index`, in a note ("" when there is none)."""
+        return f" (“{self.tokens[index].text}” {word})" if 0 <= index < len(self.tokens) else ""
+
     def html(self, user: str = "") -> str:
         """A static HTML copy (nbconvert, nbviewer, GitHub): the message, the answer, the context window as a
-        bar, the tokens with their probabilities, the safety badges, then the details."""
+        bar, the tokens with their probabilities, the safety badges, then the details. A fork, and a turn a fork
+        replaced (faded), begin with the line that says so."""
         asked = f'<p style="opacity:.7;margin:0 0 4px">{html.escape(user)}</p>' if user else ""
+        if note := self.fork_note():
+            mark = f'<p class="cf-static-fork" style="font-size:smaller;margin:0 0 4px"><i>{html.escape(note)}</i></p>'
+            asked = mark + asked
         figures = [
             context_bar(self.account.rounds[-1]) if self.account.rounds else "",
             token_chips(self.tokens) if self.tokens else "",
@@ -150,7 +175,8 @@ class TurnView:
         details = "".join(f"<li>{html.escape(line)}</li>" for line in self.details() if not line.startswith("safety:"))
         listing = f'<ul style="font-size:smaller;opacity:.8;margin:6px 0 0">{details}</ul>' if details else ""
         body = "".join(figures) + listing
-        return f'<div class="cf-static-turn" style="margin:0 0 12px">{asked}{self.answer_html()}{body}</div>'
+        faded = ";opacity:.6" if self.replaced_at >= 0 else ""
+        return f'<div class="cf-static-turn" style="margin:0 0 12px{faded}">{asked}{self.answer_html()}{body}</div>'
 
     def plain(self) -> str:
         """The answer and the details as plain text."""

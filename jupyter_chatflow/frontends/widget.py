@@ -98,7 +98,8 @@ class ChatWidget(anywidget.AnyWidget):
         self._session_id = chat.session.id
         self._lock = threading.Lock()  # the panel's state: changed on the relay's thread and the shell's
         self._relay = Relay(self._show)
-        self._known: set[int] = set()  # token ids whose pieces went out
+        self._known: dict[str, set[int]] = {}  # per turn: token ids whose pieces went out with that turn (the
+        # front end keeps each turn's pieces apart, so a fork's prompt needs its own, though its parent sent them)
         self._own: Response | None = None  # the latest turn sent from this panel
         self._own_prewarm: dict[str, Any] | None = None
         self._unused_prewarm: dict[str, Any] | None = None
@@ -247,7 +248,7 @@ class ChatWidget(anywidget.AnyWidget):
         if turn_id not in self._events:  # it began before this panel was made, or in a session since left
             return
         self._events[turn_id] += events
-        self._send_events(turn_id, events, _pieces(self.chat, events, self._known))
+        self._send_events(turn_id, events, _pieces(self.chat, events, self._known.setdefault(turn_id, set())))
         live = self.live is not None and self.live["turn_id"] == turn_id
         if live and any(isinstance(e, TERMINAL) for e in events):
             self._end(turn_id)
@@ -262,6 +263,7 @@ class ChatWidget(anywidget.AnyWidget):
         first = self._own.seen()[:1] if self._own is not None else []
         own = bool(first) and first[0].turn_id == started.turn_id
         self._events[started.turn_id] = []
+        self._known = {started.turn_id: set()}  # (later events of earlier turns, a title, carry no tokens)
         self.live = {"turn_id": started.turn_id, "prewarm": self._own_prewarm if own else None,
                      "fork_of": started.fork_of}  # fmt: skip
         self.session, self.status = self.chat.session.name, "generating"
@@ -351,12 +353,13 @@ class ChatWidget(anywidget.AnyWidget):
         text/markdown of the same output. Wrapped in `.cf-static-copy`, which the panel's stylesheet hides while
         the panel itself is shown (the stylesheet only loads with a live panel)."""
         views = [_view([event_from_dict(row) for row in t["events"]], t.get("prewarm")) for t in self.turns]
+        _mark_forks(self.turns, [view for _, view in views])
         turns = "".join(view.html(user) for user, view in views) or "<p>(no turns yet)</p>"
         heading = f"<p><b>jupyter_chatflow</b> · session {html.escape(self.session)} · {html.escape(self.title)}</p>"
         marks = f'data-model-id="{self.model_id}" data-turns="{len(views)}"'  # (which panel, for tests of exports)
         copy = f'<div class="cf-static-copy" {marks}>{heading}{turns}</div>'
         plain = "\n\n".join([f"jupyter_chatflow · session {self.session} · {self.title}".rstrip(" ·"),
-                               *(f"> {user}\n{view.plain()}" for user, view in views)])  # fmt: skip
+                               *(f"{_noted(view)}> {user}\n{view.plain()}" for user, view in views)])  # fmt: skip
         return {"text/html": copy, "text/markdown": copy, "text/plain": plain}, {}
 
     def _ipython_display_(self) -> None:
@@ -374,6 +377,20 @@ def _view(events: list[Event], prewarm: dict[str, Any] | None = None) -> tuple[s
     for event in events:
         view.add(event)
     return next((e.user for e in events[:1] if isinstance(e, TurnStarted)), ""), view
+
+
+def _mark_forks(turns: Sequence[dict[str, Any]], views: Sequence[TurnView]) -> None:
+    """Each turn a fork replaced learns the token the fork regenerated from (its view says so)."""
+    index = {t["turn_id"]: view for t, view in zip(turns, views, strict=True)}
+    for turn, view in zip(turns, views, strict=True):
+        replaced = index.get(turn.get("fork_of") or "")
+        if replaced is not None and view.fork_index >= 0:
+            replaced.replaced_at = view.fork_index
+
+
+def _noted(view: TurnView) -> str:
+    """The plain copy's line above a fork or a turn it replaced, bracketed ("" for any other turn)."""
+    return f"[{view.fork_note()}]\n" if view.fork_note() else ""
 
 
 def _tokenizer(chat: Chat) -> Tokenizer | None:

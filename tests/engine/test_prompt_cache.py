@@ -88,9 +88,21 @@ def test_branches_are_kept_while_memory_allows_then_the_bound_holds(model):
     assert len(model.prompt_cache) == 3
     full, cut = (e.nbytes for e in model.prompt_cache._entries[::-1][:2])
     model.prompt_cache.max_bytes = full + cut  # room for the newest entry and one cut one, not for a copy
-    _, usage = greedy(model, [1, 250, 5, 6])  # no room for a copy: the best entry is taken and overwritten
+    _, usage = greedy(model, [1, 250, 5, 6])  # a copy still (taking the cut entry would copy it into a new cache)
     assert usage.reused_tokens == 1
-    assert model.prompt_cache.nbytes <= full + cut and len(model.prompt_cache) == 2
+    # past the bound the newest entry is cut first (four cut entries fit where a full one and a cut one did)
+    assert model.prompt_cache.nbytes <= full + cut and len(model.prompt_cache) == 4
+    assert model.prompt_cache._entries[-1].cache.length == model.prompt_cache._entries[-1].kept_length
+
+
+def test_an_entry_of_the_needed_length_is_taken_when_no_copy_fits(model):
+    greedy(model, [1, 2, 3, 4])  # the newest entry: at full length, the length the branch below needs
+    [entry] = model.prompt_cache._entries
+    model.prompt_cache.max_bytes = entry.nbytes  # no room for a copy beside it
+    _, usage = greedy(model, [1, 2, 9, 9])  # branches off inside it: taken and overwritten (no new cache made)
+    assert usage.reused_tokens == 2
+    [entry] = model.prompt_cache._entries
+    assert list(entry.ids[:4]) == [1, 2, 9, 9]
 
 
 def test_only_the_newest_entry_keeps_its_full_length_and_a_cut_one_still_serves_its_follow_up(model):
@@ -109,7 +121,7 @@ def test_only_the_newest_entry_keeps_its_full_length_and_a_cut_one_still_serves_
 def test_the_byte_budget_holds_after_every_generation(model):
     greedy(model, [1, 100, 7, 8, 9], n=3)
     [entry] = model.prompt_cache._entries
-    budget = entry.nbytes + 2 * entry.kept_nbytes  # the newest entry at full length and two cut ones
+    budget = 3 * entry.kept_nbytes  # three cut entries (the newest at full length never fits beside them)
     model.prompt_cache.max_bytes = budget
     for i in range(1, 8):
         greedy(model, [1, 100 + i, 7, 8, 9], n=3)

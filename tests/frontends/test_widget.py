@@ -156,6 +156,40 @@ def test_fork_from_the_panel_regenerates_the_latest_answer(panel):
     assert tokens[3]["token_id"] == step.alternatives[1].token_id
 
 
+def test_a_fork_streams_the_pieces_of_its_own_prompt_though_its_parent_sent_them_before(panel):
+    """The front end keeps each turn's pieces apart: a fork's prompt (all ids its parent's messages carried) must
+    come with the fork's own messages, or the Context tab shows raw ids (#1#9690#198…) while it streams."""
+    response = panel.ask("Hello there")
+    panel.wait(60)
+    step = [e for e in response if isinstance(e, TokenDelta)][3]
+    message(panel, type="fork", turn_id=response.turn_id, index=3, token_id=step.alternatives[1].token_id)
+    panel.wait(60)
+    fork = panel.turns[-1]
+    streamed = [c for c, _ in panel.send.of("events") if c["turn_id"] == fork["turn_id"]]
+    pieces = {k for content in streamed for k in content["pieces"]}
+    prompt = next(e for e in fork["events"] if e["type"] == "tokenized")["ids"]
+    tokens = [e for e in fork["events"] if e["type"] == "token"]
+    alternatives = [a["token_id"] for e in tokens for a in e["alternatives"]]
+    assert {str(i) for i in [*prompt, *(e["token_id"] for e in tokens), *alternatives]} <= pieces
+    assert sum(len(content["pieces"]) for content in streamed) == len(pieces)  # each piece once for the turn
+
+
+def test_the_static_copy_marks_a_fork_and_the_turn_it_replaced(panel):
+    """Without the marks, the copy read as the same question asked twice."""
+    response = panel.ask("Hello there")
+    panel.wait(60)
+    steps = [e for e in response if isinstance(e, TokenDelta)]
+    message(panel, type="fork", turn_id=response.turn_id, index=3, token_id=steps[3].alternatives[1].token_id)
+    panel.wait(60)
+    data, _ = panel.static_bundle()
+    shown, plain = data["text/html"], data["text/plain"]
+    replaced = "✕ replaced by the next turn, regenerated from token 3"
+    assert replaced in shown and shown.count('class="cf-static-turn"') == 2 and shown.count("opacity:.6") == 1
+    assert "↪ regenerated from token 3 (“" in shown and shown.index(replaced) < shown.index("↪ regenerated")
+    assert f"[{replaced}" in plain and plain.index(replaced) < plain.index("[↪ regenerated from token 3")
+    assert plain.count("> Hello there") == 2  # both turns are in the copy, each marked
+
+
 def test_mistakes_in_requests_show_as_one_line_in_the_error_trait(panel):
     message(panel, type="frobnicate")
     assert "unknown request" in panel.error

@@ -224,6 +224,13 @@ def test_the_panel_streams_shows_context_and_attention_stops_resumes_and_forks(p
     assert panel.locator("[data-testid=token]").last.get_attribute("data-turn") != latest
     page.screenshot(path=str(ARTIFACTS / "panel-fork.png"), full_page=True)
     _shoot_tabs(page, panel, "fork")
+    # the fork's prompt drawn from its pieces (its parent's messages had carried them: it showed #1#9690#198…),
+    # and the turn it replaced folded to the line that says so
+    panel.locator("[data-testid=tab-context]").click()
+    prompt = panel.locator("[data-testid=prompt-tokens]").first.inner_text()
+    assert "<|im_start|>" in prompt and not re.search(r"#\d+#\d+", prompt), prompt[:200]
+    replaced = panel.locator(".cf-superseded .cf-fork-note", has_text="replaced by the fork from token 2")
+    assert replaced.count() == 1 and not panel.locator(".cf-superseded .cf-msg-user").first.is_visible()
 
     # a forced tool call, sent from the panel; while it runs, the user looks at an earlier token in the Timeline
     # tab with the conversation scrolled up: the turn's end leaves all of that as it was, in the same view

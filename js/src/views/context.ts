@@ -44,6 +44,8 @@ export class ContextView {
   private turn: TurnData | null = null;
   private round = -1; // -1: the last
   private drawnKey = "";
+  /** How many of the drawn prompt's tokens had no piece yet (drawn as their ids). */
+  private rawIds = 0;
 
   constructor() {
     this.roundSelect.addEventListener("change", () => {
@@ -72,11 +74,12 @@ export class ContextView {
     const index = this.round >= 0 && this.round < rounds.length ? this.round : rounds.length - 1;
     const ended = summary.terminal ? 1 : 0; // (a remote turn's prompt size comes with its end)
     const counted = turn.account?.events ?? -1;
-    const key = `${turn.turn_id}|${index}|${rounds.length}|${counted}|${ended}|${rounds[index]?.tokenized ? 1 : 0}`;
+    // a prompt drawn before its tokens' pieces came (shown as ids) is drawn again when more pieces come
+    const prompt = `${rounds[index]?.tokenized ? 1 : 0}|${this.rawIds ? Object.keys(turn.pieces).length : 0}`;
+    const key = `${turn.turn_id}|${index}|${rounds.length}|${counted}|${ended}|${prompt}`;
     if (key === this.drawnKey) return;
     const promptChanged =
-      !this.drawnKey.startsWith(`${turn.turn_id}|${index}|`) ||
-      !this.drawnKey.endsWith(`|${rounds[index]?.tokenized ? 1 : 0}`);
+      !this.drawnKey.startsWith(`${turn.turn_id}|${index}|`) || !this.drawnKey.endsWith(`|${prompt}`);
     this.drawnKey = key;
     clear(this.head);
     clear(this.body);
@@ -144,6 +147,7 @@ export class ContextView {
   private drawPrompt(turn: TurnData, round: Round): void {
     clear(this.prompt);
     this.chips = [];
+    this.rawIds = round.tokenized?.ids.filter((id) => turn.pieces[String(id)] === undefined).length ?? 0;
     if (!round.tokenized) return;
     const frag = document.createDocumentFragment();
     for (const t of promptTokens(round.tokenized, round.assembled, turn.pieces)) {

@@ -46,6 +46,8 @@ class TurnView {
   private badges = el("div", { class: "cf-badges" });
   private footer = el("div", { class: "cf-turn-foot" });
   private note = el("div", { class: "cf-fork-note" });
+  /** A turn a fork replaced: the index of the fork's token (its chips from there on are struck through); -1. */
+  private replacedFrom = -1;
   tokens: TokenDelta[] = [];
   private cards = new Map<string, CardNodes>();
   /** The text view's current run of answer text (a tool card ends a run). */
@@ -80,7 +82,8 @@ class TurnView {
     for (const e of events) {
       if (e.type === "token") {
         this.tokens.push(e);
-        frag.appendChild(tokenChip(e, this.turnId));
+        const chip = frag.appendChild(tokenChip(e, this.turnId));
+        if (this.replacedFrom >= 0 && e.index >= this.replacedFrom) chip.classList.add("cf-tok-replaced");
         if (e.text.includes("\n")) frag.appendChild(el("br"));
         this.addText(e.text);
       } else if (e.type === "tool_call") {
@@ -183,10 +186,36 @@ class TurnView {
     return null;
   }
 
-  setNote(text: string, superseded: boolean): void {
-    this.note.textContent = text;
+  /** The line above a fork ("↪ forked from token N …") or above the turn it replaced, which is folded to that
+   * line (a button unfolds it: the answer, its chips from token `replacedFrom` on struck through). */
+  setNote(text: string, replacedFrom = -1): void {
+    const superseded = replacedFrom >= 0;
+    const toggle = superseded ? this.foldToggle() : null;
+    this.note.replaceChildren(el("span", { text }), ...(toggle ? [" ", toggle] : []));
     this.note.hidden = !text;
     this.el.classList.toggle("cf-superseded", superseded);
+    if (!superseded) this.el.classList.remove("cf-unfolded");
+    if (replacedFrom !== this.replacedFrom) {
+      this.replacedFrom = replacedFrom;
+      for (const chip of this.tokensBox.querySelectorAll<HTMLElement>(".cf-tok"))
+        chip.classList.toggle("cf-tok-replaced", superseded && Number(chip.dataset.index) >= replacedFrom);
+    }
+  }
+
+  /** "show the replaced answer" / "hide it": folds and unfolds a turn a fork replaced. */
+  private foldToggle(): HTMLElement {
+    const button = el("button", { class: "cf-link", type: "button", "data-testid": "superseded-toggle" });
+    const draw = () => {
+      const open = this.el.classList.contains("cf-unfolded");
+      button.textContent = open ? "hide it" : "show the replaced answer";
+      button.setAttribute("aria-expanded", String(open));
+    };
+    button.addEventListener("click", () => {
+      this.el.classList.toggle("cf-unfolded");
+      draw();
+    });
+    draw();
+    return button;
   }
 }
 
@@ -329,7 +358,8 @@ export class StreamView {
         this.views.get(id)?.el.remove();
         this.views.delete(id);
       }
-    const superseded = conv.superseded();
+    const forks = new Map<string, TurnData>(); // a replaced turn's id → the fork that replaced it
+    for (const turn of turns) if (turn.fork_of) forks.set(turn.fork_of, turn);
     let previous: Element = this.empty;
     if (this.empty.parentNode !== this.el) this.el.prepend(this.empty);
     for (const turn of turns) {
@@ -338,12 +368,14 @@ export class StreamView {
       if (previous.nextElementSibling !== view.el) previous.after(view.el);
       previous = view.el;
       const original = turn.fork_of ? conv.turns.get(turn.fork_of) : undefined;
+      const fork = forks.get(turn.turn_id);
+      const at = fork ? forkIndex(fork, turn) : "";
       const note = turn.fork_of
-        ? `↪ forked from token ${forkIndex(turn, original)}`
-        : superseded.has(turn.turn_id)
-          ? "superseded by a fork"
+        ? `↪ forked from token ${forkIndex(turn, original)}: the answer is kept up to it, then regenerated (it replaces the answer above)`
+        : fork
+          ? `✕ replaced by the fork from token ${at} (below): not in the conversation any more`
           : "";
-      view.setNote(note, superseded.has(turn.turn_id));
+      view.setNote(note, fork ? Number(at) || 0 : -1); // ("?": an older record's unknown index)
     }
     this.empty.hidden = turns.length > 0;
   }
