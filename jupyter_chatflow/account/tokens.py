@@ -97,18 +97,25 @@ def _answered_before(r: _Round) -> list[tuple[bool, PrefillDone]]:
 
 
 def _one_prefill(p: PrefillDone, context: int, kept: int, after_answer: bool) -> str:
-    extra = p.prompt_tokens - (p.context_tokens or context)
-    beyond = ""
-    if extra > 0 and p.kind == "tool_call":
-        what = "the answer so far, <tool_call> and" if after_answer else ""
-        beyond = f" + {extra} of the tool call ({what} the beginning the grammar fixed)".replace("( ", "(")
-    elif extra > 0 and kept:
-        beyond = f" + {extra} of the answer: {_kept_words(kept)}"
-    elif extra > 0:
-        beyond = f" + {extra} of the answer"
-    prompt = f"the {p.context_tokens or context:,}-token prompt" if beyond else "the prompt"
-    return (f"prefill {count(p.prompt_tokens)} ({prompt}{beyond}): {p.reused_tokens:,} from the prompt cache, "
+    prompt = p.context_tokens or context
+    beyond = _beyond(p, p.prompt_tokens - prompt, kept, after_answer)
+    said = f"the {prompt:,}-token prompt{beyond}" if beyond else "the prompt"
+    return (f"prefill {count(p.prompt_tokens)} ({said}): {p.reused_tokens:,} from the prompt cache, "
             f"{p.computed_tokens:,} computed")  # fmt: skip
+
+
+def _beyond(p: PrefillDone, extra: int, kept: int, after_answer: bool) -> str:
+    """What a prefill held after the round's prompt: a tool call's beginning, or a fork's kept answer."""
+    if extra <= 0:
+        return ""
+    if p.kind == "tool_call":
+        before = "the answer so far, <tool_call> and " if after_answer else ""
+        return f" + {extra} of the tool call ({before}the beginning the grammar fixed)"
+    if not kept:
+        return f" + {extra} of the answer"
+    lost = ("; the forked turn was no longer in the prompt cache (other turns pushed it out), so only what it "
+            "shares with another cached conversation came from there") if p.computed_tokens > 1 else ""  # fmt: skip
+    return f" + {extra} of the answer: {_kept_words(kept)}{lost}"
 
 
 def _kept_words(kept: int) -> str:

@@ -181,6 +181,18 @@ def test_a_forks_kept_tokens_are_not_ticks_of_this_turn_and_its_first_token_is_i
     assert a.rounds[0].prefill_note == f"{note}: 40 from the prompt cache, 1 computed"
 
 
+def test_a_fork_whose_turn_left_the_prompt_cache_says_why_it_computed_more_than_its_token():
+    fork = dataclasses.replace(STARTED, fork_of="turn_a", fork_index=2)
+    kept = [token(k, 10.002, computed=0.0) for k in range(3)]
+    prefill = PrefillDone(prompt_tokens=41, reused_tokens=25, computed_tokens=16, latency_ms=80.0, context_tokens=38,
+                          timestamp=10.09)  # fmt: skip
+    events = [dataclasses.replace(e, sequence_number=k, turn_id="t") for k, e in enumerate(
+        (fork, context(38), *kept, prefill, token(3, 10.1), completed(10.2, completion=5)))]  # fmt: skip
+    note = account_of(events).rounds[0].prefill_note
+    assert "the forked turn was no longer in the prompt cache (other turns pushed it out)" in note
+    assert note.endswith(": 25 from the prompt cache, 16 computed")
+
+
 def test_an_account_goes_to_json_and_back_as_plain_lists():
     data = account_of(tool_turn()).to_dict()
     assert isinstance(data["stages"], list) and isinstance(data["rounds"][0]["gauge"], list)
