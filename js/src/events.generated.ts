@@ -156,6 +156,16 @@ export interface Alternative {
   logprob: number;
   /** The probability the sampler gave it after penalty, temperature, top-k, top-p and min-p (0 = cut away). */
   sampling_prob: number;
+  /**
+   * The repetition penalty lowered it: it occurs in the prompt or the answer so far (False where the penalty is off,
+   * and in a remote turn: a server does not say).
+   */
+  penalized: boolean;
+  /**
+   * log p after the repetition penalty alone (temperature 1, before any filter): between `logprob` and `sampling_prob`,
+   * what the penalty did. None: not known (a remote turn, a turn recorded before this field).
+   */
+  penalized_logprob: number | null;
 }
 
 /**

@@ -68,7 +68,8 @@ model.onSend = (msg) => {
     20,
   );
 };
-if (params.get("theme") === "dark") document.body.classList.add("dark");
+const theme = params.get("theme"); // dark, jl-light (harness.html), else the panel's own colours
+if (theme === "dark" || theme === "jl-light") document.body.classList.add(theme);
 widget.render({ model, el: document.getElementById("app")! });
 
 // stream the long answer as the live turn, 8 tokens per message

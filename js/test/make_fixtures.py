@@ -10,6 +10,10 @@ the programs: `CHATFLOW_XLA_CACHE=$(mktemp -d)` makes it a kernel's cold first t
 `python js/test/make_fixtures.py remote` writes only remote.json: a turn of a remote chat (`Chat(base_url=…)`)
 against `chatflow serve` on a thread of this process, its key masked in the wire events.
 
+`python js/test/make_fixtures.py penalty` writes only penalty.json: the second turn of a session ("And of
+Germany?" after "What is the capital of France?") at repetition penalty 1.1, a short answer whose token 4 the
+penalty chose (the model's favourite, ":", occurred in the prompt).
+
 `python js/test/make_fixtures.py accounts` rewrites only each fixture's account from its events (after a change to
 jupyter_chatflow/account; the events, which the front end's tests count on, stay as they were recorded).
 """
@@ -55,6 +59,22 @@ def remote(model) -> None:
         server.close()
 
 
+def penalty(model) -> None:
+    """penalty.json: a follow-up question answered at repetition penalty 1.1 (its alternatives say what the penalty
+    lowered, and each one's probability after it)."""
+    db = Database(Path(tempfile.mkdtemp()) / "fixtures.db")
+    chat = Chat(model=model, db=db, session="fixture-penalty", new=True)
+    options = {**SAMPLING, "repetition_penalty": 1.1}
+    chat.send(TURNS["answer"][0], max_tokens=60, **options).text()
+    response = chat.send("And of Germany?", max_tokens=40, **options)
+    seen = [*response, *response.after_end()]
+    events = [e.to_dict() for e in seen]
+    turn = {"turn_id": response.turn_id, "events": events, "pieces": token_pieces(model.tokenizer, seen),
+            "account": _account(events)}  # fmt: skip
+    (OUT / "penalty.json").write_text(json.dumps(turn, indent=1, ensure_ascii=False) + "\n")
+    print(f"penalty: {len(events)} events, text {response.text()!r}", file=sys.stderr)
+
+
 def _account(rows: list[dict]) -> dict:
     """The turn's account, as the widget sends it beside the events (`account_of`)."""
     return account_of([event_from_dict(row) for row in rows]).to_dict()
@@ -62,7 +82,7 @@ def _account(rows: list[dict]) -> dict:
 
 def accounts() -> None:
     """Each fixture's account again, from its events as recorded."""
-    for path in (OUT / f"{name}.json" for name in [*TURNS, "remote"]):
+    for path in (OUT / f"{name}.json" for name in [*TURNS, "remote", "penalty"]):
         turn = json.loads(path.read_text())
         turn["account"] = _account(turn["events"])
         path.write_text(json.dumps(turn, indent=1, ensure_ascii=False) + "\n")
@@ -75,6 +95,8 @@ def main() -> None:
     model = load_model()
     if sys.argv[1:] == ["remote"]:
         return remote(model)
+    if sys.argv[1:] == ["penalty"]:
+        return penalty(model)
     db = Database(Path(tempfile.mkdtemp()) / "fixtures.db")
     for name, (text, options) in TURNS.items():
         chat = Chat(model=model, db=db, session=f"fixture-{name}", new=True)

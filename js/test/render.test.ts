@@ -501,16 +501,16 @@ describe("token popover", () => {
     const bytes = [...pop.querySelectorAll("dd")][
       [...pop.querySelectorAll("dt")].findIndex((d) => d.textContent === "bytes")
     ];
-    expect(bytes.className).toContain("cf-nowrap"); // hex bytes on one line
+    expect(bytes.className).toContain("cf-hex"); // hex bytes, broken between bytes only
     expect(bytes.textContent).toBe(tokenHexOf(FIX.tool, tokensOf(FIX.tool)[2].token_id));
   });
 
   it("explains top-k, min-p and greedy cuts", async () => {
     const { cutReason } = await import("../src/views/token_details");
     const alts = [
-      { token_id: 1, text: "a", logprob: Math.log(0.6), sampling_prob: 1 },
-      { token_id: 2, text: "b", logprob: Math.log(0.3), sampling_prob: 0 },
-      { token_id: 3, text: "c", logprob: Math.log(0.01), sampling_prob: 0 },
+      { token_id: 1, text: "a", logprob: Math.log(0.6), sampling_prob: 1, penalized: false, penalized_logprob: null },
+      { token_id: 2, text: "b", logprob: Math.log(0.3), sampling_prob: 0, penalized: false, penalized_logprob: null },
+      { token_id: 3, text: "c", logprob: Math.log(0.01), sampling_prob: 0, penalized: false, penalized_logprob: null },
     ];
     expect(cutReason(alts[1], 1, alts, { temperature: 1, top_k: 1 })).toBe("cut by top-k 1");
     expect(cutReason(alts[2], 2, alts, { temperature: 1, min_p: 0.05 })).toBe("below min-p 0.05");

@@ -107,9 +107,23 @@ function syntheticToken(i: number, turn_id: string, sequence_number: number, tim
     redacted: i === 120,
     computed_at: timestamp,
     alternatives: [
-      { token_id: id, text, logprob: lp, sampling_prob: 0.6 },
-      { token_id: 2000 + i, text: " alt", logprob: lp - 0.4, sampling_prob: 0.4 },
-      { token_id: 3000 + i, text: " cut", logprob: lp - 1.2, sampling_prob: 0 },
+      { token_id: id, text, logprob: lp, sampling_prob: 0.6, penalized: false, penalized_logprob: null },
+      {
+        token_id: 2000 + i,
+        text: " alt",
+        logprob: lp - 0.4,
+        sampling_prob: 0.4,
+        penalized: false,
+        penalized_logprob: null,
+      },
+      {
+        token_id: 3000 + i,
+        text: " cut",
+        logprob: lp - 1.2,
+        sampling_prob: 0,
+        penalized: false,
+        penalized_logprob: null,
+      },
     ],
   };
 }

@@ -29,6 +29,12 @@ class Alternative:
     """log p under the model (temperature 1, before any filter)."""
     sampling_prob: float
     """The probability the sampler gave it after penalty, temperature, top-k, top-p and min-p (0 = cut away)."""
+    penalized: bool = False
+    """The repetition penalty lowered it: it occurs in the prompt or the answer so far (False where the penalty is
+    off, and in a remote turn: a server does not say)."""
+    penalized_logprob: float | None = None
+    """log p after the repetition penalty alone (temperature 1, before any filter): between `logprob` and
+    `sampling_prob`, what the penalty did. None: not known (a remote turn, a turn recorded before this field)."""
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
@@ -41,6 +47,10 @@ class RawStep:
     top_ids: np.ndarray
     top_logprobs: np.ndarray
     top_sampling_probs: np.ndarray
+    top_penalized: np.ndarray | None = None
+    """Whether the repetition penalty lowered each of top_ids; None: not reported (the alternatives say False)."""
+    top_penalized_logprobs: np.ndarray | None = None
+    """Their logprobs after the penalty alone; None: not reported (the alternatives say None)."""
     compile_ms: float | None = None
     """XLA compile time since the step before, when another thread computed this one (a scheduler's loop: the
     compile clock is per thread); None: the reading thread's clock tells."""
@@ -209,24 +219,34 @@ class Generation:
         return pending[: len(pending) - hold], pending[len(pending) - hold :], False
 
     def _step(self, index: int, raw: RawStep, text: str, elapsed_ms: float, compile_ms: float) -> Step:
-        alternatives = tuple(
-            Alternative(
-                token_id=int(token),
-                text=self._tokenizer.piece(int(token)),
-                logprob=float(logprob),
-                sampling_prob=float(prob),
-            )
-            for token, logprob, prob in zip(raw.top_ids, raw.top_logprobs, raw.top_sampling_probs, strict=True)
-        )
         return Step(
             index=index,
             token_id=raw.token_id,
             text=text,
             logprob=raw.logprob,
             entropy=raw.entropy,
-            top_alternatives=alternatives,
+            top_alternatives=self._alternatives(raw),
             elapsed_ms=elapsed_ms,
             compile_ms=compile_ms,
+        )
+
+    def _alternatives(self, raw: RawStep) -> tuple[Alternative, ...]:
+        """The step's top tokens as `Alternative`s, with what the penalty did to each where the engine said."""
+        n = len(raw.top_ids)
+        flags = raw.top_penalized if raw.top_penalized is not None else np.zeros(n, bool)
+        after = raw.top_penalized_logprobs if raw.top_penalized_logprobs is not None else [None] * n
+        return tuple(
+            Alternative(
+                token_id=int(token),
+                text=self._tokenizer.piece(int(token)),
+                logprob=float(logprob),
+                sampling_prob=float(prob),
+                penalized=bool(flag),
+                penalized_logprob=None if penalized is None else float(penalized),
+            )
+            for token, logprob, prob, flag, penalized in zip(
+                raw.top_ids, raw.top_logprobs, raw.top_sampling_probs, flags, after, strict=True
+            )
         )
 
 

@@ -157,10 +157,11 @@ class Model:
         return min(params.max_tokens, self.config.context_length - prompt.size)
 
     def _start(self, prompt: np.ndarray, params: SamplingParams) -> _Run:
-        """A generation's state before its prefill: its random key, its knobs, the tokens seen (the prompt's)."""
+        """A generation's state before its prefill: its random key, its knobs, the tokens seen (the prompt's from
+        `params.penalty_from` on: those the repetition penalty counts)."""
         seed = params.seed if params.seed is not None else int(np.random.default_rng().integers(2**31))
         seen = np.zeros((1, self.config.vocab_size), bool)
-        seen[0, prompt] = True
+        seen[0, prompt[params.penalty_from :]] = True
         return _Run(prompt, jax.random.key(seed), params.as_array(), seen)
 
     def _decode_ahead(self, run: _Run, budget: int, cancel: threading.Event, _constraint) -> Iterator[RawStep]:
@@ -410,4 +411,6 @@ def raw_step(host: Sampled, row: int) -> RawStep:
         top_ids=np.asarray(host.top_ids[row]),
         top_logprobs=np.asarray(host.top_logprobs[row]),
         top_sampling_probs=np.asarray(host.top_sampling_probs[row]),
+        top_penalized=np.asarray(host.top_penalized[row]),
+        top_penalized_logprobs=np.asarray(host.top_penalized_logprobs[row]),
     )

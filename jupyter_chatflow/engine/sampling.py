@@ -2,7 +2,8 @@
 
 The sampler reports what the views need besides the token: its logprob under the model, the entropy of the
 model's distribution, and the top alternatives with the probability the sampler finally gave each (zero where
-top-k / top-p / min-p cut it away).
+top-k / top-p / min-p cut it away), whether the repetition penalty lowered each, and each one's probability after
+the penalty alone (so a view can say which knob moved a token: the penalty, or temperature and the filters).
 """
 
 from __future__ import annotations
@@ -44,6 +45,10 @@ class SamplingParams:
     """Seed of the random stream, 0 to 2**32 - 1; the same seed and prompt give the same answer. None picks one."""
     ignore_eos: bool = SAMPLER_DEFAULTS["ignore_eos"]
     """Keep generating past the model's stop tokens (for benchmarks: always exactly max_tokens)."""
+    penalty_from: int = 0
+    """The repetition penalty counts the prompt's tokens from this position on, and every generated one: 0 counts
+    the whole prompt, as vLLM and transformers do; a chat turn counts its answer alone (the length of its prompt:
+    a system prompt and a conversation hold every common word, and penalizing them bent answers)."""
 
     def __post_init__(self) -> None:
         for knob in sampler_numbers():  # plain int / float values: JSON-ready, hashable
@@ -55,6 +60,8 @@ class SamplingParams:
         object.__setattr__(self, "stop", _stop_strings(self.stop))
         if not isinstance(self.ignore_eos, bool):
             raise GenerationError(f"ignore_eos must be True or False; got {shown(self.ignore_eos)}")
+        if isinstance(self.penalty_from, bool) or not isinstance(self.penalty_from, int) or self.penalty_from < 0:
+            raise GenerationError(f"penalty_from must be a prompt position, 0 or more; got {shown(self.penalty_from)}")
 
     def as_array(self) -> jax.Array:
         """The numeric knobs as one float32 vector, so changing them never recompiles."""
@@ -82,6 +89,8 @@ class Sampled(NamedTuple):
     top_ids: jax.Array  # [b, n] the n most likely tokens after the repetition penalty
     top_logprobs: jax.Array  # [b, n] their model logprobs
     top_sampling_probs: jax.Array  # [b, n] the probability the sampler gave each after all filters
+    top_penalized: jax.Array  # [b, n] bool: the repetition penalty lowered it (seen, and the penalty is not 1)
+    top_penalized_logprobs: jax.Array  # [b, n] their logprobs after the penalty alone (temperature 1, no filter)
 
 
 def penalize(logits: jax.Array, seen: jax.Array, penalty: jax.Array) -> jax.Array:
@@ -140,12 +149,11 @@ def sample(
         draw = jax.vmap(jax.random.categorical) if per_row else jax.random.categorical  # a key per row, or one
         return draw(key, jnp.log(probs)).astype(jnp.int32), probs
 
+    top_preferred, top_ids = jax.lax.top_k(preferred, n_top)  # [b, n]
     if per_row:  # every row greedy or sampled on its own; the sort and draw run only when some row samples
-        _, top_ids = jax.lax.top_k(preferred, n_top)
         token, top_sampling_probs = _rows(temperature[:, 0] > 0, penalized, top_ids, stochastic)
     else:
         token, final_probs = jax.lax.cond(temperature > 0, stochastic, greedy, None)  # [b], [b, V]
-        _, top_ids = jax.lax.top_k(preferred, n_top)
     return Sampled(
         token=token,
         logprob=jnp.take_along_axis(logprobs, token[:, None], axis=-1)[:, 0],
@@ -153,6 +161,8 @@ def sample(
         top_ids=top_ids,
         top_logprobs=jnp.take_along_axis(logprobs, top_ids, axis=-1),
         top_sampling_probs=top_sampling_probs if per_row else jnp.take_along_axis(final_probs, top_ids, axis=-1),
+        top_penalized=jnp.take_along_axis(seen, top_ids, axis=-1) & (penalty != 1),
+        top_penalized_logprobs=top_preferred - jax.nn.logsumexp(preferred, axis=-1, keepdims=True),  # one [b, V] sum
     )
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import re
 from collections.abc import Mapping
 from typing import Any
 
@@ -27,6 +28,7 @@ class ModelConfig:
     """Hyper-parameters of one model; every field comes from the GGUF metadata."""
 
     name: str
+    """The model's name as people know it (`display_name`)."""
     architecture: str
     vocab_size: int
     dim: int
@@ -62,8 +64,11 @@ class ModelConfig:
         return self.n_heads // self.n_kv_heads
 
     @classmethod
-    def from_metadata(cls, metadata: Mapping[str, Any], *, vocab_size: int, tied: bool) -> ModelConfig:
-        """Build the config from GGUF key/values; raise ModelFormatError naming a missing key."""
+    def from_metadata(
+        cls, metadata: Mapping[str, Any], *, vocab_size: int, tied: bool, file_name: str = ""
+    ) -> ModelConfig:
+        """Build the config from GGUF key/values (and the file's name, for `display_name`); raise ModelFormatError
+        naming a missing key."""
         arch = metadata.get("general.architecture")
         if arch not in SUPPORTED_ARCHITECTURES:
             raise ModelFormatError(
@@ -80,7 +85,7 @@ class ModelConfig:
         dim, n_heads = int(key("embedding_length")), int(key("attention.head_count"))
         head_dim = int(metadata.get(f"{arch}.attention.key_length", 0)) or _head_width(arch, dim, n_heads)
         return cls(
-            name=str(metadata.get("general.name", "unnamed")),
+            name=display_name(metadata, file_name),
             architecture=arch,
             vocab_size=vocab_size,
             dim=dim,
@@ -96,6 +101,33 @@ class ModelConfig:
             rope_scaling=_rope_scaling(metadata, arch),
             tied_embeddings=tied,
         )
+
+
+# A GGUF file name's tail after the model's name (llama.cpp's naming convention, and the common "name.Q4_K_M"):
+# the shard ("-00001-of-00003"), the weights' encoding ("Q4_1", "Q4_K_M", "IQ2_XS", "F16", "BF16") and ".gguf".
+_FILE_TAIL = re.compile(r"(?:-\d{5}-of-\d{5})?(?:[.-](?:[IK]?Q\d\w*|B?F16|F32))?(?:-\d{5}-of-\d{5})?\.gguf$", re.I)
+
+
+def display_name(metadata: Mapping[str, Any], file_name: str = "") -> str:
+    """The model's name as people know it, e.g. "SmolLM2-135M-Instruct".
+
+    A GGUF file is usually named after its model by whoever published it (the Hugging Face repository's spelling, or
+    llama.cpp's `<BaseName>-<SizeLabel>-<FineTune>-<Version>-<Encoding>.gguf`): that name, less its encoding, when it
+    contains the metadata's `general.basename`. `general.name` is often a converter's guess from a folder name
+    ("Smollm2 135M 8k Lc100K Mix1 Ep2"), so next come the metadata's parts joined as llama.cpp joins them, then
+    `general.name`, then the file's name whatever it is."""
+    stem = _FILE_TAIL.sub("", file_name) if file_name.lower().endswith(".gguf") else file_name
+    basename = str(metadata.get("general.basename") or "")
+    if basename and _letters(basename) in _letters(stem):
+        return stem
+    if basename:
+        parts = (metadata.get(f"general.{key}") for key in ("basename", "size_label", "finetune", "version"))
+        return "-".join(str(part) for part in parts if part)
+    return str(metadata.get("general.name") or stem or "unnamed")
+
+
+def _letters(text: str) -> str:
+    return re.sub(r"[^0-9a-z]", "", text.lower())
 
 
 def _head_width(arch: str, dim: int, n_heads: int) -> int:

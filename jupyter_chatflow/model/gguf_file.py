@@ -159,6 +159,7 @@ def _metadata_and_config(path: Path, reader: gguf.GGUFReader) -> tuple[dict[str,
             metadata,
             vocab_size=len(vocab) if vocab else int(by_name["token_embd.weight"].shape[-1]),
             tied="output.weight" not in by_name,
+            file_name=path.name,
         )
     except ModelFormatError as error:  # the config knows the fields, not the file
         raise ModelFormatError(f"{path}: {error}") from None

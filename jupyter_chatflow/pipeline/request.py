@@ -103,6 +103,7 @@ class ChatRequest:
         """The request as JSON-ready fields (for the turn_started event and the log)."""
         params = dataclasses.asdict(self.params)
         params["stop"] = list(self.params.stop)
+        del params["penalty_from"]  # (the round's, set by the pipeline: not a knob of the request)
         features = dataclasses.asdict(self.features)
         features["tools"] = list(self.features.tools)
         return {"params": params, "features": features}

@@ -87,7 +87,8 @@ class Streamer:
             self._show(result, step, detector.feed(step.text) if detector else step.text, computed_at=0.0)
         if prefix and prefix[-1].token_id in self.model.tokenizer.stop_ids:  # a fork that chose to end the answer
             return result
-        room = dataclasses.replace(params, max_tokens=max(params.max_tokens - len(prefix), 1))
+        # the penalty counts the answer (a fork's kept tokens too), not the prompt: see SamplingParams.penalty_from
+        room = dataclasses.replace(params, max_tokens=max(params.max_tokens - len(prefix), 1), penalty_from=len(ids))
         generation = self.engine.submit([*ids, *(s.token_id for s in prefix)], room, cancel=self.cancel)
         streamed = 0  # characters of the answer the steps carried
         for step in generation:

@@ -120,7 +120,7 @@ class Turn(TurnStages):
 
     def _generate(self, ids: list[int], tools: list[Tool], choice: str, *, results: bool = False) -> Round:
         params = self.request.params
-        if results:  # the penalty counts the prompt's tokens, and an answer from a tool's result repeats them
+        if results:  # an answer from a tool's result repeats its digits and words: no penalty
             params = dataclasses.replace(params, repetition_penalty=1.0)
         if choice in ("auto", "none"):
             prefix, self.prefix = self.prefix, ()  # only the first round's answer starts with it

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import threading
 import time
 
@@ -190,3 +191,31 @@ def test_prompts_are_prefilled_in_two_widths_and_never_past_the_cache(size, firs
     assert [start for start, _, _ in chunks] == np.cumsum([first] + [n for _, _, n in chunks])[:-1].tolist()
     narrow = sum(tokens.shape[1] == engine.MIN_BUCKET for _, tokens, _ in chunks)
     assert narrow <= engine.PREFILL_CHUNK // 2 // engine.MIN_BUCKET  # a long tail takes one wide chunk instead
+
+
+@pytest.mark.parametrize("penalty", [1.5, 1.0])
+def test_each_alternative_says_whether_the_repetition_penalty_lowered_it(tiny_model, penalty):
+    """Lowered exactly when it is in the prompt or the answer so far (and the penalty is on); its probability after
+    the penalty moves against an unpenalized one's by the penalty alone (two unpenalized keep their ratio)."""
+    ids = [1, *range(3, 120, 2)]  # half the byte tokens: some of every step's top 5 are in it, some not
+    seen, mixed = set(ids), 0
+    for step in tiny_model.generate(ids, max_tokens=12, temperature=0.0, repetition_penalty=penalty, ignore_eos=True):
+        alternatives = step.top_alternatives
+        assert [a.penalized for a in alternatives] == [a.token_id in seen and penalty != 1 for a in alternatives]
+        free = [a for a in alternatives if not a.penalized]
+        for a, b in itertools.pairwise(free):
+            assert a.penalized_logprob - b.penalized_logprob == pytest.approx(a.logprob - b.logprob, abs=1e-4)
+        mixed += any(a.penalized for a in alternatives) and bool(free)
+        seen.add(step.token_id)
+    assert mixed or penalty == 1
+
+
+def test_the_penalty_counts_the_prompt_from_penalty_from_on(tiny_model):
+    """A chat turn's penalty counts its answer alone (`penalty_from` = the prompt's length): the first step's
+    alternatives are never lowered; the engine's default counts the whole prompt."""
+    ids = tiny_model.tokenizer.encode("abcabcabc hello hello")
+    knobs = {"temperature": 0.0, "repetition_penalty": 1.5, "max_tokens": 1}
+    answer_only = next(iter(tiny_model.generate(ids, params=SamplingParams(**knobs, penalty_from=len(ids)))))
+    assert not any(a.penalized for a in answer_only.top_alternatives)
+    whole = next(iter(tiny_model.generate(ids, params=SamplingParams(**knobs))))
+    assert [a.penalized for a in whole.top_alternatives] == [a.token_id in ids for a in whole.top_alternatives]

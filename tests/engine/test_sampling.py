@@ -89,6 +89,20 @@ def test_reports_logprob_entropy_and_alternatives():
     np.testing.assert_allclose(np.asarray(out.top_sampling_probs[0]), [1.0, 0.0, 0.0])
 
 
+@pytest.mark.parametrize("penalty", [2.0, 1.0])
+def test_reports_which_alternatives_the_penalty_lowered_and_their_probabilities_after_it(penalty):
+    seen = jnp.array([[True, False, False, True, True, False]])  # 3.0 and 2.0 seen: 1.5 and 1.0 at penalty 2
+    out = draw(SamplingParams(temperature=0.7, top_p=0.9, repetition_penalty=penalty), seen=seen, n_top=4)
+    ids = np.asarray(out.top_ids[0])
+    after = np.asarray(jax.nn.log_softmax(penalize(LOGITS, seen, jnp.float32(penalty))))[0]
+    assert np.asarray(out.top_penalized[0]).tolist() == [bool(seen[0, i]) and penalty != 1 for i in ids]
+    np.testing.assert_allclose(np.asarray(out.top_penalized_logprobs[0]), after[ids], atol=1e-6)
+    if penalty == 1:  # off: the probabilities after it are the model's
+        np.testing.assert_allclose(
+            np.asarray(out.top_penalized_logprobs[0]), np.asarray(out.top_logprobs[0]), atol=1e-6
+        )
+
+
 def test_sampling_probs_show_what_top_k_cut_away():
     out = draw(SamplingParams(temperature=1.0, top_k=2), n_top=3)
     probs = np.asarray(out.top_sampling_probs[0])
@@ -126,6 +140,8 @@ def test_per_row_knobs_and_keys_sample_each_row_as_alone():
         one = draw(params, seed, logits[i : i + 1], seen[i : i + 1])
         assert int(batch.token[i]) == int(one.token[0])
         np.testing.assert_allclose(batch.top_sampling_probs[i], one.top_sampling_probs[0], rtol=1e-6)
+        np.testing.assert_allclose(batch.top_penalized_logprobs[i], one.top_penalized_logprobs[0], atol=1e-6)
+        assert batch.top_penalized[i].tolist() == one.top_penalized[0].tolist()
     assert int(batch.token[1]) != int(jnp.argmax(logits[1]))  # the penalty moved that row's greedy choice
 
 

@@ -186,6 +186,24 @@ def test_sampling_knobs_seed_and_penalty_are_per_row(tiny_model, scheduler):
     assert expected[0] != alone(tiny_model, ids[0], GREEDY)  # the first really sampled
 
 
+def test_each_rows_alternatives_say_what_its_own_penalty_did(tiny_model, scheduler):
+    """Two rows at once, one with the repetition penalty and one without: each row's alternatives are what it
+    reports alone (flags and probabilities after the penalty)."""
+    params = [
+        dataclasses.replace(GREEDY, repetition_penalty=1.5, max_tokens=8),
+        dataclasses.replace(GREEDY, max_tokens=8),
+    ]
+    ids = [[1, *range(3, 120, 2)], [1, *range(4, 120, 2)]]  # half the byte tokens: some of the top 5 in them
+    generations = [scheduler.submit(p, q) for p, q in zip(ids, params, strict=True)]
+    for generation, p, q in zip(generations, ids, params, strict=True):
+        batched = [s.top_alternatives for s in generation]
+        single = [s.top_alternatives for s in tiny_model.generate(p, params=q)]
+        assert [[a.penalized for a in step] for step in batched] == [[a.penalized for a in step] for step in single]
+        flat = [a.penalized_logprob for step in batched for a in step]
+        assert flat == pytest.approx([a.penalized_logprob for step in single for a in step], abs=1e-4)
+    assert any(a.penalized for step in tiny_model.generate(ids[0], params=params[0]) for a in step.top_alternatives)
+
+
 def test_a_constraint_masks_its_own_row_and_ends_it(tiny_model, scheduler):
     vocab = tiny_model.config.vocab_size
     ids = prompt(10, 30)

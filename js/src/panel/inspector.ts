@@ -101,10 +101,11 @@ export class Inspector {
       el("span", { class: "cf-field-label", text: "turn" }),
       this.turnSelect,
     );
+    // the tabs stay on one line (a narrow panel scrolls them); the picker goes under them, whole, when they fill it
     return el(
       "div",
-      { class: "cf-tabs", role: "tablist" },
-      ...this.tabButtons,
+      { class: "cf-tabs" },
+      el("div", { class: "cf-tab-list", role: "tablist" }, ...this.tabButtons),
       el("span", { class: "cf-spacer" }),
       picker,
     );

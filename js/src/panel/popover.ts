@@ -9,11 +9,14 @@ import type { StreamView } from "../views/stream";
 import { tokenDetails } from "../views/token_details";
 import { isRemote } from "../views/wire";
 
-/** The room (px) the popover's left edge keeps from the panel's right edge, besides a 4 px margin. */
-const WIDTH = 360;
+/** The gap (px) between the popover and its chip. */
+const GAP = 6;
+/** The room (px) the popover keeps from the edges of the window. */
+const MARGIN = 8;
 
 export interface PopoverHost {
-  /** The panel's root: the popover is placed relative to it, and Escape inside it closes the popover. */
+  /** The panel's root: Escape inside it closes the popover (which is placed against it where it cannot be raised
+   * above the page: see `raise`). */
   root: HTMLElement;
   conversation: Conversation;
   stream: StreamView;
@@ -22,8 +25,10 @@ export interface PopoverHost {
 }
 
 export class TokenPopover {
-  readonly el = el("div", { class: "cf-popover", hidden: true, "data-testid": "popover" });
+  readonly el = el("div", { class: "cf-popover", hidden: true, popover: "manual", "data-testid": "popover" });
   private pinned = false;
+  /** The chip it points at while shown (followed when the page or the answer scrolls). */
+  private chip: HTMLElement | null = null;
   /** The token shown (kept across turn ends, forks and Stop: the user's selection). */
   private popped: { turnId: string; index: number } | null = null;
   /** What the content was drawn for (see `key`). */
@@ -32,6 +37,8 @@ export class TokenPopover {
   constructor(private host: PopoverHost) {
     document.addEventListener("click", this.onDocumentClick);
     host.root.addEventListener("keydown", this.onKey);
+    window.addEventListener("scroll", this.onMove, true); // (capture: the answer's own scrolling too)
+    window.addEventListener("resize", this.onMove);
   }
 
   /** A chip is hovered (token and chip null: left): shown unless one is pinned. */
@@ -66,6 +73,9 @@ export class TokenPopover {
   dispose(): void {
     document.removeEventListener("click", this.onDocumentClick);
     this.host.root.removeEventListener("keydown", this.onKey);
+    window.removeEventListener("scroll", this.onMove, true);
+    window.removeEventListener("resize", this.onMove);
+    raise(this.el, false);
   }
 
   private show(turnId: string, token: TokenDelta | null, chip: HTMLElement | null): void {
@@ -73,7 +83,8 @@ export class TokenPopover {
     const turn = this.host.conversation.turns.get(turnId);
     if (!token || !chip || !turn) {
       this.el.hidden = true;
-      this.popped = null;
+      raise(this.el, false);
+      this.popped = this.chip = null;
       return;
     }
     this.popped = { turnId, index: token.index };
@@ -86,15 +97,21 @@ export class TokenPopover {
     const params = summarize(turn.events).started?.params ?? {};
     this.el.replaceChildren(tokenDetails(token, turn.pieces, { canFork: this.canFork(turnId), params, onFork }));
     this.el.hidden = false;
+    this.chip = chip;
+    raise(this.el, true);
     this.place(chip);
   }
 
-  /** Below the chip, inside the panel. */
+  /** Wholly inside the window whatever clips the panel, never over its chip (`spot`). */
   private place(chip: HTMLElement): void {
-    const r = chip.getBoundingClientRect();
-    const base = this.host.root.getBoundingClientRect();
-    this.el.style.left = `${Math.max(4, Math.min(r.left - base.left, base.width - WIDTH - 4))}px`;
-    this.el.style.top = `${r.bottom - base.top + 6}px`;
+    const view = { width: document.documentElement.clientWidth, height: window.innerHeight };
+    this.el.style.maxHeight = "";
+    const { width, height } = this.el.getBoundingClientRect();
+    const spotted = spot(chip.getBoundingClientRect(), { width, height }, view);
+    if (spotted.height < height) this.el.style.maxHeight = `${spotted.height}px`;
+    const origin = isRaised(this.el) ? { left: 0, top: 0 } : this.host.root.getBoundingClientRect();
+    this.el.style.left = `${spotted.left - origin.left}px`;
+    this.el.style.top = `${spotted.top - origin.top}px`;
   }
 
   /** Only the latest turn forks, once it has ended and nothing is generating. */
@@ -119,4 +136,61 @@ export class TokenPopover {
   private onKey = (ev: KeyboardEvent): void => {
     if (ev.key === "Escape" && !this.el.hidden) this.hide();
   };
+
+  /** The page or the answer scrolled, or the window changed size: the popover follows its chip while the chip
+   * can be seen (scrolled out of the answer's view, it stays where it was). */
+  private onMove = (ev: Event): void => {
+    if (this.el.hidden || !this.chip || (ev.target instanceof Node && this.el.contains(ev.target))) return;
+    if (!this.chip.isConnected) {
+      this.hide();
+      return;
+    }
+    const chip = this.chip.getBoundingClientRect();
+    const answers = this.host.stream.el.getBoundingClientRect();
+    if (chip.bottom > answers.top && chip.top < answers.bottom) this.place(this.chip);
+  };
+}
+
+interface Box {
+  left: number;
+  top: number;
+  right: number;
+  bottom: number;
+}
+
+/** Where a popover of `size` goes for a chip at `chip` (window coordinates), and how high it may be: below the
+ * chip, else above it, else beside it (right, else left) as high as the window lets it; in a window too small for
+ * all of these, on the roomier side above or below, as high as that room (it scrolls inside). Always inside the
+ * window, never over the chip (a popover over its chip would take the hover that shows it). */
+export function spot(
+  chip: Box,
+  size: { width: number; height: number },
+  view: { width: number; height: number },
+): { left: number; top: number; height: number } {
+  const x = (left: number) => Math.max(MARGIN, Math.min(left, view.width - size.width - MARGIN));
+  const below = view.height - MARGIN - chip.bottom - GAP;
+  const above = chip.top - GAP - MARGIN;
+  const { height } = size;
+  if (height <= below) return { left: x(chip.left), top: chip.bottom + GAP, height };
+  if (height <= above) return { left: x(chip.left), top: chip.top - GAP - height, height };
+  const top = Math.max(MARGIN, Math.min((chip.top + chip.bottom - height) / 2, view.height - height - MARGIN));
+  if (height <= view.height - 2 * MARGIN) {
+    if (chip.right + GAP + size.width <= view.width - MARGIN) return { left: chip.right + GAP, top, height };
+    if (chip.left - GAP - size.width >= MARGIN) return { left: chip.left - GAP - size.width, top, height };
+  }
+  const room = Math.max(below, above, 0);
+  return { left: x(chip.left), top: below >= above ? chip.bottom + GAP : chip.top - GAP - room, height: room };
+}
+
+/** Shows (or hides) the popover in the browser's top layer (the Popover API), where neither the panel's own
+ * `overflow: hidden` nor a notebook's scrolled output area can cut it. Where the API is missing (an old browser,
+ * jsdom), it stays an absolutely placed child of the panel. */
+function raise(popover: HTMLElement, open: boolean): void {
+  if (typeof popover.showPopover !== "function" || !popover.isConnected) return;
+  if (open && !isRaised(popover)) popover.showPopover();
+  else if (!open && isRaised(popover)) popover.hidePopover();
+}
+
+function isRaised(popover: HTMLElement): boolean {
+  return typeof popover.showPopover === "function" && popover.matches(":popover-open");
 }

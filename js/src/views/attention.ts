@@ -45,7 +45,7 @@ export function renderHeatmap(
 export const AUTO_SHOW_MAX = 512;
 /** Axis labels are at least this many pixels apart (every k-th cell otherwise); 48 labels where nothing is laid
  * out (tests). */
-const LABEL_PX = 11;
+const LABEL_PX = 14;
 
 type Send = (msg: ViewMessage) => void;
 

@@ -43,9 +43,8 @@ export class Header {
         this.title,
         el("div", { class: "cf-header-meta" }, this.session, this.modelName),
       ),
-      this.status,
-      this.settingsToggle,
-      this.newSession,
+      // (one group: on a narrow panel it goes under the title whole, rather than one button at a time)
+      el("div", { class: "cf-header-actions" }, this.status, this.settingsToggle, this.newSession),
     );
   }
 

@@ -94,8 +94,8 @@ def test_a_dropped_stream_resumes_after_last_event_id_without_a_token_lost_or_re
 def test_a_turn_nobody_reads_is_cancelled_after_the_grace_period(paced, monkeypatch):
     monkeypatch.setattr(conversations, "ORPHAN_S", 0.1)
     base, state = paced
-    long = {**ASK, "options": {"temperature": 0, "max_tokens": 400}}
-    with httpx.Client(timeout=30) as client:
+    long = {**ASK, "options": {"temperature": 0, "max_tokens": 400, "ignore_eos": True}}  # 400 tokens, whatever
+    with httpx.Client(timeout=30) as client:  # the tiny model's answer
         conversation_id, _ = first_frames(client, f"{base}/v1/chatflow/conversation", long, 3)
         turn = state.conversations.get(conversation_id, state.keys.check(AUTH["Authorization"])).turn
         wait_until(lambda: turn.ended)
