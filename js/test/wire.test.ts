@@ -3,7 +3,7 @@ import { createTurn, mergeEvents } from "../src/state";
 import type { ChatEvent } from "../src/types";
 import { ContextView, remotePromptSize } from "../src/views/context";
 import { tokenDetails } from "../src/views/token_details";
-import { exchanges, isRemote, WireView } from "../src/views/wire";
+import { emptyWire, exchanges, isRemote, WireView } from "../src/views/wire";
 import { FIX, REMOTE, tokensOf } from "./helpers";
 
 const turn = () => {
@@ -74,5 +74,41 @@ describe("a remote turn's wire (a real turn against chatflow serve)", () => {
       "The server did not report the prompt's size (its stream carried no usage).",
     );
     expect(remotePromptSize(null)).toContain("when the answer ends");
+  });
+});
+
+describe("the Wire tab of a turn that sent no HTTP request", () => {
+  const shown = (record: typeof FIX.answer) => {
+    const t = createTurn(record);
+    mergeEvents(t, record.events, record.pieces);
+    const view = new WireView();
+    view.show(t);
+    return view.el;
+  };
+
+  it("a local turn: says nothing crossed a wire and names the options that send a turn to a server", () => {
+    const tab = shown(FIX.answer);
+    const text = tab.textContent ?? "";
+    expect(text).toContain("This turn ran in this kernel, so nothing crossed a wire.");
+    expect(text).toContain("chatflow serve");
+    const names = [...tab.querySelectorAll("code")].map((c) => c.textContent);
+    expect(names).toContain('cf.ChatWidget(cf.Chat(base_url="http://localhost:8000/v1", api_key=…))');
+    expect(names).toContain("%%chat --inspect --server http://localhost:8000/v1 --api-key KEY");
+    expect(text).toContain("Tour chapter 13");
+    expect(tab.querySelectorAll("[data-testid=wire-exchange]").length).toBe(0);
+  });
+
+  it("a message the input layer blocked was never sent; a turn with no stage yet waits for its request", () => {
+    expect(shown(FIX.blocked).textContent).toContain("blocked this message before it was sent");
+    const started = FIX.answer.events.filter((e) => e.type === "turn_started");
+    expect(emptyWire(started).textContent).toContain("No HTTP request yet");
+  });
+
+  it("a remote turn fills the tab instead", () => {
+    const t = createTurn(REMOTE);
+    mergeEvents(t, REMOTE.events, REMOTE.pieces);
+    const view = new WireView();
+    view.show(t);
+    expect(view.el.querySelector("[data-testid=wire-empty]")).toBeNull();
   });
 });

@@ -1,7 +1,9 @@
-"""examples/quickstart.ipynb runs top to bottom on a real kernel with the real model (answers kept short)."""
+"""examples/quickstart.ipynb runs top to bottom on a real kernel with the real model (answers kept short), and
+narrates each code cell (Markdown before it says what it does and what to look at)."""
 
 from __future__ import annotations
 
+import itertools
 from pathlib import Path
 
 import pytest
@@ -31,4 +33,18 @@ def test_the_quickstart_notebook_runs_and_every_inspect_cell_shows_the_panel(rea
     api = next(c for c in notebook.cells if c.cell_type == "code" and "chat.send" in c.source)
     printed = "".join(o.get("text", "") for o in api.outputs if o.output_type == "stream")
     assert "[turn_started]" in printed and "[completed]" in printed
+    assert "[safety_decision: input allow]" in printed
+    assert "finish reason: length" in printed  # (its Markdown says so: the answer used its 40 tokens)
     assert any(WIDGET in o.get("data", {}) for o in notebook.cells[-1].outputs)
+
+
+def test_the_quickstart_narrates_each_code_cell():
+    """Each code cell comes after Markdown that says what it does and what to look at in its output."""
+    cells = nbformat.read(NOTEBOOK, as_version=4).cells
+    markdown = sum(c.cell_type == "markdown" for c in cells)
+    code = sum(c.cell_type == "code" for c in cells)
+    assert markdown >= code, f"{markdown} Markdown cells for {code} code cells"
+    for before, cell in itertools.pairwise(cells):
+        if cell.cell_type == "code":
+            assert before.cell_type == "markdown" and before.source.strip(), f"no Markdown before: {cell.source}"
+    assert cells[0].cell_type == "markdown"

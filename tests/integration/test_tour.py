@@ -46,12 +46,47 @@ def test_a_chapter_runs_on_a_fresh_kernel_and_its_export_shows_every_turn(chapte
     assert not errors, errors
     plain = [o["data"]["text/plain"] for o in outputs if "text/plain" in o.get("data", {})]
     assert not [p for p in plain if re.search(r"object at 0x[0-9a-f]+>", p)], "a bare repr reached the page"
+    if chapter.stem in AFTER_RUN:
+        AFTER_RUN[chapter.stem](notebook)
     panels = _panels(notebook)
     if panels and CHROMIUM.exists():
         page = tmp_path / f"{chapter.stem}.html"
         body, _ = nbconvert.HTMLExporter().from_notebook_node(notebook)
         page.write_text(body)
         _check_page(page, panels)
+
+
+def test_chapter_13_as_stored_shows_a_panel_on_the_server_with_its_wire():
+    """What a reader of the stored chapter (GitHub, nbviewer, JupyterLab before running it) gets."""
+    _a_panel_shows_a_remote_turn(nbformat.read(TOUR / "13_wire.ipynb", as_version=4))
+
+
+def _a_panel_shows_a_remote_turn(notebook) -> None:
+    """Chapter 13 opens a panel on a chat whose turns go to the server the chapter runs in the kernel, so the
+    panel's Wire tab is filled: the request (the key masked), the response with its x-request-id, the SSE frames."""
+    cell = next(c for c in notebook.cells if c.cell_type == "code" and "ChatWidget(" in c.source)
+    assert "cf.Chat(base_url=" in cell.source and "server.url" in cell.source, cell.source
+    key = re.search(r'KEY = "(sk-[^"]+)"', "".join(c.source for c in notebook.cells)).group(1)
+    state = notebook.metadata.get("widgets", {}).get(WIDGET_STATE, {}).get("state", {})
+    remote = [m["state"] for m in state.values() if m.get("state", {}).get("model_info", {}).get("remote")]
+    assert len(remote) == 1, "no panel on a remote chat was saved"
+    assert key not in json.dumps(remote), "the API key reached the panel"
+    (turn,) = remote[0]["turns"]
+    events = turn["events"]
+    post = next(e for e in events if e["type"] == "http_request" and e["method"] == "POST")
+    assert post["url"].endswith("/v1/chat/completions") and post["body"]["stream"] is True
+    assert post["headers"]["Authorization"] == f"Bearer sk-…{key[-4:]}"
+    answer = next(e for e in events if e["type"] == "http_response" and e["sequence_number"] > post["sequence_number"])
+    assert answer["status"] == 200 and answer["headers"]["x-request-id"] == answer["request_id"]
+    frames = [e for e in events if e["type"] == "sse_frame"]
+    assert len(frames) >= 4 and frames[-1]["text"].strip() == "data: [DONE]"
+    arrivals = [f["arrival_ms"] for f in frames]
+    assert arrivals == sorted(arrivals) and all(f["bytes"] > 0 for f in frames)
+    assert "Paris" in _answer(events)
+
+
+AFTER_RUN = {"13_wire": _a_panel_shows_a_remote_turn}
+"""Checks of a chapter's own, on its outputs once it has run."""
 
 
 def _panels(notebook) -> dict[str, list[str]]:

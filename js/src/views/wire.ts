@@ -53,12 +53,45 @@ export class WireView {
     clear(this.el);
     const list = exchanges(turn.events);
     if (!list.length) {
-      const text = "This turn ran on the local model: nothing went over HTTP.";
-      this.el.appendChild(el("div", { class: "cf-empty", text }));
+      this.el.appendChild(emptyWire(turn.events));
       return;
     }
     for (const exchange of list) this.el.appendChild(exchangeCard(exchange));
   }
+}
+
+/** Events only a turn on this kernel's model has (a remote turn records the wire instead). */
+const LOCAL_STAGES = new Set<ChatEvent["type"]>(["context_assembled", "tokenized", "prefill"]);
+const ENDS = new Set<ChatEvent["type"]>(["completed", "cancelled", "error"]);
+/** The example server in the empty tab's advice: where `chatflow serve` listens by default. */
+const EXAMPLE_URL = "http://localhost:8000/v1";
+
+/** What the tab says of a turn that sent no HTTP request: why, and how to see a wire here. */
+export function emptyWire(events: readonly ChatEvent[]): HTMLElement {
+  const box = (...children: (string | HTMLElement)[]) =>
+    el("div", { class: "cf-empty cf-wire-empty", "data-testid": "wire-empty" }, ...children);
+  const code = (text: string) => el("code", { class: "cf-wire-code", text });
+  const blocked = events.some((e) => e.type === "safety_decision" && e.layer === "input" && e.action === "block");
+  if (blocked) return box("The input safety layer blocked this message before it was sent: nothing crossed a wire.");
+  const local = events.some((e) => LOCAL_STAGES.has(e.type) || ENDS.has(e.type));
+  if (!local) return box("No HTTP request yet: a turn sent to a server shows its request here as it goes out.");
+  const para = (...children: (string | HTMLElement)[]) => el("p", { class: "cf-wire-para" }, ...children);
+  return box(
+    para("This turn ran in this kernel, so nothing crossed a wire."),
+    para(
+      "To see the HTTP request (its key masked), the response's headers (x-request-id) and each SSE frame with its " +
+        "bytes and arrival time, send the turns to an OpenAI-compatible server such as ",
+      code("chatflow serve"),
+      ":",
+    ),
+    el(
+      "ul",
+      { class: "cf-wire-options" },
+      el("li", {}, code(`cf.ChatWidget(cf.Chat(base_url="${EXAMPLE_URL}", api_key=…))`)),
+      el("li", {}, code(`%%chat --inspect --server ${EXAMPLE_URL} --api-key KEY`), " in a cell"),
+    ),
+    para("Tour chapter 13 (", code("examples/tour/13_wire.ipynb"), ") does it, on a server it runs in the kernel."),
+  );
 }
 
 function exchangeCard({ request, response, frames }: Exchange): HTMLElement {
