@@ -435,6 +435,7 @@ class Scheduler:
         assert run is not None
         if self._emit(sequence, raw):
             self.model._keep_cache(run.cache, run.written())
+            sequence.out.put(_END)
             return
         self._join(sequence)
 
@@ -456,8 +457,8 @@ class Scheduler:
         """One decode step of every row; each sequence's token goes to its queue; finished rows are freed."""
         for sequence in self._running():
             if sequence.stopped():
-                sequence.out.put(_END)
                 self._leave(sequence)
+                sequence.out.put(_END)
         masks = self._masks()
         if not self.active:
             self._shrink()
@@ -474,6 +475,7 @@ class Scheduler:
             run.tokens.append(raw.token_id)
             if self._emit(sequence, raw):
                 self._leave(sequence)
+                sequence.out.put(_END)
         self._shrink()
 
     def _reach(self) -> int:
@@ -498,7 +500,9 @@ class Scheduler:
         return masks
 
     def _emit(self, sequence: _Sequence, raw: RawStep) -> bool:
-        """Hand a step to its sequence; True when the sequence ends with it (then its queue is closed too)."""
+        """Hand a step to its sequence; True when the sequence ends with it. The caller then gives its keys and
+        values to the prompt cache and only then closes its queue (`_END`): a turn that has read to the end finds
+        the prompt cache as its generation left it (`prompt_cache.clear()` right after it clears it)."""
         constraint, run = sequence.constraint, sequence.run
         assert run is not None
         try:
@@ -511,10 +515,7 @@ class Scheduler:
         compiled, sequence.compiled = sequence.compiled, compile_seconds()  # (what the loop compiled meanwhile)
         raw = dataclasses.replace(raw, compile_ms=(sequence.compiled - compiled) * 1000)
         sequence.out.put(_Out(raw=raw, done=done))
-        finished = raw.token_id in sequence.stop_ids or len(run.tokens) >= sequence.budget or done
-        if finished:
-            sequence.out.put(_END)
-        return finished
+        return raw.token_id in sequence.stop_ids or len(run.tokens) >= sequence.budget or done
 
     def _leave(self, sequence: _Sequence) -> None:
         """Free a sequence's row; its keys/values go to the prompt cache."""

@@ -116,14 +116,17 @@ class CompileWatch:
     """Around a turn: until its first token, a clock saying what XLA is compiling (always on a kernel's first
     turn, whenever something compiles on a later one); then the compile time the turn's account measured."""
 
-    def __init__(self, line: StatusLine, *, first_turn: bool, cache: str | None, before: str = ""):
+    def __init__(self, line: StatusLine, *, first_turn: bool, cache: str | None, before: str = "", local: bool = True):
         self.line, self.first_turn, self.cache, self.before = line, first_turn, cache, before
+        self.local = local  # a remote turn compiles nothing here (a server in this kernel compiles its own)
         self.events: list[Event] = []
         self._stop = threading.Event()
         self._started = time.perf_counter()
         self._thread: threading.Thread | None = None
 
     def __enter__(self) -> CompileWatch:
+        if not self.local:
+            return self
         self._tick()
         self._thread = threading.Thread(target=self._run, name="chatflow-compile-clock", daemon=True)
         self._thread.start()

@@ -242,6 +242,20 @@ def test_a_finished_sequence_goes_to_the_prompt_cache_and_a_follow_up_reuses_it(
     assert again.usage.reused_tokens == len(ids) + len(answer) - 1  # all it fed: every token but the last
 
 
+def test_a_generation_read_to_its_end_is_in_the_prompt_cache_and_clearing_it_then_clears_it(tiny_model, scheduler):
+    """Its queue closes only once its keys and values are kept, so what a caller does after reading to the end
+    (tour chapter 6: `prompt_cache.clear()`, then the same prompt) sees the cache as the generation left it."""
+    ids = prompt(30, 55)
+    for _ in range(5):  # (the race it closes went either way)
+        tiny_model.prompt_cache.clear()
+        tokens(scheduler.submit(ids, GREEDY))
+        assert len(tiny_model.prompt_cache) == 1
+        tiny_model.prompt_cache.clear()
+        again = scheduler.submit(ids, GREEDY)
+        tokens(again)
+        assert again.usage.reused_tokens == 0
+
+
 def test_a_sequence_starts_from_a_running_ones_prompt_when_they_share_a_prefix(tiny_model, scheduler):
     """The system prompt of two chats: the second prefills only its own end (the first's prompt cache entry)."""
     shared = prompt(40, 52)
