@@ -101,8 +101,9 @@ def main() -> None:
     for name, (text, options) in TURNS.items():
         chat = Chat(model=model, db=db, session=f"fixture-{name}", new=True)
         response = chat.send(text, **SAMPLING, **options)
-        events = [e.to_dict() for e in response] + [e.to_dict() for e in response.after_end()]
-        turn = {"turn_id": response.turn_id, "events": events, "pieces": token_pieces(model.tokenizer, events),
+        seen = [*response, *response.after_end()]
+        events = [e.to_dict() for e in seen]
+        turn = {"turn_id": response.turn_id, "events": events, "pieces": token_pieces(model.tokenizer, seen),
                 "account": _account(events)}  # fmt: skip
         (OUT / f"{name}.json").write_text(json.dumps(turn, indent=1, ensure_ascii=False) + "\n")
         kinds = [e["type"] for e in events]
