@@ -144,13 +144,19 @@ def test_attention_is_computed_on_the_engine_thread_and_sent_as_float16(panel, t
     assert error["request_id"] == 9 and "layer" in error["message"]
 
 
-def test_fork_from_the_panel_regenerates_the_latest_answer(panel):
+def forked(panel) -> tuple:
+    """A turn, then a fork of it from the panel at its token 3 (its second alternative): the turn, that token,
+    and the fork's row."""
     response = panel.ask("Hello there")
     panel.wait(60)
     step = [e for e in response if isinstance(e, TokenDelta)][3]
     message(panel, type="fork", turn_id=response.turn_id, index=3, token_id=step.alternatives[1].token_id)
     panel.wait(60)
-    fork = panel.turns[-1]
+    return response, step, panel.turns[-1]
+
+
+def test_fork_from_the_panel_regenerates_the_latest_answer(panel):
+    response, step, fork = forked(panel)
     assert fork["fork_of"] == response.turn_id and fork["events"][0]["fork_of"] == response.turn_id
     tokens = [e for e in fork["events"] if e["type"] == "token"]
     assert tokens[3]["token_id"] == step.alternatives[1].token_id
@@ -159,12 +165,7 @@ def test_fork_from_the_panel_regenerates_the_latest_answer(panel):
 def test_a_fork_streams_the_pieces_of_its_own_prompt_though_its_parent_sent_them_before(panel):
     """The front end keeps each turn's pieces apart: a fork's prompt (all ids its parent's messages carried) must
     come with the fork's own messages, or the Context tab shows raw ids (#1#9690#198…) while it streams."""
-    response = panel.ask("Hello there")
-    panel.wait(60)
-    step = [e for e in response if isinstance(e, TokenDelta)][3]
-    message(panel, type="fork", turn_id=response.turn_id, index=3, token_id=step.alternatives[1].token_id)
-    panel.wait(60)
-    fork = panel.turns[-1]
+    _, _, fork = forked(panel)
     streamed = [c for c, _ in panel.send.of("events") if c["turn_id"] == fork["turn_id"]]
     pieces = {k for content in streamed for k in content["pieces"]}
     prompt = next(e for e in fork["events"] if e["type"] == "tokenized")["ids"]
