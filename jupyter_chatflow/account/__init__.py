@@ -24,6 +24,7 @@ from jupyter_chatflow.events import (
     PrefillDone,
     TitleGenerated,
     TokenDelta,
+    ToolCall,
     TurnStarted,
 )
 
@@ -67,15 +68,14 @@ def _tokens(events: Sequence[Event], rounds: tuple[RoundAccount, ...], end: Even
     completion, unshown, note = generated_note(events, kept)
     usage = end.usage if isinstance(end, (Completed, Cancelled)) else None
     last = rounds[-1] if rounds else None
-    calls = [e for e in events if e.type == "tool_call"]
+    calls = [e for e in events if isinstance(e, ToolCall)]
     return dict(
         prompt_tokens=usage.prompt_tokens if usage is not None else sum(r.context_tokens for r in rounds),
         context_tokens=last.context_tokens if last else 0, window=last.window if last else 0,
         prefill_tokens=sum(r.prefill_tokens for r in rounds), reused_tokens=sum(r.reused_tokens for r in rounds),
         computed_tokens=sum(r.computed_tokens for r in rounds),
         answer_tokens=sum(isinstance(e, TokenDelta) for e in events), kept_tokens=kept,
-        call_tokens=sum(getattr(c, "tokens", 0) for c in calls),
-        call_fixed_tokens=sum(getattr(c, "forced_tokens", 0) for c in calls),
+        call_tokens=sum(c.tokens for c in calls), call_fixed_tokens=sum(c.forced_tokens for c in calls),
         completion_tokens=completion, unshown_tokens=unshown, generated_note=note,
     )  # fmt: skip
 
@@ -109,20 +109,24 @@ def _lasted(stages: Sequence[Stage], kind: str) -> float:
 
 
 def tokens_per_s(stages: Sequence[Stage], events: Sequence[Event], t: Timeline) -> tuple[float | None, str]:
-    """Tokens per second over the ticks drawn: the intervals between a decode bar's ticks over the time they span,
-    the compiling inside it left out (a remote turn: over its tokens' arrivals)."""
-    spans = [s.ticks_ms for s in stages if s.kind == "decode"]
-    compiles = [c for s in stages if s.kind == "decode" for c in s.compiles]
-    if not spans:  # a remote turn: the tokens as they arrived
-        spans = [tuple(t.at(e.computed_at) for e in events if isinstance(e, TokenDelta) and e.computed_at > 0)]
-    steps = sum(max(0, len(ticks) - 1) for ticks in spans)
-    lasted = sum(ticks[-1] - ticks[0] for ticks in spans if len(ticks) > 1)
-    compiled = sum(max(0.0, min(c.end_ms, s[-1]) - max(c.start_ms, s[0])) for s in spans if s for c in compiles)
+    """Tokens per second over the ticks drawn: the intervals between each decode bar's ticks over the time they
+    span, the compiling inside that span left out (a remote turn: over its tokens' arrivals)."""
+    bars = [(s.ticks_ms, s.compiles) for s in stages if s.kind == "decode" and len(s.ticks_ms) > 1]
+    if not any(s.kind == "decode" for s in stages):  # a remote turn: the tokens as they arrived
+        arrived = tuple(t.at(e.computed_at) for e in events if isinstance(e, TokenDelta) and e.computed_at > 0)
+        bars = [(arrived, ())] if len(arrived) > 1 else []
+    steps = sum(len(ticks) - 1 for ticks, _ in bars)
+    lasted = sum(ticks[-1] - ticks[0] for ticks, _ in bars)
+    compiled = sum(_overlap(c, ticks[0], ticks[-1]) for ticks, compiles in bars for c in compiles)
     decoding = lasted - compiled
     if steps == 0 or decoding <= 0:
         return None, ""
     left_out = f", less {ms(compiled)} of XLA compiling" if compiled >= 1 else ""
     return steps / decoding * 1000, f"{steps} intervals between tokens over {ms(lasted)}{left_out}"
+
+
+def _overlap(c: Interval, start: float, end: float) -> float:
+    return max(0.0, min(c.end_ms, end) - max(c.start_ms, start))
 
 
 def ttft_note(
