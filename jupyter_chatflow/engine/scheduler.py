@@ -56,6 +56,7 @@ BATCH_SIZES = (1, 2, 8, 16)
 MIN_ROW_CACHE = 512  # positions per row at least: a chat prompt and its answer, without a grow on the way
 _log = logging.getLogger(__name__)
 WARM_AHEAD = 64  # steps before the rows fill the cache: compile the doubled cache's decode programs meanwhile
+RELEASE_WAIT_S = 5.0  # at most this long, a caller that read its sequence's last step waits for it to be kept
 IDLE_EXIT_S = 30.0  # the loop thread ends after this long with nothing to do (a submit starts another), so an
 # unused scheduler, and the model it holds, can be collected
 
@@ -73,10 +74,12 @@ def _close_all() -> None:
 
 @dataclasses.dataclass(frozen=True)
 class _Out:
-    """What a sequence's queue carries: a step, and whether its constraint was complete after it."""
+    """What a sequence's queue carries: a step, whether its constraint was complete after it, and whether it is
+    the sequence's last (the loop frees its row and closes its queue next)."""
 
     raw: RawStep
     done: bool
+    last: bool = False
 
 
 @dataclasses.dataclass(frozen=True)
@@ -112,6 +115,8 @@ class _Sequence:
     admitted: float | None = None  # perf_counter when its prefill began (the loop thread)
     compiled: float = 0.0  # the loop thread's compile clock at this sequence's last step (or its admission)
     waited_for: str = ""  # why it was last left in the queue at the head (the loop thread)
+    released: threading.Event = dataclasses.field(default_factory=threading.Event)  # its queue is closed: its row
+    # is free and its keys/values are in the prompt cache (a caller that read its last step waits for it)
 
     def queue_ms(self) -> float:
         """Time from the caller's first read to the start of the prefill (0 if it began reading later)."""
@@ -232,6 +237,7 @@ class Scheduler:
     def _steps(self, sequence: _Sequence, stop: threading.Event, usage: Usage) -> Iterator[RawStep]:
         """The raw steps of one sequence, read from its queue on the caller's thread."""
         sequence.generation_stop, sequence.read_from = stop, time.perf_counter()
+        last = False
         try:
             while (item := sequence.out.get()) is not _END:
                 if item is _CLOSED:
@@ -243,10 +249,14 @@ class Scheduler:
                     raise GenerationError(f"The batch this sequence ran in failed: {item}") from item
                 usage.reused_tokens, usage.queue_ms = sequence.reused, sequence.queue_ms()
                 usage.queue_reason = sequence.queue_reason()
-                sequence.done_read = item.done
+                sequence.done_read, last = item.done, item.last
                 yield item.raw
         finally:
             sequence.closed.set()
+            if last:  # (a caller that stops at the end-of-sequence token does not read the queue's end) it returns
+                # once the loop has kept the sequence's keys/values, right after: what it does next (a follow-up,
+                # `prompt_cache.clear()`) sees the prompt cache as the generation left it
+                sequence.released.wait(RELEASE_WAIT_S)
 
     # --- the loop thread ----------------------------------------------------------------------------------------------
 
@@ -284,7 +294,7 @@ class Scheduler:
             with self._work:
                 sequence = self._waiting.popleft()
             if sequence.stopped():
-                sequence.out.put(_END)
+                self._finish(sequence)
                 continue
             self._filling, sequence.admitted = sequence, time.perf_counter()  # (a failure now reaches its caller)
             sequence.compiled = compile_seconds()
@@ -321,14 +331,14 @@ class Scheduler:
                 return
             if sequence.stopped():
                 self._filling = None
-                sequence.out.put(_END)
+                self._finish(sequence)
                 continue
             assert sequence.prefill is not None
             try:
                 width, last = next(sequence.prefill)
             except Exception as error:  # its own prefill (or its constraint's first mask): only it ends
                 self._filling = None
-                sequence.out.put(_Own(error))
+                self._finish(sequence, _Own(error))
                 continue
             spent += width
             if last:
@@ -344,7 +354,7 @@ class Scheduler:
             for sequence in stopped:
                 self._waiting.remove(sequence)
         for sequence in stopped:
-            sequence.out.put(_END)
+            self._finish(sequence)
 
     def _held(self) -> bool:
         """Whether the next newcomer waits while the decode programs of the batch it would make are compiled on
@@ -398,7 +408,7 @@ class Scheduler:
             results = prefill_group.prefill(self.model, [s.run for s in members if s.run is not None])
         except Exception as error:  # the group's own programs: only its members end (the batch is untouched)
             for sequence in members:
-                sequence.out.put(_Own(error))
+                self._finish(sequence, _Own(error))
             return 0
         for sequence, result in reversed(list(zip(members, results, strict=True))):
             if result is None:  # the prompt cache changed meanwhile: it waits to be prefilled alone, first
@@ -435,7 +445,7 @@ class Scheduler:
         assert run is not None
         if self._emit(sequence, raw):
             self.model._keep_cache(run.cache, run.written())
-            sequence.out.put(_END)
+            self._finish(sequence)
             return
         self._join(sequence)
 
@@ -458,7 +468,7 @@ class Scheduler:
         for sequence in self._running():
             if sequence.stopped():
                 self._leave(sequence)
-                sequence.out.put(_END)
+                self._finish(sequence)
         masks = self._masks()
         if not self.active:
             self._shrink()
@@ -475,7 +485,7 @@ class Scheduler:
             run.tokens.append(raw.token_id)
             if self._emit(sequence, raw):
                 self._leave(sequence)
-                sequence.out.put(_END)
+                self._finish(sequence)
         self._shrink()
 
     def _reach(self) -> int:
@@ -492,8 +502,8 @@ class Scheduler:
             try:
                 mask = sequence.constraint.allowed() if sequence.constraint is not None else None
             except Exception as error:
-                sequence.out.put(_Own(error))
                 self._leave(sequence)
+                self._finish(sequence, _Own(error))
                 continue
             if mask is not None:
                 masks[sequence.row] = mask
@@ -514,8 +524,15 @@ class Scheduler:
             return True
         compiled, sequence.compiled = sequence.compiled, compile_seconds()  # (what the loop compiled meanwhile)
         raw = dataclasses.replace(raw, compile_ms=(sequence.compiled - compiled) * 1000)
-        sequence.out.put(_Out(raw=raw, done=done))
-        return raw.token_id in sequence.stop_ids or len(run.tokens) >= sequence.budget or done
+        last = raw.token_id in sequence.stop_ids or len(run.tokens) >= sequence.budget or done
+        sequence.out.put(_Out(raw=raw, done=done, last=last))
+        return last
+
+    @staticmethod
+    def _finish(sequence: _Sequence, last: object = _END) -> None:
+        """Close a sequence's queue with `last` (its end, an error of its own); its caller may return now."""
+        sequence.out.put(last)
+        sequence.released.set()
 
     def _leave(self, sequence: _Sequence) -> None:
         """Free a sequence's row; its keys/values go to the prompt cache."""
@@ -555,7 +572,7 @@ class Scheduler:
     def _fail(self, error: Exception) -> None:
         """A program failed: every sequence in a row or a prefill gets the error; the batch starts over."""
         for sequence in [*self._running(), *self._pending()]:
-            sequence.out.put(error)
+            self._finish(sequence, error)
         self._filling = None
         self._rows = []
         self._batch = _Batch(self.model)
@@ -563,7 +580,7 @@ class Scheduler:
     def _end_all(self) -> None:
         with self._work:
             for sequence in [*self._running(), *self._pending(), *self._waiting]:
-                sequence.out.put(_CLOSED)
+                self._finish(sequence, _CLOSED)
             self._waiting.clear()
 
 
