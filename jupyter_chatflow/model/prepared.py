@@ -22,7 +22,9 @@ import numpy as np
 from .config import ModelConfig, RopeScaling
 
 ENV_VAR = "CHATFLOW_WEIGHTS_CACHE"
-FORMAT_VERSION = 1
+FORMAT_VERSION = 2
+"""Bumped when what an entry holds changes (2: the config's `name` is the name people know, `display_name`), so an
+older entry is prepared again rather than read."""
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
