@@ -85,8 +85,8 @@ def gauge(assembled: ContextAssembled, output_kind: GaugeKind, output: int) -> t
 
 
 def prefill_note(r: _Round, kept: int) -> str:
-    """The round's prefills in words: "prefill 435 tokens (the 416-token prompt + 19 of the tool call, fixed by
-    the grammar): 20 from the prompt cache, 415 computed"."""
+    """The round's prefills in words: "prefill 435 tokens (the 416-token prompt + 19 of the tool call, the
+    beginning the grammar fixed): 20 from the prompt cache, 415 computed"."""
     said = [_one_prefill(p, r.assembled.prompt_tokens, kept, before) for before, p in _answered_before(r)]
     return "; then ".join(said)
 
@@ -110,7 +110,7 @@ def _beyond(p: PrefillDone, extra: int, kept: int, after_answer: bool) -> str:
         return ""
     if p.kind == "tool_call":
         before = "the answer so far, <tool_call> and " if after_answer else ""
-        return f" + {extra} of the tool call ({before}the beginning the grammar fixed)"
+        return f" + {extra} of the tool call, {before}the beginning the grammar fixed"
     if not kept:
         return f" + {extra} of the answer"
     lost = ("; the forked turn was no longer in the prompt cache (other turns pushed it out), so only what it "

@@ -134,8 +134,8 @@ def test_a_tool_turn_names_the_answer_the_call_and_the_end_token_that_make_up_wh
 def test_a_prefill_that_holds_more_than_the_prompt_says_what():
     a = account_of(tool_turn())
     first, second = a.rounds
-    assert first.prefill_note == ("prefill 435 tokens (the 416-token prompt + 19 of the tool call (the beginning "
-                                  "the grammar fixed)): 20 from the prompt cache, 415 computed")  # fmt: skip
+    assert first.prefill_note == ("prefill 435 tokens (the 416-token prompt + 19 of the tool call, the beginning "
+                                  "the grammar fixed): 20 from the prompt cache, 415 computed")  # fmt: skip
     assert second.prefill_note == "prefill 109 tokens (the prompt): 22 from the prompt cache, 87 computed"
     assert (a.prefill_tokens, a.reused_tokens, a.computed_tokens) == (544, 42, 502)
 
