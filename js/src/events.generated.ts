@@ -596,6 +596,10 @@ export interface TurnAccount {
   /** From the submission to the last event (the title's, when it came after the answer). */
   total_ms: number;
   title: string;
+  /**
+   * Whose title it is and when it came ("the user's words (after the answer); the model's “Paris Answer” was not used:
+   * …").
+   */
   title_note: string;
   /** What the draft prewarm did for this turn ("" when none ran). */
   prewarm_note: string;

@@ -29,7 +29,7 @@ from jupyter_chatflow.events import (
 )
 
 from .record import AccountStatus, GaugePart, Interval, RoundAccount, Stage, TurnAccount
-from .timeline import Timeline, timeline, title_words
+from .timeline import Timeline, timeline, title_source
 from .tokens import gather, generated_note, kept_tokens, round_account
 from .words import ms
 
@@ -96,7 +96,7 @@ def _times(events: Sequence[Event], t: Timeline, started: TurnStarted | None, en
         compile_ms=sum(c.end_ms - c.start_ms for c in compiles), compile_before_first_ms=before,
         prefill_ms=_lasted(t.stages, "prefill"), decode_ms=_lasted(t.stages, "decode"),
         tokens_per_s=rate, tokens_per_s_note=rate_note, answer_ms=answer_ms, title_after_ms=after, total_ms=last,
-        title=title.title if title else "", title_note=title_words(title, after > 0) if title else "",
+        title=title.title if title else "", title_note=title_source(title, after > 0) if title else "",
     )  # fmt: skip
 
 

@@ -145,6 +145,8 @@ class TurnAccount:
     """From the submission to the last event (the title's, when it came after the answer)."""
     title: str = ""
     title_note: str = ""
+    """Whose title it is and when it came ("the user's words (after the answer); the model's “Paris Answer” was
+    not used: …")."""
     prewarm_note: str = ""
     """What the draft prewarm did for this turn ("" when none ran)."""
     # ---- views ------------------------------------------------------------------------------------------------

@@ -209,12 +209,17 @@ def prefill_words(e: PrefillDone) -> str:
 
 
 def title_words(e: TitleGenerated, after_answer: bool) -> str:
+    """The title and whose it is (a timeline row's detail): "“Capital of France”: the user's words (…); …"."""
+    return f"“{e.title}”: {title_source(e, after_answer)}"
+
+
+def title_source(e: TitleGenerated, after_answer: bool) -> str:
     """Whose title, and when: the model's, or the user's words and why the model's was not used."""
     when = "after the answer" if after_answer else "beside the answer, mid-stream"
     if e.source == "model":
-        return f"“{e.title}”, written by the model ({when})"
+        return f"written by the model ({when})"
     written = f"the model's “{e.model_title}” was not used: " if e.model_title else ""
-    return f"“{e.title}”: the user's words ({when}); {written}{e.rejected or 'the model gave no usable title'}"
+    return f"the user's words ({when}); {written}{e.rejected or 'the model gave no usable title'}"
 
 
 def engine_wait(started: TurnStarted) -> Stage | None:

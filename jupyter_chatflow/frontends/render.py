@@ -126,7 +126,7 @@ class TurnView:
             self._speed_line(),
         ]
         if self.title:
-            lines.append(self._title_line())
+            lines += self._title_lines()
         if self.session:
             lines.insert(0, f"session: {self.session}")
         if isinstance(self.end, Failed):
@@ -221,10 +221,11 @@ class TurnView:
         a = self.account
         return f"tokens: {a.generated_note}" if self.end is not None and (a.answer_tokens or a.call_tokens) else ""
 
-    def _title_line(self) -> str:
+    def _title_lines(self) -> list[str]:
+        """The session's title, then whose it is and when it came (the account's words)."""
         a = self.account
-        after = f", {ms(a.title_after_ms)} after the answer" if a.title_after_ms else ""
-        return f"title: {a.title_note or self.title}{after}"
+        after = f"; {ms(a.title_after_ms)} after the answer" if a.title_after_ms else ""
+        return [f"title: {self.title}", *([f"title source: {a.title_note}{after}"] if a.title_note else [])]
 
     def _wire(self, event: HttpRequest | HttpResponse | SseFrame) -> None:
         if isinstance(event, HttpRequest):

@@ -91,8 +91,13 @@ def test_the_title_after_the_answer_is_its_own_figure_and_says_why_the_models_wa
     a = account_of(cold_first_turn())
     assert a.answer_ms == pytest.approx(6811.6) and a.title_after_ms == pytest.approx(18535 - 16811.6)
     assert a.total_ms == pytest.approx(8535.0)
-    assert a.title_note == ("“Capital of France”: the user's words (after the answer); the model's “Paris” was not "
-                            "used: not a title (2 to 6 plain words)")  # fmt: skip
+    assert a.title == "Capital of France"
+    assert (
+        a.title_note
+        == "the user's words (after the answer); the model's “Paris” was not used: not a title (2 to 6 plain words)"
+    )
+    title = next(s for s in a.stages if s.kind == "title")
+    assert title.detail == f"“Capital of France”: {a.title_note}"
 
 
 def test_a_wait_under_a_millisecond_is_not_drawn_nor_counted():

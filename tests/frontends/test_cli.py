@@ -113,11 +113,12 @@ def test_console_script_streams_the_default_model():
         env={**os.environ, "PYTHONUNBUFFERED": "1"},
     )
     assert result.returncode == 0, result.stderr
-    events = json_lines(result.stdout)
+    *events, account = json_lines(result.stdout)  # the events, then the turn's account
     assert events[-1]["type"] == "completed" and "Paris" in events[-1]["text"]
     assert sum(e["type"] == "token" for e in events) == events[-1]["usage"]["completion_tokens"] - (
         events[-1]["finish_reason"] == "stop"
     )
+    assert account["type"] == "account" and account["answer_tokens"] == sum(e["type"] == "token" for e in events)
 
 
 @pytest.mark.usefixtures("real_model_path")
@@ -171,9 +172,9 @@ def test_prompt_from_stdin_with_a_dash(tiny_path):
         [*command, "3", "-"], input="What is the capital of France?\n", capture_output=True, text=True, timeout=300
     )
     assert result.returncode == 0, result.stderr
-    events = json_lines(result.stdout)
+    *events, account = json_lines(result.stdout)
     assert events[0]["type"] == "turn_started" and events[0]["user"] == "What is the capital of France?"
-    assert events[-1]["type"] == "completed"
+    assert events[-1]["type"] == "completed" and account["type"] == "account"
 
 
 def test_prompt_from_piped_stdin_when_none_is_given(tiny_path, monkeypatch, capsys):

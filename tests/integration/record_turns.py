@@ -80,7 +80,7 @@ def main(out: Path) -> None:
     turns["prewarm"] = record(colours.send(text, **GREEDY, max_tokens=40), colours, vars(prewarm))
     turns["fork"] = record(fork_of(paris, turns["warm"]), paris)
     small = Chat(model=model, db=db, session="small", new=True, context_window=128)  # 80 for the prompt
-    small.send("Tell me about the sea in two sentences.", **GREEDY, max_tokens=48).text()
+    small.send("Tell me about the sea.", **GREEDY, max_tokens=48, ignore_eos=True).text()  # 48 tokens of history
     turns["trimmed"] = record(small.send("And about mountains?", **GREEDY, max_tokens=48), small)
     count = Chat(model=model, db=db, session="count", new=True)
     turns["stopped"] = record(stopped_after(count, "Count from 1 to 50, one number per line.", 6), count)
