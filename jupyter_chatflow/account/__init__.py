@@ -65,16 +65,17 @@ def _status(end: Event | None) -> AccountStatus:
 
 
 def _tokens(events: Sequence[Event], rounds: tuple[RoundAccount, ...], end: Event | None, kept: int) -> dict:
-    completion, unshown, note = generated_note(events, kept)
+    answer = sum(isinstance(e, TokenDelta) for e in events)
+    calls = [e for e in events if isinstance(e, ToolCall)]
+    completion, unshown, note = generated_note(answer, calls, end, kept)
     usage = end.usage if isinstance(end, (Completed, Cancelled)) else None
     last = rounds[-1] if rounds else None
-    calls = [e for e in events if isinstance(e, ToolCall)]
     return dict(
         prompt_tokens=usage.prompt_tokens if usage is not None else sum(r.context_tokens for r in rounds),
         context_tokens=last.context_tokens if last else 0, window=last.window if last else 0,
         prefill_tokens=sum(r.prefill_tokens for r in rounds), reused_tokens=sum(r.reused_tokens for r in rounds),
         computed_tokens=sum(r.computed_tokens for r in rounds),
-        answer_tokens=sum(isinstance(e, TokenDelta) for e in events), kept_tokens=kept,
+        answer_tokens=answer, kept_tokens=kept,
         call_tokens=sum(c.tokens for c in calls), call_fixed_tokens=sum(c.forced_tokens for c in calls),
         completion_tokens=completion, unshown_tokens=unshown, generated_note=note,
     )  # fmt: skip

@@ -132,13 +132,13 @@ def kept_tokens(events: Sequence[Event]) -> int:
     return min(shown, started.fork_index + 1)
 
 
-def generated_note(events: Sequence[Event], kept: int) -> tuple[int | None, int | None, str]:
-    """completion_tokens (usage's, once the turn has ended), the tokens not shown, and the sum in words."""
-    answer = sum(isinstance(e, TokenDelta) for e in events)
-    calls = [e for e in events if isinstance(e, ToolCall)]
+def generated_note(
+    answer: int, calls: Sequence[ToolCall], end: Event | None, kept: int
+) -> tuple[int | None, int | None, str]:
+    """completion_tokens (usage's, once the turn has ended with `end`), the tokens not shown, and the sum in words:
+    `answer` tokens shown (`kept` of them a fork's) and the tokens of `calls`."""
     call = sum(c.tokens for c in calls)
-    end = next((e for e in events if isinstance(e, (Completed, Cancelled))), None)
-    completion = end.usage.completion_tokens if end is not None else None
+    completion = end.usage.completion_tokens if isinstance(end, (Completed, Cancelled)) else None
     unshown = None if completion is None else max(0, completion - answer - call)
     parts = [_answer_words(answer, kept)] if answer or not calls else []
     if call:  # (0: a stored turn from before calls were counted)

@@ -23,7 +23,6 @@ from jupyter_chatflow.events import (
     HttpResponse,
     MemoryRecalled,
     MemoryWritten,
-    PrefillDone,
     SafetyDecision,
     SseFrame,
     TitleGenerated,
@@ -52,7 +51,6 @@ class TurnView:
         self.tokens: list[TokenDelta] = []
         self.safety: list[SafetyDecision] = []
         self.context: ContextAssembled | None = None
-        self.prefill: PrefillDone | None = None
         self.recalled: MemoryRecalled | None = None
         self.written: list[MemoryWritten] = []
         self.tools: list[tuple[ToolCall, ToolResult | None]] = []
@@ -77,8 +75,6 @@ class TurnView:
             self.safety.append(event)
         elif isinstance(event, ContextAssembled):
             self.context = event
-        elif isinstance(event, PrefillDone):
-            self.prefill = self.prefill or event
         elif isinstance(event, MemoryRecalled):
             self.recalled = event
         elif isinstance(event, MemoryWritten):
