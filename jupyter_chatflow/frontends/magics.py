@@ -177,7 +177,8 @@ class ChatMagics(Magics, TurnOptions):  # type: ignore[misc,valid-type]
         status = self._status or StatusLine(_has_display(self.shell))
         loaded = self._loaded if status.rich else ""  # a terminal has printed it already
         first = local and not self._warm  # (a remote turn compiles nothing here)
-        watch = CompileWatch(status, first_turn=first, cache=_cache_dir(), before=loaded, local=local)
+        watch = CompileWatch(status, lambda: view.account, first_turn=first, cache=_cache_dir(), before=loaded,
+                             local=local)  # fmt: skip
         self._loaded = ""
         with watch:
             handle = display(Markdown("…"), display_id=True) if status.rich else None

@@ -11,11 +11,12 @@ from __future__ import annotations
 
 import threading
 import time
+from collections.abc import Callable
 from typing import Any
 
 from IPython.display import Pretty, display
 
-from jupyter_chatflow.account import account_of
+from jupyter_chatflow.account import TurnAccount
 from jupyter_chatflow.engine.loader import ALREADY_LOADED
 from jupyter_chatflow.events import TERMINAL, Event, TokenDelta
 from jupyter_chatflow.model.compile_clock import compiling_now
@@ -116,10 +117,13 @@ class CompileWatch:
     """Around a turn: until its first token, a clock saying what XLA is compiling (always on a kernel's first
     turn, whenever something compiles on a later one); then the compile time the turn's account measured."""
 
-    def __init__(self, line: StatusLine, *, first_turn: bool, cache: str | None, before: str = "", local: bool = True):
-        self.line, self.first_turn, self.cache, self.before = line, first_turn, cache, before
+    def __init__(
+        self, line: StatusLine, account: Callable[[], TurnAccount], *, first_turn: bool, cache: str | None,
+        before: str = "", local: bool = True,
+    ):  # fmt: skip
+        """`account`: the turn's account so far (the cell's view keeps it)."""
+        self.line, self.account, self.first_turn, self.cache, self.before = line, account, first_turn, cache, before
         self.local = local  # a remote turn compiles nothing here (a server in this kernel compiles its own)
-        self.events: list[Event] = []
         self._stop = threading.Event()
         self._started = time.perf_counter()
         self._thread: threading.Thread | None = None
@@ -140,13 +144,12 @@ class CompileWatch:
 
     def see(self, event: Event) -> None:
         """One of the turn's events; the first token (or the end) stops the clock."""
-        self.events.append(event)
         if isinstance(event, (TokenDelta, *TERMINAL)):
             self._halt()
 
     def summary(self) -> str:
         """What XLA compiling cost this turn, from its account ("" when it compiled nothing worth a mention)."""
-        account = account_of(self.events)
+        account = self.account()
         if account.compile_ms < MENTION_MS:
             return ""
         before = account.compile_before_first_ms if account.ttft_ms is not None else None
