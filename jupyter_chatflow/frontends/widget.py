@@ -108,6 +108,7 @@ class ChatWidget(anywidget.AnyWidget):
         self._displays: list[Any] = []
         self._compile_clock: threading.Thread | None = None
         self._account_sent: dict[str, float] = {}  # per turn: when its account last went out
+        self._accounts: dict[str, tuple[int, dict[str, Any]]] = {}  # per turn: its account, of how many events
         self.on_msg(self._on_message)
         route_to_live_subshells(self.comm)
         chat.watch(self._relay.push)  # every turn of the chat streams here: this panel's, %%chat's, code's
@@ -167,7 +168,7 @@ class ChatWidget(anywidget.AnyWidget):
         self._check_idle()
         self.chat.new_session()
         with self._lock:
-            self._session_id, self._events = self.chat.session.id, {}
+            self._session_id, self._events, self._accounts = self.chat.session.id, {}, {}
             self.turns, self.title, self.session, self.error = [], "", self.chat.session.name, ""
 
     def _draft(self, message: dict[str, Any]) -> None:
@@ -258,7 +259,7 @@ class ChatWidget(anywidget.AnyWidget):
 
     def _begin(self, started: TurnStarted) -> None:
         if started.session_id != self._session_id:  # a new session (from here or elsewhere): the log starts afresh
-            self._session_id, self._events = started.session_id, {}
+            self._session_id, self._events, self._accounts = started.session_id, {}, {}
             self.turns, self.title = [], ""
         first = self._own.seen()[:1] if self._own is not None else []
         own = bool(first) and first[0].turn_id == started.turn_id
@@ -288,7 +289,7 @@ class ChatWidget(anywidget.AnyWidget):
 
     def _end(self, turn_id: str) -> None:
         live = self.live or {}
-        row = _row(turn_id, self._events[turn_id], _tokenizer(self.chat), live.get("prewarm"))
+        row = _row(turn_id, self._events[turn_id], _tokenizer(self.chat), live.get("prewarm"), self._account(turn_id))
         self.turns = [*self.turns, {**row, "fork_of": live.get("fork_of", "")}]
         self.live = None  # type: ignore[assignment]  # traitlets: allow_none
         if self.chat.remote is not None:  # the server's model is known once a turn has asked for it
@@ -321,11 +322,17 @@ class ChatWidget(anywidget.AnyWidget):
         self.send({"type": "events", "turn_id": turn_id, "events": rows, "pieces": pieces, "account": account})
 
     def _account(self, turn_id: str) -> dict[str, Any]:
-        """The account of the turn's events so far (with the prewarm that ran before it, if any)."""
+        """The account of the turn's events so far (with the prewarm that ran before it, if any), derived once
+        per count of events (the turn's last batch and its row in `turns` share it)."""
+        events = self._events.get(turn_id, [])
+        held = self._accounts.get(turn_id)
+        if held is not None and held[0] == len(events):
+            return held[1]
         live = self.live if self.live is not None and self.live.get("turn_id") == turn_id else None
         row = next((t for t in self.turns if t["turn_id"] == turn_id), None)
-        prewarm = (live or row or {}).get("prewarm")
-        return account_of(self._events.get(turn_id, []), prewarm).to_dict()
+        account = account_of(events, (live or row or {}).get("prewarm")).to_dict()
+        self._accounts[turn_id] = (len(events), account)
+        return account
 
     def _refresh_fallback(self) -> None:
         """The static copy (nbconvert, GitHub) follows the conversation. Only the copy's display is updated: an
@@ -404,13 +411,17 @@ def _pieces(chat: Chat, events: Sequence[Event], known: set[int] | None = None) 
 
 
 def _row(
-    turn_id: str, events: Sequence[Event], tokenizer: Tokenizer | None, prewarm: dict[str, Any] | None = None
+    turn_id: str,
+    events: Sequence[Event],
+    tokenizer: Tokenizer | None,
+    prewarm: dict[str, Any] | None = None,
+    account: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
     """A finished turn as the `turns` trait holds it: its events as dicts, with its tokens' pieces and its
-    account (`account_of`)."""
+    account (`account_of`, unless the caller has it)."""
     started = events[0] if events and isinstance(events[0], TurnStarted) else None
     pieces = {} if tokenizer is None else token_pieces(tokenizer, events)
-    account = account_of(events, prewarm).to_dict()
+    account = account if account is not None else account_of(events, prewarm).to_dict()
     return {"turn_id": turn_id, "events": [e.to_dict() for e in events], "pieces": pieces, "prewarm": prewarm,
             "fork_of": started.fork_of if started else "", "account": account}  # fmt: skip
 
