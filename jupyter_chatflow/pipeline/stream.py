@@ -118,23 +118,14 @@ class Streamer:
             self.model.tokenizer, tools, only=only, include_open=include_open, vocab_size=self.model.config.vocab_size
         )
         fixed = constraint.take_forced()  # `<tool_call>\n{"name": …`: prefilled as the tokenizer spells it
-        context = result.prompt_tokens
-        if not constraint.is_done():  # (a call with nothing to choose is all fixed)
-            # greedy and unpenalized: a call's JSON repeats its own tokens ({"…": …}), and the mask does the steering
-            call_params = SamplingParams(temperature=0.0, max_tokens=CALL_MAX_TOKENS, seed=params.seed)
-            generation = self.engine.submit([*ids, *fixed], call_params, constraint, self.cancel)
-            for step in generation:
-                if step.index == 0:
-                    self._prefilled(result, generation, "tool_call", context)
-            self._count(result, generation, counted=False)
-            result.call_compile_ms = generation.usage.decode_compile_ms
-            if generation.finish_reason == "cancelled":
-                result.completion_tokens += len(constraint.ids)
-                result.finish_reason = "cancelled"
-                return result
+        # (a call with nothing to choose is all fixed: nothing to decode)
+        cancelled = not constraint.is_done() and self._decode_call(result, [*ids, *fixed], constraint, params.seed)
         # every token of the call is the model's output, whether prefilled (fixed), sampled under the mask, or a
         # fixed run that ended it (taken at once, no step): as OpenAI counts a call's tokens in completion_tokens
         result.completion_tokens += len(constraint.ids)
+        if cancelled:
+            result.finish_reason = "cancelled"
+            return result
         result.call_ms = (time.perf_counter() - started) * 1000
         result.call_tokens, result.call_forced = len(constraint.ids), constraint.forced
         text = constraint.text.split(CALL_OPEN, 1)[-1].split("</tool_call>", 1)[0]
@@ -145,6 +136,19 @@ class Streamer:
             result.call, result.call_error = (name[1] if name else "unknown", {}), str(error)
         result.finish_reason = "tool_calls"
         return result
+
+    def _decode_call(self, result: Round, ids: list[int], constraint: ToolCallConstraint, seed: int | None) -> bool:
+        """Decode the rest of a call under its mask after `ids` (the prompt and the call's fixed beginning); True
+        when it was cancelled."""
+        # greedy and unpenalized: a call's JSON repeats its own tokens ({"…": …}), and the mask does the steering
+        call_params = SamplingParams(temperature=0.0, max_tokens=CALL_MAX_TOKENS, seed=seed)
+        generation = self.engine.submit(ids, call_params, constraint, self.cancel)
+        for step in generation:
+            if step.index == 0:
+                self._prefilled(result, generation, "tool_call", result.prompt_tokens)
+        self._count(result, generation, counted=False)
+        result.call_compile_ms = generation.usage.decode_compile_ms
+        return generation.finish_reason == "cancelled"
 
     def _show(self, result: Round, step: Step | None, text: str, computed_at: float | None = None) -> None:
         """Pass a step's visible text through the gate; emit a TokenDelta for each token it releases.
