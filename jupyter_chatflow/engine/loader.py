@@ -148,6 +148,9 @@ class _Counted(Mapping[str, np.ndarray]):
         self._report(self._stage, 0.9 * len(self._read) / max(len(self._tensors), 1))
         return value
 
+    def __contains__(self, name: object) -> bool:  # (without reading the tensor, which Mapping's own would do)
+        return name in self._tensors
+
     def __iter__(self) -> Iterator[str]:
         return iter(self._tensors)
 

@@ -309,7 +309,8 @@ class Model:
             keep = lambda start, size, _hidden, queries: chunks.append((start, size, queries))  # noqa: E731
             cache = self._prefill(cache, prefill_chunks(ids, cache.length), layer, keep)
             for start, size, queries in chunks:
-                rows = self._programs.rows(queries, cache.keys[layer], np.int32(start))
+                window, cap = self.config.window_of(layer), self.config.attn_softcap
+                rows = self._programs.rows(queries, cache.keys[layer], np.int32(start), window, cap)
                 out[:, start : start + size, :] = np.asarray(rows[0, :, :size, :n])
         finally:
             self._keep_cache(cache, ids)

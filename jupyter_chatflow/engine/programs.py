@@ -131,10 +131,10 @@ def write(cache: KVCache, chunk: KVCache, start) -> KVCache:
     return cache.write(chunk, start)
 
 
-@jax.jit
-def rows(queries, keys, start):
+@functools.partial(jax.jit, static_argnums=(3, 4))
+def rows(queries, keys, start, window: int = 0, cap: float = 0.0):
     """float16 attention probabilities [b, h, s, T] of one chunk of queries (see `attention_rows`)."""
-    return attention_rows(queries, keys, start).astype(jnp.float16)
+    return attention_rows(queries, keys, start, window, cap).astype(jnp.float16)
 
 
 class Programs:

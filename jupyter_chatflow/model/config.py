@@ -1,4 +1,11 @@
-"""The shape of a Llama-family transformer, read from a GGUF file's metadata."""
+"""The shape of a transformer, read from a GGUF file's metadata as llama.cpp writes it.
+
+One decoder serves every family here; what differs is data (`FAMILIES`): whether the file's q/k rows are
+permuted for interleaved RoPE (only llama's converter does that), the activation, the embedding scale, the
+default pattern of sliding-window layers, and whether a rope base of the local layers applies. Which optional
+tensors a layer has (q/k/v biases, per-head q/k norms, norms after attention and after the MLP, a fused qkv or
+gate/up matrix) is read from the file's tensors in `weights.py`.
+"""
 
 from __future__ import annotations
 
@@ -9,7 +16,44 @@ from typing import Any
 
 from jupyter_chatflow.errors import ModelFormatError
 
-SUPPORTED_ARCHITECTURES = ("llama",)
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class Family:
+    """What a `general.architecture` value means beyond the shared metadata keys (llama.cpp's `src/models/*.cpp`)."""
+
+    examples: str
+    permuted_rope: bool = False
+    """llama.cpp's converter permutes llama q/k rows for interleaved RoPE; every other family keeps HF's halves."""
+    activation: str = "silu"
+    """The MLP's gate: SwiGLU ("silu") or GeGLU with tanh-approximated GELU ("gelu_tanh")."""
+    embed_scale: bool = False
+    """Gemma multiplies the embedding by sqrt(d)."""
+    swa_pattern: int = 0
+    """Every n-th layer attends globally, the others through the sliding window (0: no sliding window)."""
+    local_rope_base: float = 0.0
+    """The rope base of the sliding-window layers when the file has no `rope.freq_base_swa` (0: the global base)."""
+    ignores_sliding_window: bool = False
+    """llama.cpp reads the key and attends globally all the same (Phi-3: its SWA is disabled upstream)."""
+
+
+FAMILIES: dict[str, Family] = {
+    "llama": Family(examples="Llama 2/3.x, SmolLM, Mistral, TinyLlama", permuted_rope=True),
+    "qwen2": Family(examples="Qwen 2 / 2.5"),
+    "qwen3": Family(examples="Qwen 3"),
+    "gemma2": Family(examples="Gemma 2", activation="gelu_tanh", embed_scale=True, swa_pattern=2),
+    "gemma3": Family(
+        examples="Gemma 3 (text)", activation="gelu_tanh", embed_scale=True, swa_pattern=6, local_rope_base=10000.0
+    ),
+    "phi3": Family(examples="Phi-3, Phi-3.5, Phi-4-mini", ignores_sliding_window=True),
+}
+SUPPORTED_ARCHITECTURES = tuple(FAMILIES)
+
+# Keys whose presence asks for computation this engine does not do: refused by name rather than ignored.
+_UNSUPPORTED_KEYS = {
+    "expert_count": "mixture-of-experts layers",
+    "attention.q_lora_rank": "low-rank (MLA) attention",
+    "ssm.conv_kernel": "state-space layers",
+}
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
@@ -21,6 +65,8 @@ class RopeScaling:
     original_context_length: int = 0
     low_freq_factor: float = 1.0
     high_freq_factor: float = 4.0
+    attn_factor: float = 1.0
+    """Phi-3's LongRoPE scales cos and sin by this (`rope.scaling.attn_factor`)."""
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
@@ -43,6 +89,18 @@ class ModelConfig:
     rope_dim: int
     rope_scaling: RopeScaling = RopeScaling()
     tied_embeddings: bool = True
+    attention_scale: float = 0.0
+    """Queries are multiplied by this before the dot product (0: 1/sqrt(head_dim))."""
+    attn_softcap: float = 0.0
+    """Gemma 2 caps attention scores at +-this with tanh (0: no cap)."""
+    final_softcap: float = 0.0
+    """Gemma 2/3 cap the logits at +-this with tanh (0: no cap)."""
+    sliding_window: int = 0
+    """A sliding layer's query at position p sees keys at p - window + 1 .. p (0: no sliding layers)."""
+    sliding_layers: tuple[int, ...] = ()
+    """The indices of the layers that attend through the sliding window."""
+    local_rope_base: float = 0.0
+    """The rope base of the sliding layers (0: `rope_base`); their rope is never scaled."""
 
     def __post_init__(self) -> None:
         if self.n_kv_heads < 1 or self.n_heads % self.n_kv_heads:
@@ -52,16 +110,29 @@ class ModelConfig:
             )
         if self.head_dim % 2:
             raise ModelFormatError(f"the head width {self.head_dim} is odd: rotary embeddings rotate pairs of values.")
-        if self.rope_dim != self.head_dim:
+        if self.rope_dim % 2 or not 0 < self.rope_dim <= self.head_dim:
             raise ModelFormatError(
-                f"partial rotary embeddings (rope dim {self.rope_dim} < head dim {self.head_dim}) "
-                "are not supported yet."
+                f"the rotary dimension {self.rope_dim} must be even and at most the head width {self.head_dim}."
             )
 
     @property
     def group_size(self) -> int:
         """Query heads that share one key/value head."""
         return self.n_heads // self.n_kv_heads
+
+    @property
+    def family(self) -> Family:
+        """What the architecture means beyond the shared keys."""
+        return FAMILIES[self.architecture]
+
+    @property
+    def query_scale(self) -> float:
+        """The factor queries are scaled by before attention."""
+        return self.attention_scale or self.head_dim**-0.5
+
+    def window_of(self, layer: int) -> int:
+        """The sliding window of layer `layer`, or 0 when it attends to every position before it."""
+        return self.sliding_window if layer in self.sliding_layers else 0
 
     @classmethod
     def from_metadata(
@@ -70,11 +141,12 @@ class ModelConfig:
         """Build the config from GGUF key/values (and the file's name, for `display_name`); raise ModelFormatError
         naming a missing key."""
         arch = metadata.get("general.architecture")
-        if arch not in SUPPORTED_ARCHITECTURES:
+        if arch not in FAMILIES:
+            families = "; ".join(f"{name} ({family.examples})" for name, family in FAMILIES.items())
             raise ModelFormatError(
-                f"architecture {arch!r} is not supported; jupyter_chatflow runs Llama-family GGUF files "
-                f"(general.architecture in {SUPPORTED_ARCHITECTURES}), e.g. SmolLM2, Llama 3, TinyLlama."
+                f"architecture {arch!r} is not supported (general.architecture); jupyter_chatflow runs {families}."
             )
+        _refuse_unsupported(metadata, arch)
 
         def key(name: str, default: Any = None) -> Any:
             value = metadata.get(f"{arch}.{name}", default)
@@ -84,12 +156,13 @@ class ModelConfig:
 
         dim, n_heads = int(key("embedding_length")), int(key("attention.head_count"))
         head_dim = int(metadata.get(f"{arch}.attention.key_length", 0)) or _head_width(arch, dim, n_heads)
+        n_layers = int(key("block_count"))
         return cls(
             name=display_name(metadata, file_name),
             architecture=arch,
             vocab_size=vocab_size,
             dim=dim,
-            n_layers=int(key("block_count")),
+            n_layers=n_layers,
             n_heads=n_heads,
             n_kv_heads=int(key("attention.head_count_kv", n_heads)),
             head_dim=head_dim,
@@ -100,6 +173,10 @@ class ModelConfig:
             rope_dim=int(key("rope.dimension_count", head_dim)),
             rope_scaling=_rope_scaling(metadata, arch),
             tied_embeddings=tied,
+            attention_scale=_attention_scale(arch, dim, n_heads, head_dim, n_layers),
+            attn_softcap=float(metadata.get(f"{arch}.attn_logit_softcapping") or 0.0),
+            final_softcap=float(metadata.get(f"{arch}.final_logit_softcapping") or 0.0),
+            **_sliding(metadata, arch, n_layers),
         )
 
 
@@ -142,12 +219,55 @@ def _head_width(arch: str, dim: int, n_heads: int) -> int:
 
 
 def _rope_scaling(metadata: Mapping[str, Any], arch: str) -> RopeScaling:
-    """Read rope scaling keys; Llama 3.1+ files mark theirs by shipping `rope_freqs.weight` instead."""
+    """Read rope scaling keys. Llama 3.1+ files mark theirs by shipping `rope_freqs.weight` instead, and Phi-3's
+    LongRoPE files by `rope_factors_long/short.weight` (chosen in `weights.py`) with an attention factor here."""
     kind = str(metadata.get(f"{arch}.rope.scaling.type", "none"))
     if kind not in ("none", "linear"):
-        raise ModelFormatError(f"rope scaling {kind!r} is not supported (only none and linear).")
+        raise ModelFormatError(
+            f"rope scaling {kind!r} ('{arch}.rope.scaling.type') is not supported: only none and linear "
+            "(Llama 3's per-frequency factors and Phi-3's LongRoPE factors come as tensors and are supported)."
+        )
     return RopeScaling(
         kind=kind,
         factor=float(metadata.get(f"{arch}.rope.scaling.factor", 1.0)),
         original_context_length=int(metadata.get(f"{arch}.rope.scaling.original_context_length", 0)),
+        attn_factor=float(metadata.get(f"{arch}.rope.scaling.attn_factor", 1.0)),
     )
+
+
+def _refuse_unsupported(metadata: Mapping[str, Any], arch: str) -> None:
+    """Refuse a file whose metadata asks for computation this engine does not do, naming the key."""
+    for suffix, what in _UNSUPPORTED_KEYS.items():
+        if metadata.get(f"{arch}.{suffix}"):
+            raise ModelFormatError(f"'{arch}.{suffix}' asks for {what}, which jupyter_chatflow does not implement.")
+    window = metadata.get(f"{arch}.attention.sliding_window")
+    family = FAMILIES[arch]
+    if window and not family.swa_pattern and not family.ignores_sliding_window:
+        raise ModelFormatError(
+            f"'{arch}.attention.sliding_window' is {window}: sliding-window attention is implemented for Gemma 2 "
+            f"and 3, not for {arch}."
+        )
+
+
+def _attention_scale(arch: str, dim: int, n_heads: int, head_dim: int, n_layers: int) -> float:
+    """llama.cpp's query scale: 1/sqrt(head width), except Gemma 2/3 27B, whose `query_pre_attn_scalar` is
+    d / heads (llama.cpp recognises it by its layer count; no GGUF key carries the scalar)."""
+    if (arch, n_layers) in (("gemma2", 46), ("gemma3", 62)):
+        return (dim / n_heads) ** -0.5
+    return head_dim**-0.5
+
+
+def _sliding(metadata: Mapping[str, Any], arch: str, n_layers: int) -> dict[str, Any]:
+    """The sliding window, which layers use it, and their rope base (llama.cpp's `set_swa_pattern`: layer i
+    slides unless i % n == n - 1; `attention.sliding_window_pattern` overrides n, or lists a flag per layer)."""
+    family, window = FAMILIES[arch], int(metadata.get(f"{arch}.attention.sliding_window") or 0)
+    if not window or not family.swa_pattern:
+        return {}
+    pattern = metadata.get(f"{arch}.attention.sliding_window_pattern", family.swa_pattern)
+    if isinstance(pattern, (list, tuple)):
+        layers = tuple(i for i, flag in enumerate(pattern[:n_layers]) if flag)
+    else:
+        n = int(pattern)
+        layers = tuple(i for i in range(n_layers) if n == 0 or i % n < n - 1)
+    base = float(metadata.get(f"{arch}.rope.freq_base_swa") or family.local_rope_base)
+    return {"sliding_window": window, "sliding_layers": layers, "local_rope_base": base}

@@ -19,6 +19,7 @@ import numpy as np
 from jupyter_chatflow.errors import ModelFormatError, ModelNotFoundError
 
 from .config import ModelConfig
+from .weights import required_layer_tensors
 
 GGUF_MAGIC = b"GGUF"
 # Quant types whose dequantizer the gguf package ships and our tests cover.
@@ -39,17 +40,6 @@ SUPPORTED_QUANTS = frozenset(
         "Q5_K",
         "Q6_K",
     )
-)
-_LAYER_TENSORS = (
-    "attn_norm",
-    "attn_q",
-    "attn_k",
-    "attn_v",
-    "attn_output",
-    "ffn_norm",
-    "ffn_gate",
-    "ffn_up",
-    "ffn_down",
 )
 
 
@@ -105,6 +95,9 @@ class _Dequantized(Mapping[str, np.ndarray]):
 
     def __getitem__(self, name: str) -> np.ndarray:
         return _dequantize(self._path, self._by_name[name])
+
+    def __contains__(self, name: object) -> bool:  # (Mapping's own would dequantize the tensor to find out)
+        return name in self._by_name
 
     def __iter__(self) -> Iterator[str]:
         return iter(self._by_name)
@@ -200,26 +193,24 @@ def _field_value(field: Any) -> Any:
 
 
 def _check_tensor_names(path: Path, config: ModelConfig, by_name: Mapping[str, Any]) -> None:
-    missing = [
-        f"blk.{i}.{part}.weight"
-        for i in range(config.n_layers)
-        for part in _LAYER_TENSORS
-        if f"blk.{i}.{part}.weight" not in by_name
-    ]
+    needed = (name for i in range(config.n_layers) for name in required_layer_tensors(by_name, i))
+    missing = [name for name in needed if name not in by_name]
     if "output_norm.weight" not in by_name:
         missing.append("output_norm.weight")
     if missing:
         shown = ", ".join(missing[:4]) + (" …" if len(missing) > 4 else "")
-        raise ModelFormatError(f"{path} lacks {len(missing)} tensor(s) a Llama model needs: {shown}")
+        raise ModelFormatError(f"{path} lacks {len(missing)} tensor(s) a {config.architecture} model needs: {shown}")
 
 
 def _check_attention_shapes(path: Path, config: ModelConfig, by_name: Mapping[str, Any]) -> None:
     """The attention matrices must have the rows the head counts say (numpy order: [out, in])."""
     arch, q_rows, kv_rows = config.architecture, config.n_heads * config.head_dim, config.n_kv_heads * config.head_dim
     expected = {"attn_q": (q_rows, config.dim), "attn_k": (kv_rows, config.dim), "attn_v": (kv_rows, config.dim),
-                "attn_output": (config.dim, q_rows)}  # fmt: skip
+                "attn_qkv": (q_rows + 2 * kv_rows, config.dim), "attn_output": (config.dim, q_rows)}  # fmt: skip
     for i in range(config.n_layers):
         for part, shape in expected.items():
+            if f"blk.{i}.{part}.weight" not in by_name:  # (q, k, v or the fused qkv: the names checked that)
+                continue
             actual = tuple(int(n) for n in reversed(by_name[f"blk.{i}.{part}.weight"].shape))
             if actual != shape:
                 raise ModelFormatError(

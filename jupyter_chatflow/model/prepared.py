@@ -22,9 +22,10 @@ import numpy as np
 from .config import ModelConfig, RopeScaling
 
 ENV_VAR = "CHATFLOW_WEIGHTS_CACHE"
-FORMAT_VERSION = 2
-"""Bumped when what an entry holds changes (2: the config's `name` is the name people know, `display_name`), so an
-older entry is prepared again rather than read."""
+FORMAT_VERSION = 3
+"""Bumped when what an entry holds changes (2: the config's `name` is the name people know, `display_name`; 3: the
+config's architecture fields and a layer's optional tensors), so an older entry is prepared again rather than
+read."""
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
@@ -67,6 +68,7 @@ def load(model_path: Path) -> Prepared | None:
         return None
     config = dict(manifest["config"])
     config["rope_scaling"] = RopeScaling(**config["rope_scaling"])
+    config["sliding_layers"] = tuple(config.get("sliding_layers", ()))
     return Prepared(metadata=manifest["metadata"], config=ModelConfig(**config), weights=_unflatten(arrays))
 
 

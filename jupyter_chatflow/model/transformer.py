@@ -1,4 +1,7 @@
-"""The Llama-family transformer in Flax NNX: RMSNorm, RoPE, grouped-query attention, SwiGLU.
+"""The decoder transformer in Flax NNX: RMSNorm, RoPE, grouped-query attention, a gated MLP, and what the
+families add to that core (`config.FAMILIES`): q/k/v biases, per-head q/k norms, norms after attention and after
+the MLP, GeGLU, a scaled embedding, sliding-window layers with a rope base of their own, soft-capped scores and
+logits, partial rotary embeddings.
 
 Axis legend for the einsums and shape comments:
     b batch   s query positions   t key positions (the whole cache)   d model dim
@@ -7,6 +10,10 @@ Axis legend for the einsums and shape comments:
 Each layer matrix is its own array, with q/k/v fused into one matrix and gate/up into another: on XLA:CPU
 this decoded ~1.5x faster than scanning over stacked layer weights in a probe (README, "Engine notes").
 Weights arrive in [in, out] order so every projection is `x @ w`.
+
+What differs between the layers of one model (a sliding window or none, the global or the local rope) is held as
+arrays (`Buffer`), not as Python attributes: every layer then has the same graph, and the prefill runs all of them
+through one compiled layer program.
 """
 
 from __future__ import annotations
@@ -24,6 +31,10 @@ from .config import ModelConfig
 
 class Buffer(nnx.Variable):
     """A constant array that belongs to the model but is not a trained weight (RoPE frequencies)."""
+
+
+NO_WINDOW = 2**30
+"""The window of a layer that attends to every position before it."""
 
 
 @jax.tree_util.register_dataclass
@@ -97,19 +108,33 @@ class RMSNorm(nnx.Module):
 
 
 def rotate(x: jax.Array, cos: jax.Array, sin: jax.Array) -> jax.Array:
-    """Rotary embedding, rotate-half layout. x: [b, s, n, e]; cos, sin: [b, s, e/2]."""
-    x1, x2 = jnp.split(x, 2, axis=-1)
+    """Rotary embedding, rotate-half layout, of the first r dims of each head (all of them unless the model's
+    rotary dimension is partial, as Phi-4-mini's). x: [b, s, n, e]; cos, sin: [b, s, r/2]."""
+    r = 2 * cos.shape[-1]
+    x1, x2 = jnp.split(x[..., :r], 2, axis=-1)
     cos, sin = cos[:, :, None, :].astype(x.dtype), sin[:, :, None, :].astype(x.dtype)
-    return jnp.concatenate([x1 * cos - x2 * sin, x2 * cos + x1 * sin], axis=-1)
+    return jnp.concatenate([x1 * cos - x2 * sin, x2 * cos + x1 * sin, x[..., r:]], axis=-1)
+
+
+def softcap(scores: jax.Array, cap: float) -> jax.Array:
+    """Gemma's soft cap: cap * tanh(scores / cap), or the scores as they are when cap is 0."""
+    return cap * jnp.tanh(scores / cap) if cap else scores
 
 
 class Attention(nnx.Module):
     """Grouped-query attention of a chunk over the cached positions before it and (causally) over itself."""
 
-    def __init__(self, config: ModelConfig, wqkv: jax.Array, wo: jax.Array):
-        self.wqkv = nnx.Param(wqkv)  # [d, (h + 2k) * e]
-        self.wo = nnx.Param(wo)  # [h * e, d]
+    def __init__(self, config: ModelConfig, weights: dict[str, jax.Array], layer: int):
+        self.wqkv = nnx.Param(weights["wqkv"])  # [d, (h + 2k) * e]
+        self.bqkv = nnx.Param(weights["bqkv"]) if "bqkv" in weights else None  # [(h + 2k) * e]
+        self.wo = nnx.Param(weights["wo"])  # [h * e, d]
+        self.q_norm = RMSNorm(weights["q_norm"], config.norm_eps) if "q_norm" in weights else None  # [e]
+        self.k_norm = RMSNorm(weights["k_norm"], config.norm_eps) if "k_norm" in weights else None
         self.n_heads, self.n_kv, self.head_dim = config.n_heads, config.n_kv_heads, config.head_dim
+        self.scale, self.cap = config.query_scale, config.attn_softcap
+        self.window = Buffer(jnp.int32(config.window_of(layer) or NO_WINDOW))
+        self.local = Buffer(jnp.int32(layer in config.sliding_layers and bool(config.local_rope_base)))
+        """Which of the rope tables (`Transformer.embed_chunk`) this layer rotates by: 1 for the local one."""
 
     def __call__(self, x, cos, sin, keys, values, start):
         """Attend x [b, s, d] at positions start.. to the cache [b, k, T, e] and to itself (causally).
@@ -122,16 +147,23 @@ class Attention(nnx.Module):
         b, s, _ = x.shape
         h, k, e = self.n_heads, self.n_kv, self.head_dim
         g = h // k
-        q, kk, v = jnp.split(x @ self.wqkv[...], [h * e, (h + k) * e], axis=-1)
-        q = rotate(q.reshape(b, s, h, e), cos, sin) * e**-0.5
+        qkv = x @ self.wqkv[...] + (0 if self.bqkv is None else self.bqkv[...].astype(x.dtype))
+        q, kk, v = jnp.split(qkv, [h * e, (h + k) * e], axis=-1)
+        q, kk = q.reshape(b, s, h, e), kk.reshape(b, s, k, e)
+        if self.q_norm is not None:  # per head, before the rotation (Qwen 3, Gemma 3)
+            q, kk = self.q_norm(q), self.k_norm(kk)
+        cos, sin = cos[self.local[...]], sin[self.local[...]]
+        q = rotate(q, cos, sin) * jnp.asarray(self.scale, q.dtype)
         q = q.reshape(b, s, k, g, e).transpose(0, 2, 3, 1, 4).reshape(b, k, g * s, e)  # m = (g, s)
-        kk = rotate(kk.reshape(b, s, k, e), cos, sin).transpose(0, 2, 1, 3)  # [b, k, s, e]
+        kk = rotate(kk, cos, sin).transpose(0, 2, 1, 3)  # [b, k, s, e]
         v = v.reshape(b, s, k, e).transpose(0, 2, 1, 3)  # [b, k, s, e]
-        causal = jnp.tile(jnp.tril(jnp.ones((s, s), bool)), (g, 1))  # [g s, s] query i sees chunk key j <= i
+        window = self.window[...]
+        rel = jnp.arange(s)[:, None] - jnp.arange(s)[None, :]  # query i minus chunk key j
+        causal = jnp.tile((rel >= 0) & (rel < window), (g, 1))  # [g s, s] query i sees chunk key j <= i
         # Stream over the written blocks only: no [m, T] score matrix, and a decode step's time does not grow
         # with the cache's length (a dense pass over a 1,024-position cache cost ~10% more than over 256).
-        past = _partial_blocked(q, keys, values, start)  # start: scalar, or [b] (a position per row)
-        acc, _, total = _merge(past, _partial(q, kk, v, causal))
+        past = _partial_blocked(q, keys, values, start, s, window, self.cap)  # start: scalar, or [b] (per row)
+        acc, _, total = _merge(past, _partial(q, kk, v, causal, self.cap))
         out = (acc / total[..., None]).astype(x.dtype)  # [b, k, m, e]
         out = out.reshape(b, k, g, s, e).transpose(0, 3, 1, 2, 4).reshape(b, s, h * e)
         queries = q.reshape(b, h, s, e)  # (k, g) -> h: head i uses kv head i // g
@@ -142,10 +174,11 @@ ATTENTION_BLOCK = 256  # keys per step of the streaming (online-softmax) prefill
 _MASKED = -1e30  # finite "minus infinity": a fully masked block must not turn the running max into NaN
 
 
-def _partial(q, keys, values, mask):
+def _partial(q, keys, values, mask, cap=0.0):
     """Attention of q [b, k, m, e] over keys/values [b, k, t, e] where mask (broadcasts to [m, t]) is set,
     left unnormalized: (sum of p * v [b, k, m, e], running max [b, k, m], sum of p [b, k, m]), float32."""
-    scores = jnp.where(mask, jnp.einsum("bkme,bkte->bkmt", q, keys).astype(jnp.float32), _MASKED)
+    scores = softcap(jnp.einsum("bkme,bkte->bkmt", q, keys).astype(jnp.float32), cap)
+    scores = jnp.where(mask, scores, _MASKED)
     top = scores.max(axis=-1)
     p = jnp.where(mask, jnp.exp(scores - top[..., None]), 0.0)
     return jnp.einsum("bkmt,bkte->bkme", p.astype(values.dtype), values).astype(jnp.float32), top, p.sum(-1)
@@ -158,68 +191,87 @@ def _merge(a, b):
     return a[0] * wa[..., None] + b[0] * wb[..., None], top, a[2] * wa + b[2] * wb
 
 
-def _partial_blocked(q, keys, values, start):
+def _partial_blocked(q, keys, values, start, width, window=NO_WINDOW, cap=0.0):
     """`_partial` over the cache positions < start, one block of keys at a time (a loop of ceil(start/B)).
 
     `start` is a scalar, or one position per row ([b]): then the loop runs to the furthest row and each row
-    masks the positions at or past its own."""
+    masks the positions at or past its own. q's m axis is (g, s) with s = `width` positions from `start`; a
+    query at position p sees no key at or before p - window."""
     b, k, m, e = q.shape
     block = min(ATTENTION_BLOCK, keys.shape[2])
     per_row = jnp.ndim(start) == 1
+    offsets = jnp.tile(jnp.arange(width), m // width)  # [m]: each query's position after `start`
 
     def step(j, carry):
         at = j * block
         key_block = jax.lax.dynamic_slice_in_dim(keys, at, block, axis=2)
         value_block = jax.lax.dynamic_slice_in_dim(values, at, block, axis=2)
         positions = at + jnp.arange(block)  # [t]
-        visible = (positions[None, :] < start[:, None])[:, None, None, :] if per_row else positions < start
-        return _merge(carry, _partial(q, key_block, value_block, visible))
+        if per_row:
+            visible = (positions[None, :] < start[:, None])[:, None, :]  # [b, 1, t]
+            recent = positions[None, None, :] > (start[:, None] + offsets[None, :])[..., None] - window  # [b, m, t]
+            visible = (visible & recent)[:, None]  # [b, 1, m, t]
+        else:
+            visible = (positions < start)[None, :] & (positions[None, :] > (start + offsets)[:, None] - window)
+        return _merge(carry, _partial(q, key_block, value_block, visible, cap))
 
     empty = (jnp.zeros((b, k, m, e), jnp.float32), jnp.full((b, k, m), _MASKED), jnp.zeros((b, k, m)))
     furthest = jnp.max(start) if per_row else start
-    return jax.lax.fori_loop(0, (furthest + block - 1) // block, step, empty)
+    first = jnp.maximum(jnp.min(start) - window + 1, 0) // block  # blocks wholly behind every window: skipped
+    return jax.lax.fori_loop(first, (furthest + block - 1) // block, step, empty)
 
 
-def attention_rows(queries: jax.Array, keys: jax.Array, start: jax.Array) -> jax.Array:
+def attention_rows(
+    queries: jax.Array, keys: jax.Array, start: jax.Array, window: int = 0, cap: float = 0.0
+) -> jax.Array:
     """Attention probabilities [b, h, s, T] of queries [b, h, s, e] at positions start.. over keys [b, k, T, e].
 
     The keys must already hold every position up to start + s - 1 (the whole sequence's prefill ran first).
+    A sliding layer's `window` hides the keys at or before p - window from the query at p; `cap` soft-caps
+    the scores as the layer does.
     """
     b, h, s, e = queries.shape
     k, length = keys.shape[1], keys.shape[2]
     scores = jnp.einsum("bkgse,bkte->bkgst", queries.reshape(b, k, h // k, s, e), keys).astype(jnp.float32)
-    visible = jnp.arange(length)[None, :] <= (start + jnp.arange(s))[:, None]  # [s, T] causal
+    scores = softcap(scores, cap)
+    rel = (start + jnp.arange(s))[:, None] - jnp.arange(length)[None, :]  # [s, T] query position - key position
+    visible = (rel >= 0) & (rel < (window or NO_WINDOW))  # causal, and inside the window
     probs = jax.nn.softmax(jnp.where(visible, scores, -jnp.inf), axis=-1)
     return probs.reshape(b, h, s, length)
 
 
 class FeedForward(nnx.Module):
-    """SwiGLU: (silu(x W_gate) * x W_up) W_down, with gate and up fused into one matrix."""
+    """A gated MLP: (act(x W_gate) * x W_up) W_down, with gate and up fused into one matrix; act is SiLU
+    (SwiGLU) or GELU with its tanh approximation (GeGLU, Gemma's `gelu_pytorch_tanh`)."""
 
-    def __init__(self, w_gate_up: jax.Array, w_down: jax.Array):
+    def __init__(self, w_gate_up: jax.Array, w_down: jax.Array, activation: str = "silu"):
         self.w_gate_up = nnx.Param(w_gate_up)  # [d, 2f]
         self.w_down = nnx.Param(w_down)  # [f, d]
+        self.gelu = activation == "gelu_tanh"
 
     def __call__(self, x: jax.Array) -> jax.Array:
         gate, up = jnp.split(x @ self.w_gate_up[...], 2, axis=-1)
-        return (jax.nn.silu(gate) * up) @ self.w_down[...]
+        act = jax.nn.gelu(gate, approximate=True) if self.gelu else jax.nn.silu(gate)
+        return (act * up) @ self.w_down[...]
 
 
 class Block(nnx.Module):
-    """One pre-norm transformer layer."""
+    """One pre-norm transformer layer (Gemma 2/3 also norm each branch's output before adding it back)."""
 
-    def __init__(self, config: ModelConfig, weights: dict[str, jax.Array]):
-        self.attn_norm = RMSNorm(weights["attn_norm"], config.norm_eps)
-        self.attn = Attention(config, weights["wqkv"], weights["wo"])
-        self.ffn_norm = RMSNorm(weights["ffn_norm"], config.norm_eps)
-        self.ffn = FeedForward(weights["w_gate_up"], weights["w_down"])
+    def __init__(self, config: ModelConfig, weights: dict[str, jax.Array], layer: int):
+        norm = lambda name: RMSNorm(weights[name], config.norm_eps) if name in weights else None  # noqa: E731
+        self.attn_norm, self.post_attn_norm = norm("attn_norm"), norm("post_attn_norm")
+        self.attn = Attention(config, weights, layer)
+        self.ffn_norm, self.post_ffn_norm = norm("ffn_norm"), norm("post_ffn_norm")
+        self.ffn = FeedForward(weights["w_gate_up"], weights["w_down"], config.family.activation)
 
     def __call__(self, x, cos, sin, keys, values, start):
         """x [b, s, d] through the layer, attending to its cache [b, k, T, e]: (x, keys, values, queries), the
         chunk's own keys/values [b, k, s, e] and queries [b, h, s, e] as `Attention` returns them."""
         attn_out, k, v, queries = self.attn(self.attn_norm(x), cos, sin, keys, values, start)
-        x = x + attn_out
-        return x + self.ffn(self.ffn_norm(x)), k, v, queries
+        x = x + (attn_out if self.post_attn_norm is None else self.post_attn_norm(attn_out))
+        ffn_out = self.ffn(self.ffn_norm(x))
+        return x + (ffn_out if self.post_ffn_norm is None else self.post_ffn_norm(ffn_out)), k, v, queries
 
 
 class Transformer(nnx.Module):
@@ -229,10 +281,15 @@ class Transformer(nnx.Module):
         cast = lambda a: jnp.asarray(a, dtype)  # noqa: E731
         self.config = config
         self.embed = nnx.Param(cast(weights["embed"]))  # [V, d]
-        self.blocks = nnx.List([Block(config, {n: cast(w) for n, w in layer.items()}) for layer in weights["layers"]])
+        self.blocks = nnx.List(
+            [Block(config, {n: cast(w) for n, w in layer.items()}, i) for i, layer in enumerate(weights["layers"])]
+        )
         self.norm = RMSNorm(cast(weights["norm"]), config.norm_eps)
         self.head = nnx.Param(cast(weights["head"])) if weights.get("head") is not None else None  # [V, d]
-        self.inv_freq = Buffer(jnp.asarray(inverse_frequencies(config, weights.get("rope_freqs"))))
+        # [tables, r/2]: the global rope, then the sliding layers' own (Gemma 3) when they have one
+        self.inv_freq = Buffer(jnp.asarray(rope_tables(config, weights.get("rope_freqs"))))
+        self.embed_scale = float(np.sqrt(config.dim)) if config.family.embed_scale else 0.0
+        self.final_cap, self.rope_gain = config.final_softcap, config.rope_scaling.attn_factor
 
     def __call__(self, tokens, start, cache: KVCache, probe_layer=None):
         """tokens: [b, s] at positions start..start+s-1, after the cache's first `start` positions (`start` is
@@ -252,31 +309,41 @@ class Transformer(nnx.Module):
         return self.norm(x), KVCache(keys=tuple(keys), values=tuple(values)), probed
 
     def embed_chunk(self, tokens, start):
-        """The first layer's input for tokens [b, s] at positions start..: (x [b, s, d], RoPE cos, sin [b, s, e/2])."""
+        """The first layer's input for tokens [b, s] at positions start..: (x [b, s, d], RoPE cos, sin
+        [tables, b, s, r/2], one table per rope of the model: a layer picks its own)."""
         b, s = tokens.shape
-        if jnp.ndim(start) == 1:  # a position per row
-            angles = (start[:, None] + jnp.arange(s)).astype(jnp.float32)[..., None] * self.inv_freq[...]  # [b, s, e/2]
-            return jnp.take(self.embed[...], tokens, axis=0), jnp.cos(angles), jnp.sin(angles)
-        positions = start + jnp.arange(s)  # [s]
-        angles = positions[:, None].astype(jnp.float32) * self.inv_freq[...][None, :]  # [s, e/2]
-        cos, sin = (
-            jnp.broadcast_to(jnp.cos(angles), (b, *angles.shape)),
-            jnp.broadcast_to(jnp.sin(angles), (b, *angles.shape)),
-        )
-        return jnp.take(self.embed[...], tokens, axis=0), cos, sin
+        x = jnp.take(self.embed[...], tokens, axis=0)
+        if self.embed_scale:  # Gemma: sqrt(d), rounded to the weights' dtype as HF does
+            x = x * jnp.asarray(self.embed_scale, x.dtype)
+        positions = (start[:, None] if jnp.ndim(start) == 1 else start) + jnp.arange(s)  # [b, s] or [s]
+        positions = jnp.broadcast_to(positions, (b, s)).astype(jnp.float32)
+        angles = positions[None, :, :, None] * self.inv_freq[...][:, None, None, :]  # [tables, b, s, r/2]
+        return x, jnp.cos(angles) * self.rope_gain, jnp.sin(angles) * self.rope_gain
 
     def logits(self, hidden: jax.Array) -> jax.Array:
-        """Project final hidden states [b, d] to vocabulary logits [b, V] in float32."""
+        """Project final hidden states [b, d] to vocabulary logits [b, V] in float32 (soft-capped where the model
+        caps them)."""
         head = self.embed[...] if self.head is None else self.head[...]
-        return jnp.einsum("bd,vd->bv", hidden, head).astype(jnp.float32)
+        return softcap(jnp.einsum("bd,vd->bv", hidden, head).astype(jnp.float32), self.final_cap)
 
 
 def inverse_frequencies(config: ModelConfig, freq_factors: np.ndarray | None = None) -> np.ndarray:
-    """RoPE inverse frequencies [e/2], with linear scaling or per-frequency factors (Llama 3.1+ files)."""
-    exponents = np.arange(0, config.head_dim, 2, dtype=np.float64) / config.head_dim
+    """RoPE inverse frequencies [r/2] of the global layers, with linear scaling or per-frequency factors
+    (Llama 3.1+ `rope_freqs`, Phi-3's LongRoPE factors)."""
+    exponents = np.arange(0, config.rope_dim, 2, dtype=np.float64) / config.rope_dim
     inv = 1.0 / (config.rope_base**exponents)
     if config.rope_scaling.kind == "linear":
         inv = inv / config.rope_scaling.factor
     if freq_factors is not None:
         inv = inv / np.asarray(freq_factors, dtype=np.float64)
     return inv.astype(np.float32)
+
+
+def rope_tables(config: ModelConfig, freq_factors: np.ndarray | None = None) -> np.ndarray:
+    """[tables, r/2]: the global inverse frequencies, and the sliding layers' own when they have a rope base of
+    their own (never scaled, as llama.cpp's `rope_freq_scale_train_swa` is 1)."""
+    tables = [inverse_frequencies(config, freq_factors)]
+    if config.local_rope_base:
+        exponents = np.arange(0, config.rope_dim, 2, dtype=np.float64) / config.rope_dim
+        tables.append((1.0 / config.local_rope_base**exponents).astype(np.float32))
+    return np.stack(tables)
