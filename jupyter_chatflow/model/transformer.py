@@ -132,8 +132,10 @@ class Attention(nnx.Module):
         self.k_norm = RMSNorm(weights["k_norm"], config.norm_eps) if "k_norm" in weights else None
         self.n_heads, self.n_kv, self.head_dim = config.n_heads, config.n_kv_heads, config.head_dim
         self.scale, self.cap = config.query_scale, config.attn_softcap
-        self.window = Buffer(jnp.int32(config.window_of(layer) or NO_WINDOW))
-        self.local = Buffer(jnp.int32(layer in config.sliding_layers and bool(config.local_rope_base)))
+        # (None in a model without sliding layers: its programs are the plain causal ones, not masks of 2**30)
+        sliding = bool(config.sliding_layers)
+        self.window = Buffer(jnp.int32(config.window_of(layer) or NO_WINDOW)) if sliding else None
+        self.local = Buffer(jnp.int32(layer in config.sliding_layers)) if config.local_rope_base else None
         """Which of the rope tables (`Transformer.embed_chunk`) this layer rotates by: 1 for the local one."""
 
     def __call__(self, x, cos, sin, keys, values, start):
@@ -147,19 +149,23 @@ class Attention(nnx.Module):
         b, s, _ = x.shape
         h, k, e = self.n_heads, self.n_kv, self.head_dim
         g = h // k
-        qkv = x @ self.wqkv[...] + (0 if self.bqkv is None else self.bqkv[...].astype(x.dtype))
+        qkv = x @ self.wqkv[...]
+        if self.bqkv is not None:
+            qkv = qkv + self.bqkv[...].astype(x.dtype)
         q, kk, v = jnp.split(qkv, [h * e, (h + k) * e], axis=-1)
         q, kk = q.reshape(b, s, h, e), kk.reshape(b, s, k, e)
         if self.q_norm is not None:  # per head, before the rotation (Qwen 3, Gemma 3)
             q, kk = self.q_norm(q), self.k_norm(kk)
-        cos, sin = cos[self.local[...]], sin[self.local[...]]
+        table = 0 if self.local is None else self.local[...]
+        cos, sin = cos[table], sin[table]
         q = rotate(q, cos, sin) * jnp.asarray(self.scale, q.dtype)
         q = q.reshape(b, s, k, g, e).transpose(0, 2, 3, 1, 4).reshape(b, k, g * s, e)  # m = (g, s)
         kk = rotate(kk, cos, sin).transpose(0, 2, 1, 3)  # [b, k, s, e]
         v = v.reshape(b, s, k, e).transpose(0, 2, 1, 3)  # [b, k, s, e]
-        window = self.window[...]
+        window = None if self.window is None else self.window[...]
         rel = jnp.arange(s)[:, None] - jnp.arange(s)[None, :]  # query i minus chunk key j
-        causal = jnp.tile((rel >= 0) & (rel < window), (g, 1))  # [g s, s] query i sees chunk key j <= i
+        seen = rel >= 0 if window is None else (rel >= 0) & (rel < window)
+        causal = jnp.tile(seen, (g, 1))  # [g s, s] query i sees chunk key j <= i (and within the window)
         # Stream over the written blocks only: no [m, T] score matrix, and a decode step's time does not grow
         # with the cache's length (a dense pass over a 1,024-position cache cost ~10% more than over 256).
         past = _partial_blocked(q, keys, values, start, s, window, self.cap)  # start: scalar, or [b] (per row)
@@ -191,12 +197,12 @@ def _merge(a, b):
     return a[0] * wa[..., None] + b[0] * wb[..., None], top, a[2] * wa + b[2] * wb
 
 
-def _partial_blocked(q, keys, values, start, width, window=NO_WINDOW, cap=0.0):
+def _partial_blocked(q, keys, values, start, width, window=None, cap=0.0):
     """`_partial` over the cache positions < start, one block of keys at a time (a loop of ceil(start/B)).
 
     `start` is a scalar, or one position per row ([b]): then the loop runs to the furthest row and each row
     masks the positions at or past its own. q's m axis is (g, s) with s = `width` positions from `start`; a
-    query at position p sees no key at or before p - window."""
+    query at position p sees no key at or before p - window (None: every key before it)."""
     b, k, m, e = q.shape
     block = min(ATTENTION_BLOCK, keys.shape[2])
     per_row = jnp.ndim(start) == 1
@@ -207,17 +213,16 @@ def _partial_blocked(q, keys, values, start, width, window=NO_WINDOW, cap=0.0):
         key_block = jax.lax.dynamic_slice_in_dim(keys, at, block, axis=2)
         value_block = jax.lax.dynamic_slice_in_dim(values, at, block, axis=2)
         positions = at + jnp.arange(block)  # [t]
-        if per_row:
-            visible = (positions[None, :] < start[:, None])[:, None, :]  # [b, 1, t]
-            recent = positions[None, None, :] > (start[:, None] + offsets[None, :])[..., None] - window  # [b, m, t]
-            visible = (visible & recent)[:, None]  # [b, 1, m, t]
-        else:
-            visible = (positions < start)[None, :] & (positions[None, :] > (start + offsets)[:, None] - window)
+        visible = (positions[None, :] < start[:, None])[:, None, None, :] if per_row else positions < start
+        if window is not None:
+            reach = (start[:, None] if per_row else start) + offsets - window  # [b, m] or [m]: p - window
+            recent = positions > reach[..., None]  # [b, m, t] or [m, t]
+            visible = visible & (recent[:, None] if per_row else recent)
         return _merge(carry, _partial(q, key_block, value_block, visible, cap))
 
     empty = (jnp.zeros((b, k, m, e), jnp.float32), jnp.full((b, k, m), _MASKED), jnp.zeros((b, k, m)))
     furthest = jnp.max(start) if per_row else start
-    first = jnp.maximum(jnp.min(start) - window + 1, 0) // block  # blocks wholly behind every window: skipped
+    first = 0 if window is None else jnp.maximum(jnp.min(start) - window + 1, 0) // block  # (wholly out of reach)
     return jax.lax.fori_loop(first, (furthest + block - 1) // block, step, empty)
 
 
@@ -318,6 +323,8 @@ class Transformer(nnx.Module):
         positions = (start[:, None] if jnp.ndim(start) == 1 else start) + jnp.arange(s)  # [b, s] or [s]
         positions = jnp.broadcast_to(positions, (b, s)).astype(jnp.float32)
         angles = positions[None, :, :, None] * self.inv_freq[...][:, None, None, :]  # [tables, b, s, r/2]
+        if self.rope_gain == 1.0:
+            return x, jnp.cos(angles), jnp.sin(angles)
         return x, jnp.cos(angles) * self.rope_gain, jnp.sin(angles) * self.rope_gain
 
     def logits(self, hidden: jax.Array) -> jax.Array:
