@@ -24,3 +24,15 @@ def recorded_turns(tmp_path_factory, real_model_path) -> dict:
                           capture_output=True, text=True, timeout=300)  # fmt: skip
     assert done.returncode == 0, done.stderr[-3000:]
     return json.loads(out.read_text())
+
+
+@pytest.fixture(scope="session")
+def gemma3_path() -> Path:
+    """Gemma 3 270M's GGUF, assembled by its carrier package (installed by the README's test command)."""
+    from jupyter_chatflow.errors import ModelNotFoundError
+    from jupyter_chatflow.model.files import known_model_path
+
+    try:
+        return known_model_path("gemma-3-270m")
+    except ModelNotFoundError as error:
+        pytest.skip(str(error))

