@@ -3,7 +3,7 @@ r"""Pre-tokenizer patterns: llama.cpp's regex chains for GPT-2-style BPE, each a
 Before BPE, llama.cpp cuts text into words with a *list* of regexes (`llm_tokenizer_bpe` in
 `src/llama-vocab.cpp`): the first regex splits the text, the next one splits each piece the first left, and so
 on, so a piece boundary acts like the end of the string for every later regex. tiktoken takes one pattern, so
-each chain here is folded into a single pattern that cuts text at the same places. Two details matter:
+each chain here is folded into a single pattern that cuts text at the same places. Three details matter:
 
 - "smollm" (also "starcoder", "refact", "command-r") first splits off every digit with `\p{N}`, then
   applies the GPT-2 regex to the rest. A digit therefore ends the string for GPT-2's `\s+(?!\S)`: in
@@ -13,6 +13,11 @@ each chain here is folded into a single pattern that cuts text at the same place
   Rust regex knows a newer Unicode (16.0 in tiktoken 0.14) with more letters. The classes here are spelled
   out from Unicode 15.1 (`_LETTER_RANGES` etc., generated with Python 3.13's `unicodedata`) and whitespace is
   llama.cpp's list of 25 code points, so the cuts do not depend on the tiktoken build.
+- "llama3" and "qwen2" (Qwen 2.5/3, also "deepseek-r1-qwen") run llama.cpp's hand-written splitters in
+  `src/unicode.cpp`, which cut like their regexes (qwen2: one digit per word, llama3: up to three). "gpt-4o"
+  (Phi-4-mini, Llama 4) has no such splitter: llama.cpp runs its regex with std::regex on text where every
+  non-ASCII code point is replaced by one byte for its category, so a non-ASCII letter is both upper and lower
+  case there, and "ΑβΓ" stays one word (see `_gpt4o`). The folded patterns reproduce llama.cpp, not Hugging Face.
 
 Example:
     >>> import regex
@@ -34,7 +39,7 @@ class PreTokenizer:
     """How llama.cpp splits text into words before BPE, for one `tokenizer.ggml.pre` family."""
 
     kind: str
-    """llama.cpp's pre-tokenizer family: "default", "gpt2", "smollm" or "llama3"."""
+    """llama.cpp's pre-tokenizer family: "default", "gpt2", "smollm", "llama3", "qwen2" or "gpt4o"."""
     pattern: str
     """One regex (fancy-regex syntax; the `regex` package reads it too) cutting like the chain."""
     ignore_merges: bool
@@ -75,11 +80,10 @@ def _patterns() -> dict[str, str]:
         # \p{N} first, then the GPT-2 regex on each piece: a digit is a string end for the lookahead.
         "smollm": f"{contractions}| ?{letter}+|{digit}| ?{other}+|{space}+(?![^{_WS}{digits}])|{space}+",
         # llama3: a custom splitter in llama.cpp's unicode.cpp that cuts like this regex.
-        "llama3": (
-            "'[sS]|'[tT]|'[rR][eE]|'[vV][eE]|'[mM]|'[lL][lL]|'[dD]"
-            f"|[^\\r\\n{letters}{digits}]?{letter}+|{digit}{{1,3}}| ?{other}+[\\r\\n]*|{space}*[\\r\\n]+"
-            f"|{space}+(?![^{_WS}])|{space}+"
-        ),
+        "llama3": _llama3_like(letters, digits, f"{digit}{{1,3}}"),
+        # qwen2: llama3's regex with one digit per word (unicode_regex_split_custom_qwen2).
+        "qwen2": _llama3_like(letters, digits, digit),
+        "gpt4o": _gpt4o(letters, digits),
         # default: [\p{P}$+<=>^~|]+, then GPT-2 on the rest, then \p{N}+, then [0-9][0-9][0-9]. Punctuation
         # runs are words; a space before digits is a word of its own; digit runs are cut into ASCII triples
         # from the left; GPT-2's apostrophe rules never fire (the apostrophe is punctuation).
@@ -88,6 +92,39 @@ def _patterns() -> dict[str, str]:
             f"| ?[^{_WS}{letters}{digits}{punct}]+|{space}+(?![^{_WS}{punct}])|{space}+"
         ),
     }
+
+
+_CONTRACTIONS = "'[sS]|'[tT]|'[rR][eE]|'[vV][eE]|'[mM]|'[lL][lL]|'[dD]"
+
+
+def _llama3_like(letters: str, digits: str, number: str) -> str:
+    r"""llama3's regex (and qwen2's, whose `number` is one digit), as llama.cpp's custom splitters cut.
+
+    (?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|NUMBER| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+
+    """
+    space, letter, other = f"[{_WS}]", f"[{letters}]", f"[^{_WS}{letters}{digits}]"
+    return (
+        f"{_CONTRACTIONS}|[^\\r\\n{letters}{digits}]?{letter}+|{number}| ?{other}+[\\r\\n]*|{space}*[\\r\\n]+"
+        f"|{space}+(?![^{_WS}])|{space}+"
+    )
+
+
+def _gpt4o(letters: str, digits: str) -> str:
+    r"""gpt-4o (Phi-4-mini, Llama 4): the regex llama.cpp runs through std::regex on "collapsed" text.
+
+    llama.cpp has no custom splitter for it: every non-ASCII code point becomes one byte standing for its
+    category, so `\p{Lu}`-like and `\p{Ll}`-like parts, spelled `(?=\p{L})[^a-z]` and `(?=\p{L})[^A-Z]`, see
+    every non-ASCII letter as both upper and lower case (`ΑβΓ` is one word; Hugging Face cuts it), and `\p{M}`
+    is gone from the letter classes (marks are "other", as in the other families).
+    """
+    ascii_free = _ranges_class(" ".join(r for r in _LETTER_RANGES.split() if int(r.split("-")[0], 16) >= 0x80))
+    upper, lower = f"[A-Z{ascii_free}]", f"[a-z{ascii_free}]"
+    prefix, space = f"[^\\r\\n{letters}{digits}]", f"[{_WS}]"
+    other = f"[^{_WS}{letters}{digits}]"
+    return (
+        f"{prefix}?{upper}*{lower}+(?:{_CONTRACTIONS})?|{prefix}?{upper}+{lower}*(?:{_CONTRACTIONS})?"
+        f"|[{digits}]{{1,3}}| ?{other}+[\\r\\n/]*|{space}*[\\r\\n]+|{space}+(?![^{_WS}])|{space}+"
+    )
 
 
 # `tokenizer.ggml.pre` values llama.cpp maps to each family (a subset of its list; "gpt2" is an alias here).
@@ -109,6 +146,15 @@ _NAMES: dict[str, tuple[str, bool, bool]] = {
     "falcon3": ("llama3", True, True),
     "dbrx": ("llama3", False, False),
     "smaug-bpe": ("llama3", False, False),
+    "qwen2": ("qwen2", False, False),
+    "deepseek-r1-qwen": ("qwen2", False, False),
+    "megrez": ("qwen2", False, False),
+    "stablelm2": ("qwen2", False, False),
+    "hunyuan": ("qwen2", False, False),
+    "grok-2": ("qwen2", False, False),
+    "gpt-4o": ("gpt4o", False, False),
+    "llama4": ("gpt4o", False, False),
+    "minimax-m2": ("gpt4o", False, False),
 }
 
 _PATTERNS: dict[str, str] = {}
@@ -129,7 +175,7 @@ def pre_tokenizer(name: str | None) -> PreTokenizer:
         raise ModelFormatError(
             f"the GGUF's BPE pre-tokenizer type {key!r} (tokenizer.ggml.pre) is not supported yet; "
             f"supported: {', '.join(supported_names())}. Use a model with one of these, or fold its "
-            "llama.cpp regex chain into jupyter_chatflow/pretokenize.py."
+            "llama.cpp regex chain into jupyter_chatflow/tokenizer/pretokenize.py."
         )
     family, ignore_merges, add_bos = _NAMES[key]
     if not _PATTERNS:

@@ -36,7 +36,8 @@ measured ~10 ms for one 100 KB piece, so long pieces are affordable).
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+import re
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -110,8 +111,20 @@ class SpmCodec:
     _flat: np.ndarray
 
     @classmethod
-    def build(cls, texts: Sequence[str], scores: Sequence[float], metadata: Mapping[str, Any]) -> SpmCodec:
-        """Build the tiered Encoding from the tokens and scores (see the module doc)."""
+    def build(
+        cls,
+        texts: Sequence[str],
+        scores: Sequence[float],
+        metadata: Mapping[str, Any],
+        cut_texts: Collection[str] = (),
+    ) -> SpmCodec:
+        """Build the tiered Encoding from the tokens and scores (see the module doc).
+
+        cut_texts: the texts llama.cpp always cuts out of the text before SPM sees it (user-defined tokens).
+        A token containing one of them, or an ASCII space (SPM sees ' ' as '▁'), never forms inside a
+        fragment, so it is left out of the merges: Gemma's '\n\n' and '\t\t' runs share one score and
+        would otherwise look like ties that depend on position.
+        """
         token_id = {text: i for i, text in enumerate(texts)}  # a repeated text: the last id, as llama.cpp
         unk = metadata.get("tokenizer.ggml.unknown_token_id")
         byte_ids: list[int] = []
@@ -126,7 +139,7 @@ class SpmCodec:
                     "llama.cpp's convert_hf_to_gguf.py."
                 )
             byte_ids.append(tid)
-        multi = [t for t in token_id if len(t) > 1]
+        multi = _reachable([t for t in token_id if len(t) > 1], cut_texts)
         chars = {c for t in multi for c in t} | {t for t in token_id if len(t) == 1}
         ranks: dict[bytes, int] = {}
         ids: list[list[int]] = []
@@ -167,9 +180,7 @@ class SpmCodec:
             _whole=whole,
             _whole_ranks=np.array(sorted(ranks[t.encode("utf-8")] for t in whole), dtype=np.int64),
             _merging_codes=np.array(sorted(ord(c) for c in merging), dtype=np.uint32),
-            _rank_chars=np.array(
-                [sum(1 for x in b if x & 0xC0 != 0x80) for b in sorted(ranks, key=ranks.__getitem__)], dtype=np.int64
-            ),
+            _rank_chars=_rank_chars(ranks),
             _single=single,
             _starts=starts,
             _lengths=lengths,
@@ -223,21 +234,44 @@ class SpmCodec:
         return np.concatenate([*parts, ranks[previous:]])
 
 
+def _reachable(multi: list[str], cut_texts: Collection[str]) -> list[str]:
+    """The multi-character tokens a fragment of text can contain: no ASCII space, no text of cut_texts."""
+    cuts = sorted({" ", *cut_texts}, key=len)
+    if len(cuts) == 1:
+        return [t for t in multi if " " not in t]
+    unreachable = re.compile("|".join(re.escape(c) for c in cuts))
+    return [t for t in multi if unreachable.search(t) is None]
+
+
 def _not_self_merging(multi: Sequence[str], ranks: dict[bytes, int], chars: set[str]) -> dict[str, list[int]]:
     """Multi-character tokens whose own text SPM does not merge into them, with the ranks it gives instead.
 
     Each token is encoded as one piece followed by a character of no token (so tiktoken cannot take it whole);
-    that character's bytes never merge with the token's.
+    that character's bytes never merge with the token's. All pieces go through tiktoken in one call (a call
+    per token costs ~1 s for Gemma 3's 240k tokens); each piece's ranks are found by their byte lengths.
     """
+    if not multi:
+        return {}
     sentinel = next(chr(c) for c in range(0xE000, 0x10FFFF) if chr(c) not in chars)
-    whole_text = tiktoken.Encoding(name="spm-whole", pat_str="(?s:.+)", mergeable_ranks=ranks, special_tokens={})
+    pattern = f"[^{_escape(ord(sentinel))}]*{_escape(ord(sentinel))}"
+    whole_text = tiktoken.Encoding(name="spm-whole", pat_str=pattern, mergeable_ranks=ranks, special_tokens={})
     tail = len(whole_text.encode_ordinary(sentinel))
-    found: dict[str, list[int]] = {}
-    for text in multi:
-        got = whole_text.encode_ordinary(text + sentinel)[:-tail]
-        if got != [ranks[text.encode("utf-8")]]:
-            found[text] = got
-    return found
+    got = np.asarray(whole_text.encode_ordinary(sentinel.join(multi) + sentinel), dtype=np.int64)
+    lengths = np.fromiter((len(data) for data in ranks), dtype=np.int64, count=len(ranks))  # ranks: in rank order
+    ends = np.cumsum([len(text.encode("utf-8")) + len(sentinel.encode("utf-8")) for text in multi])
+    bounds = np.searchsorted(np.cumsum(lengths[got]), ends) + 1  # each piece's last rank, exclusive
+    starts = np.concatenate([[0], bounds[:-1]])
+    own = np.array([ranks[text.encode("utf-8")] for text in multi], dtype=np.int64)
+    whole = (bounds - starts == tail + 1) & (got[np.minimum(starts, len(got) - 1)] == own)
+    return {multi[k]: got[starts[k] : bounds[k] - tail].tolist() for k in np.flatnonzero(~whole).tolist()}
+
+
+def _rank_chars(ranks: dict[bytes, int]) -> np.ndarray:
+    """Per rank, how many UTF-8 lead bytes its bytes hold (ranks: a dict in rank order)."""
+    flat = np.frombuffer(b"".join(ranks), dtype=np.uint8)
+    lengths = np.fromiter((len(data) for data in ranks), dtype=np.int64, count=len(ranks))
+    starts = np.concatenate([[0], np.cumsum(lengths)[:-1]])
+    return np.add.reduceat((flat & 0xC0 != 0x80).astype(np.int64), starts)
 
 
 def _pattern(mergeable: set[str], split_at_space: bool) -> str:
@@ -288,7 +322,10 @@ def _tie_conflicts(
             if x_id is not None and x_id < token_id[y]:
                 found.add((token_id[y], x_id))
     tied_set = set(tied)
+    lowest = min((score[t] for t in tied), default=float("inf"))
     for w in multi:  # a cascade of merges scoring at least as high that starts at one and takes a symbol of the other
+        if score[w] < lowest:  # (no tied token scores at most w's: skips most of a large vocabulary)
+            continue
         for i in range(len(w)):
             for j in range(i + 2, len(w) + 1):
                 x = w[i:j]

@@ -15,9 +15,11 @@ How it stays exact with llama.cpp (`llm_tokenizer_bpe` in `src/llama-vocab.cpp`)
   them, e.g. 0x04 and the 0xF5-0xFF lead bytes). tiktoken would panic, so such bytes get placeholder ranks
   `vocab_size + byte` in the Encoding and `encode` drops them.
 - Special tokens are cut out first, longest text first, like `tokenizer_st_partition`: control tokens only in
-  template text (`encode_template`), user-defined ones everywhere (llama.cpp does that even for user text).
+  template text (`encode_template`), user-defined ones everywhere (llama.cpp does that even for user text),
+  with the token types amended by text as llama.cpp amends them at load time (`jupyter_chatflow.tokenizer.specials`:
+  Gemma 3's user-defined `</s>` counts as control, Phi-3's special tokens eat the whitespace after them).
 
-SentencePiece vocabularies (`tokenizer.ggml.model == "llama"`: TinyLlama, Llama 2, Mistral 7B v0.1) follow
+SentencePiece vocabularies (`tokenizer.ggml.model == "llama"`: Gemma 2/3, Phi-3, TinyLlama, Llama 2) follow
 llama.cpp's `llm_tokenizer_spm` through a tiered tiktoken Encoding whose ranks are mapped to ids
 (`jupyter_chatflow.tokenizer.spm`); each text fragment that is first or follows a special token gets a space prefix
 (`tokenizer.ggml.add_space_prefix`, default true), ' ' becomes '▁', BOS is added by default, and tokens
@@ -45,9 +47,10 @@ import tiktoken
 
 from jupyter_chatflow.errors import GenerationError, ModelFormatError
 
-from .bpe import TYPE_CONTROL, TYPE_NORMAL, TYPE_UNKNOWN, TYPE_USER_DEFINED, BpeVocab
-from .chat_template import CHATML_TEMPLATE, compile_template
+from .bpe import TYPE_NORMAL, BpeVocab
+from .chat_template import CHATML_TEMPLATE, compile_template, fallback_template
 from .pretokenize import pre_tokenizer
+from .specials import SpecialTokens, special_tokens
 from .spm import SpmCodec, spm_piece_bytes
 
 __all__ = ["CHATML_TEMPLATE", "StreamDecoder", "Tokenizer"]
@@ -68,6 +71,9 @@ _CHAT_END_TEXTS = (
 )
 
 
+_C_SPACES = " \t\n\v\f\r"  # C isspace: what llama.cpp strips next to an RSTRIP token
+
+
 def clean_text(text: str) -> str:
     """Make any str encodable: surrogate pairs are joined, lone surrogates become U+FFFD (as in tiktoken)."""
     try:
@@ -77,7 +83,7 @@ def clean_text(text: str) -> str:
     return text
 
 
-def _partition(text: str, specials: Sequence[tuple[str, int]]) -> list[str | int]:
+def _partition(text: str, specials: Sequence[tuple[str, int]], rstrip: frozenset[int] = frozenset()) -> list[str | int]:
     """Cut special tokens out of text, longest text first, as llama.cpp's `tokenizer_st_partition` does."""
     parts: list[str | int] = [text] if text else []
     for token_text, token_id in specials:
@@ -87,14 +93,33 @@ def _partition(text: str, specials: Sequence[tuple[str, int]]) -> list[str | int
         for part in parts:
             if isinstance(part, int) or token_text not in part:
                 cut.append(part)
-                continue
-            for k, piece in enumerate(part.split(token_text)):
-                if k:
-                    cut.append(token_id)
-                if piece:
-                    cut.append(piece)
+            elif token_id in rstrip:
+                cut += _cut_stripping(part, token_text, token_id)
+            else:
+                for k, piece in enumerate(part.split(token_text)):
+                    if k:
+                        cut.append(token_id)
+                    if piece:
+                        cut.append(piece)
         parts = cut
     return parts
+
+
+def _cut_stripping(text: str, token_text: str, token_id: int) -> list[str | int]:
+    """Cut an RSTRIP token out of text: the whitespace after each occurrence goes, and the search goes on after
+    it (so a later occurrence inside that whitespace goes too, as in llama.cpp)."""
+    cut: list[str | int] = []
+    position = 0
+    while (found := text.find(token_text, position)) >= 0:
+        if found > position:
+            cut.append(text[position:found])
+        cut.append(token_id)
+        position = found + len(token_text)
+        while position < len(text) and text[position] in _C_SPACES:
+            position += 1
+    if position < len(text):
+        cut.append(text[position:])
+    return cut
 
 
 def _readable(data: bytes) -> str:
@@ -123,11 +148,12 @@ class Tokenizer:
     add_bos: bool
     """Whether llama.cpp puts BOS before a prompt (`tokenizer.ggml.add_bos_token`)."""
     chat_template: str
-    """The jinja2 chat template: the GGUF's, or CHATML_TEMPLATE when it has none."""
+    """The jinja2 chat template: the GGUF's, or its family's turn format when it has none (`template_origin`)."""
+    template_origin: str
+    """Where `chat_template` comes from: "the file" or "fallback: <family> (the file has no chat template)"."""
     _pieces: tuple[bytes, ...] = field(repr=False)
     _texts: tuple[str, ...] = field(repr=False)
-    _user_specials: tuple[tuple[str, int], ...] = field(repr=False)
-    _template_specials: tuple[tuple[str, int], ...] = field(repr=False)
+    _specials: SpecialTokens = field(repr=False)
     _control_texts: tuple[str, ...] = field(repr=False)
     _template: jinja2.Template = field(repr=False)
     _spm: SpmCodec | None = field(default=None, repr=False)
@@ -154,7 +180,8 @@ class Tokenizer:
             mergeable_ranks=vocab.ranks,
             special_tokens=vocab.specials,
         )
-        return cls._assemble(metadata, encoding, vocab.texts, vocab.types, vocab.pieces, pre.add_bos_default, None)
+        specials = special_tokens(vocab.texts, vocab.types, metadata)
+        return cls._assemble(metadata, encoding, vocab.texts, specials, vocab.pieces, pre.add_bos_default, None)
 
     @classmethod
     def _from_spm(cls, metadata: Mapping[str, Any]) -> Tokenizer:
@@ -173,7 +200,8 @@ class Tokenizer:
                 f"the GGUF has {len(texts)} tokens but {len(types)} token types and {len(scores)} scores: the "
                 "file is damaged. Download or convert it again."
             )
-        codec = SpmCodec.build(texts, scores, metadata)
+        specials = special_tokens(texts, types, metadata)
+        codec = SpmCodec.build(texts, scores, metadata, cut_texts=[text for text, _ in specials.always])
         if codec.tie_conflicts:
             left, right = codec.tie_conflicts[0]
             raise ModelFormatError(
@@ -187,7 +215,7 @@ class Tokenizer:
             pieces.append(text.encode("utf-8") if data is None else data)
         defaults = {"tokenizer.ggml.bos_token_id": 1, "tokenizer.ggml.eos_token_id": 2}  # llama.cpp's for SPM
         metadata = {**defaults, **{k: v for k, v in metadata.items() if v is not None}}
-        return cls._assemble(metadata, codec.encoding, texts, types, tuple(pieces), True, codec)
+        return cls._assemble(metadata, codec.encoding, texts, specials, tuple(pieces), True, codec)
 
     @classmethod
     def _assemble(
@@ -195,7 +223,7 @@ class Tokenizer:
         metadata: Mapping[str, Any],
         encoding: tiktoken.Encoding,
         texts: tuple[str, ...],
-        types: tuple[int, ...],
+        specials: SpecialTokens,
         pieces: tuple[bytes, ...],
         add_bos_default: bool,
         spm: SpmCodec | None,
@@ -210,14 +238,15 @@ class Tokenizer:
             )
         if bos is not None and not 0 <= bos < n:
             bos = None
-        kinds = {TYPE_CONTROL, TYPE_UNKNOWN, TYPE_USER_DEFINED}
-        special = frozenset(i for i, kind in enumerate(types) if kind in kinds)
         chat_end = {i for i, text in enumerate(texts) if text in _CHAT_END_TEXTS}
         for key in ("tokenizer.ggml.eot_token_id", "tokenizer.ggml.eom_token_id"):
             if metadata.get(key) is not None:
                 chat_end.add(int(metadata[key]))
-        by_length = sorted(special, key=lambda i: (-len(pieces[i]), i))
-        source = metadata.get("tokenizer.chat_template") or CHATML_TEMPLATE
+        always = set(specials.always)
+        source, origin = metadata.get("tokenizer.chat_template"), "the file"
+        if not source:
+            family, source = fallback_template(set(texts[i] for _, i in specials.template))
+            origin = f"fallback: {family} (the file has no chat template)"
         add_bos = metadata.get("tokenizer.ggml.add_bos_token")
         return cls(
             encoding=encoding,
@@ -225,14 +254,14 @@ class Tokenizer:
             bos_id=None if bos is None else int(bos),
             eos_id=int(eos),
             stop_ids=frozenset({int(eos), *chat_end}),
-            special_ids=special,
+            special_ids=frozenset(i for _, i in specials.template),
             add_bos=bool(add_bos_default if add_bos is None else add_bos),
             chat_template=source,
+            template_origin=origin,
             _pieces=pieces,
             _texts=texts,
-            _user_specials=tuple((texts[i], i) for i in by_length if types[i] == TYPE_USER_DEFINED),
-            _template_specials=tuple((texts[i], i) for i in by_length),
-            _control_texts=tuple(texts[i] for i in by_length if types[i] != TYPE_USER_DEFINED),
+            _specials=specials,
+            _control_texts=tuple(text for text, i in specials.template if (text, i) not in always),
             _template=compile_template(source),
             _spm=spm,
         )
@@ -240,13 +269,14 @@ class Tokenizer:
     def encode(self, text: str) -> list[int]:
         """Token ids of user text: control-token text such as '<|im_start|>' stays ordinary text.
 
-        User-defined tokens (GGUF token type 4) are still matched, as llama.cpp and Hugging Face do.
+        User-defined tokens (GGUF token type 4, as llama.cpp amends the types) are still matched, as llama.cpp
+        and Hugging Face do.
         """
-        return self._encode_parts(_partition(clean_text(text), self._user_specials))
+        return self._encode_parts(_partition(clean_text(text), self._specials.always, self._specials.rstrip))
 
     def encode_template(self, text: str) -> list[int]:
         """Token ids of template text: special-token text such as '<|im_start|>' becomes that token."""
-        return self._encode_parts(_partition(clean_text(text), self._template_specials))
+        return self._encode_parts(_partition(clean_text(text), self._specials.template, self._specials.rstrip))
 
     def decode(self, ids: Sequence[int]) -> str:
         """Text of token ids; bytes that are not valid UTF-8 become U+FFFD."""
@@ -289,7 +319,7 @@ class Tokenizer:
         restore = re.compile(f"{marker}(\\d+){marker}")
         parts = [
             p if isinstance(p, int) else restore.sub(lambda m: originals[int(m[1])], p)
-            for p in _partition(text, self._template_specials)
+            for p in _partition(text, self._specials.template, self._specials.rstrip)
         ]
         ids = self._encode_parts(parts)
         if self.add_bos and self.bos_id is not None and ids[:1] != [self.bos_id]:
@@ -334,7 +364,7 @@ class Tokenizer:
 
     def _free_marker(self, messages: Sequence[Mapping[str, Any]]) -> str:
         """A private-use character that occurs in no message, template or special token."""
-        seen = [self.chat_template, *(t for t, _ in self._template_specials)]
+        seen = [self.chat_template, *(t for t, _ in self._specials.template)]
         seen += [v for m in messages for v in m.values() if isinstance(v, str)]
         for code in range(0xE000, 0xF900):
             if not any(chr(code) in s for s in seen):

@@ -471,3 +471,23 @@ def test_speed_100kb(tok: Tokenizer, oracle: SpmOracle) -> None:
     print(f"\nSPM encode of {len(text.encode()) / 1000:.0f} KB: {elapsed * 1000:.1f} ms, {len(ids)} tokens")
     assert elapsed < 5
     assert ids == oracle.tokenize(text, add_special=False, parse_special=False)
+
+
+def test_user_defined_runs_sharing_one_score_are_accepted(meta: dict) -> None:
+    # Gemma 3: runs of newlines, tabs and spaces are user-defined tokens, all scored -1000. llama.cpp cuts them
+    # out of the text before SPM, so their ties never meet in a merge: the vocabulary is accepted, and exact.
+    runs = ["\t\t\t\t", "\t\t\t", "\t\t", "\n\n\n\n", "\n\n\n", "  ", "\n\t"]  # longest first: ties the wrong way
+    changed = {
+        **meta,
+        "tokenizer.ggml.tokens": [*meta["tokenizer.ggml.tokens"], *runs],
+        "tokenizer.ggml.scores": [*meta["tokenizer.ggml.scores"], *[-1000.0] * len(runs)],
+        "tokenizer.ggml.token_type": [*meta["tokenizer.ggml.token_type"], *[4] * len(runs)],
+    }
+    assert _tie_conflicts(changed["tokenizer.ggml.tokens"], changed["tokenizer.ggml.scores"])  # taken alone
+    tok, oracle = Tokenizer.from_metadata(changed), SpmOracle(changed)
+    texts = [*_FIXED, "a\n\n\n\n\nb\t\t\t\t\tc   d", "\n\t\n\n\t", *_random_texts(51, 300, length=20)]
+    for text in texts:
+        assert tok.encode(text) == oracle.tokenize(text, add_special=False, parse_special=False), text
+        assert tok.encode_template(text) == oracle.tokenize(text, add_special=False, parse_special=True), text
+    ids = tok.encode("x\t\t\t\t\t")  # the run of four is one token; text after it gets llama.cpp's space prefix
+    assert ids.count(len(meta["tokenizer.ggml.tokens"])) == 1 and tok.decode(ids) == " x\t\t\t\t \t"

@@ -60,8 +60,8 @@ def _flags(cp: int) -> str:
     return "L" if _member(_LETTERS, cp) else "N" if _member(_NUMBERS, cp) else "O"
 
 
-def _custom_split(cps: list[int], a: int, b: int, llama3: bool) -> list[int]:
-    """unicode_regex_split_custom_gpt2 / _llama3 on cps[a:b]: the lengths of the words."""
+def _custom_split(cps: list[int], a: int, b: int, llama3: bool, digits: int = 3) -> list[int]:
+    """unicode_regex_split_custom_gpt2 / _llama3 / _qwen2 (llama3 with digits=1) on cps[a:b]: word lengths."""
     out: list[int] = []
     prev = a
 
@@ -102,7 +102,7 @@ def _custom_split(cps: list[int], a: int, b: int, llama3: bool) -> list[int]:
             start = pos
             while flags(pos) == "N":
                 pos += 1
-                if pos - start >= 3:
+                if pos - start >= digits:
                     add(pos)
                     start = pos
             add(pos)
@@ -170,6 +170,50 @@ def _is_punct(cp: int) -> bool:
     return _member(_PUNCT, cp) or chr(cp) in "$+<=>^~|"
 
 
+# llama.cpp's gpt-4o regex as written in llama-vocab.cpp, run (like llama.cpp) by a backtracking engine on the
+# "collapsed" text: each non-ASCII code point replaced by one byte for its category, \p{L} and \p{N} by classes of
+# that byte plus the ASCII ones, \s by C's six ASCII spaces (non-ASCII whitespace collapses to \x0b).
+_CONTRACTIONS = "(?:'[sS]|'[tT]|'[rR][eE]|'[vV][eE]|'[mM]|'[lL][lL]|'[dD])?"
+_GPT4O_REGEX = (
+    f"[^\\r\\n\\p{{L}}\\p{{N}}]?((?=[\\p{{L}}])([^a-z]))*((?=[\\p{{L}}])([^A-Z]))+{_CONTRACTIONS}"
+    f"|[^\\r\\n\\p{{L}}\\p{{N}}]?((?=[\\p{{L}}])([^a-z]))+((?=[\\p{{L}}])([^A-Z]))*{_CONTRACTIONS}"
+    "|\\p{N}{1,3}| ?[^\\s\\p{L}\\p{N}]+[\\r\\n/]*|\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+"
+)
+_COLLAPSED = {"L": "\xd2", "N": "\xd1", "W": "\x0b", "O": "\xd0"}
+_C_SPACE = "\t\n\x0b\x0c\r "  # std::regex's \s in the C locale
+
+
+def _collapsed_regex(expr: str) -> regex.Pattern:
+    """unicode_regex_split's rewrite of a regex with categories, for the collapsed text."""
+    classes = {"\\p{L}": "\xd2A-Za-z", "\\p{N}": "\xd10-9", "\\s": _C_SPACE, "\\S": "^" + _C_SPACE}
+    out, inside, i = [], False, 0
+    while i < len(expr):
+        name = next((n for n in classes if expr.startswith(n, i)), None)
+        if name is not None:
+            out.append(classes[name] if inside else f"[{classes[name]}]")
+            i += len(name)
+            continue
+        if expr[i] in "[]" and expr[i - 1 : i] != "\\":
+            inside = expr[i] == "["
+        out.append(expr[i])
+        i += 1
+    return regex.compile("".join(out))
+
+
+def _gpt4o_step():
+    pattern = _collapsed_regex(_GPT4O_REGEX)
+
+    def step(cps: list[int], a: int, b: int) -> list[int]:
+        collapsed = "".join(chr(c) if c < 128 else _COLLAPSED[_flags(c)] for c in cps)
+        return _stl_split(cps, a, b, lambda _, i, e: _end(pattern.match(collapsed, i, e)))
+
+    return step
+
+
+def _end(match: regex.Match | None) -> int | None:
+    return None if match is None else match.end()
+
+
 def _triple(cps, i, b):
     return i + 3 if i + 3 <= b and all(0x30 <= c <= 0x39 for c in cps[i : i + 3]) else None
 
@@ -181,6 +225,8 @@ _CHAINS = {  # llama.cpp's regex_exprs per family, as steps over (cps, a, b)
         lambda cps, a, b: _custom_split(cps, a, b, llama3=False),
     ],
     "llama3": [lambda cps, a, b: _custom_split(cps, a, b, llama3=True)],
+    "qwen2": [lambda cps, a, b: _custom_split(cps, a, b, llama3=True, digits=1)],
+    "gpt4o": [_gpt4o_step()],
     "default": [
         lambda cps, a, b: _stl_split(cps, a, b, _run(_is_punct)),
         lambda cps, a, b: _custom_split(cps, a, b, llama3=False),
@@ -239,7 +285,7 @@ def llama_bpe(word: str, merge_rank: dict, token_id: dict) -> list[int]:
 # ---------------------------------------------------------------------------------------------------------
 
 _ALPHABET = [
-    *"aZéßж中é",
+    *"aZéßж中éЖΣǅ",
     *"07٣²Ⅻ",
     *[" ", " ", "  ", "   ", "\t", "\n", "\r", "\r\n", "\u00a0", "\u3000", "\u0085", "\u2003"],
     *["'", "'s", "'t", "'re", "'ve", "'m", "'ll", "'d", "'S", "'RE", "'Ll"],
@@ -265,26 +311,31 @@ _FIXED_TEXTS = [
 ]
 
 
-@pytest.mark.parametrize("family", ["gpt2", "smollm", "llama3", "default"])
-def test_folded_pattern_cuts_like_llama_cpp_chain(family: str) -> None:
-    pattern = regex.compile(pre_tokenizer(family).pattern)
+_FAMILIES = ["gpt2", "smollm", "llama3", "default", "qwen2", "gpt-4o"]  # `tokenizer.ggml.pre` names
+
+
+@pytest.mark.parametrize("name", _FAMILIES)
+def test_folded_pattern_cuts_like_llama_cpp_chain(name: str) -> None:
+    family = pre_tokenizer(name).kind
+    pattern = regex.compile(pre_tokenizer(name).pattern)
     texts = _FIXED_TEXTS + _random_texts(seed=len(family), count=400)
     wrong = [(t, pattern.findall(t), llama_split(t, family)) for t in texts]
     wrong = [w for w in wrong if w[1] != w[2]]
     assert not wrong, wrong[:3]
 
 
-@pytest.mark.parametrize("family", ["gpt2", "smollm", "llama3", "default"])
-def test_tiktoken_engine_cuts_like_llama_cpp_chain(family: str) -> None:
+@pytest.mark.parametrize("name", _FAMILIES)
+def test_tiktoken_engine_cuts_like_llama_cpp_chain(name: str) -> None:
     # Every substring of every text is a token, so tiktoken's BPE glues each regex piece back into one token
     # and the tokens show exactly where tiktoken's own regex engine (fancy-regex) cut.
+    family = pre_tokenizer(name).kind
     texts = _FIXED_TEXTS + _random_texts(seed=7 * len(family), count=120)
     ranks = {bytes([b]): b for b in range(256)}
     for data in {t.encode("utf-8") for t in texts}:
         for i in range(len(data)):
             for j in range(i + 2, len(data) + 1):
                 ranks.setdefault(data[i:j], len(ranks))
-    enc = tiktoken.Encoding("cuts", pat_str=pre_tokenizer(family).pattern, mergeable_ranks=ranks, special_tokens={})
+    enc = tiktoken.Encoding("cuts", pat_str=pre_tokenizer(name).pattern, mergeable_ranks=ranks, special_tokens={})
     for text in texts:
         cuts = [enc.decode_single_token_bytes(t) for t in enc.encode_ordinary(text)]
         assert cuts == [w.encode("utf-8") for w in llama_split(text, family)], text
@@ -311,10 +362,35 @@ def test_unicode_tables_agree_with_unicodedata() -> None:
 
 
 def test_unsupported_pre_tokenizer_names_the_type() -> None:
-    with pytest.raises(ModelFormatError, match=r"'qwen2'.*supported"):
-        pre_tokenizer("qwen2")
+    with pytest.raises(ModelFormatError, match=r"'kimi-k2' \(tokenizer\.ggml\.pre\).*supported: .*qwen2"):
+        pre_tokenizer("kimi-k2")
     assert pre_tokenizer(None).kind == "default"
     assert pre_tokenizer("llama-bpe").ignore_merges
+    assert (pre_tokenizer("qwen2").kind, pre_tokenizer("deepseek-r1-qwen").kind, pre_tokenizer("gpt-4o").kind) == (
+        "qwen2",
+        "qwen2",
+        "gpt4o",
+    )
+    for name in ("qwen2", "gpt-4o"):  # llama.cpp sets neither flag for them
+        assert not pre_tokenizer(name).ignore_merges and not pre_tokenizer(name).add_bos_default
+
+
+def test_qwen2_cuts_every_digit_and_llama3_keeps_triples() -> None:
+    text = "Qwen2.5 costs $1234, it's 2025"
+    assert regex.findall(pre_tokenizer("qwen2").pattern, text) == [
+        *["Qwen", "2", ".", "5", " costs", " $", "1", "2", "3", "4", ",", " it", "'s", " ", "2", "0", "2", "5"]
+    ]
+    assert regex.findall(pre_tokenizer("llama-bpe").pattern, "$1234 2025") == ["$", "123", "4", " ", "202", "5"]
+
+
+def test_gpt4o_cuts_at_ascii_case_changes_but_not_non_ascii_ones() -> None:
+    # llama.cpp's std::regex sees every non-ASCII letter as both upper and lower case (its text is "collapsed"),
+    # so only ASCII case changes cut a word; Hugging Face would cut "ΑβΓ" into "Αβ" and "Γ".
+    pattern = pre_tokenizer("gpt-4o").pattern
+    assert regex.findall(pattern, "HelloWorld JSONParser ΑβΓ don'T") == [
+        *["Hello", "World", " JSONParser", " ΑβΓ", " don'T"]  # the contraction sticks to its word
+    ]
+    assert regex.findall(pattern, "x = a/b//\n\n12345") == ["x", " =", " a", "/b", "//\n\n", "123", "45"]
 
 
 # ---------------------------------------------------------------------------------------------------------
@@ -446,8 +522,10 @@ def test_tiny_ids_and_pieces(tiny: Tokenizer) -> None:
 
 
 def test_tiny_unsupported_vocabularies_raise() -> None:
-    with pytest.raises(ModelFormatError, match="'qwen2'"):
-        Tokenizer.from_metadata(_tiny_metadata(**{"tokenizer.ggml.pre": "qwen2"}))
+    with pytest.raises(ModelFormatError, match="'kimi-k2'") as refused:
+        Tokenizer.from_metadata(_tiny_metadata(**{"tokenizer.ggml.pre": "kimi-k2"}))
+    assert "tokenizer.ggml.pre" in str(refused.value)  # the key to look at, and what would work instead:
+    assert "supported: command-r, dbrx, deepseek-r1-qwen, default, falcon3, gpt-2, gpt-4o, gpt2," in str(refused.value)
     with pytest.raises(ModelFormatError, match=r"SentencePiece \('llama'\) vocabulary has no tokenizer\.ggml\.scores"):
         Tokenizer.from_metadata(_tiny_metadata(**{"tokenizer.ggml.model": "llama"}))
     with pytest.raises(ModelFormatError, match="'bert'"):
@@ -457,7 +535,7 @@ def test_tiny_unsupported_vocabularies_raise() -> None:
         Tokenizer.from_metadata(swapped)
 
 
-@pytest.mark.parametrize("pre", ["default", "gpt-2", "llama-bpe"])
+@pytest.mark.parametrize("pre", ["default", "gpt-2", "llama-bpe", "qwen2", "deepseek-r1-qwen", "gpt-4o"])
 def test_tiny_other_pre_tokenizers_build(pre: str) -> None:
     tok = Tokenizer.from_metadata(_tiny_metadata(**{"tokenizer.ggml.pre": pre}))
     assert tok.decode(tok.encode("hello world 12345")) == "hello world 12345"
