@@ -24,13 +24,13 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-__all__ = ["SpecialTokens", "special_tokens"]
+__all__ = ["EOG_TEXTS", "SpecialTokens", "special_tokens"]
 
 # gguf.TokenType values
 _UNKNOWN, _CONTROL, _USER_DEFINED = 2, 3, 4
 
-# llama.cpp's end-of-generation texts: each gets the CONTROL attribute.
-_EOG_TEXTS = frozenset(
+# llama.cpp's end-of-generation texts: each gets the CONTROL attribute, and a generation ends at it.
+EOG_TEXTS = frozenset(
     {
         "<|eot_id|>",
         "<|im_end|>",
@@ -123,7 +123,7 @@ def _attributes(texts: Sequence[str], types: Sequence[int], metadata: Mapping[st
         if not any(metadata.get(f"tokenizer.ggml.{key}_token_id") is not None for key in keys):
             for text in candidates:  # llama.cpp takes the first it meets; a vocabulary has one of them
                 add_control(text)
-    for text in _EOG_TEXTS:
+    for text in EOG_TEXTS:
         add_control(text)
     for text in _GPT_OSS_USER_DEFINED:
         if text in token_id:

@@ -50,26 +50,12 @@ from jupyter_chatflow.errors import GenerationError, ModelFormatError
 from .bpe import TYPE_NORMAL, BpeVocab
 from .chat_template import CHATML_TEMPLATE, compile_template, fallback_template
 from .pretokenize import pre_tokenizer
-from .specials import SpecialTokens, special_tokens
+from .specials import EOG_TEXTS, SpecialTokens, special_tokens
 from .spm import SpmCodec, spm_piece_bytes
 
 __all__ = ["CHATML_TEMPLATE", "StreamDecoder", "Tokenizer"]
 
 # GGUF token types (gguf.TokenType); 5 (unused) tokens are neither text llama.cpp's BPE makes nor special.
-
-# Token texts that end a chat turn (llama.cpp's end-of-generation list, less the fill-in-the-middle ones).
-_CHAT_END_TEXTS = (
-    "<|im_end|>",
-    "<|eot_id|>",
-    "<|eom_id|>",
-    "<|endoftext|>",
-    "<|end_of_text|>",
-    "<|end|>",
-    "<end_of_turn>",
-    "<EOT>",
-    "<end_of_utterance>",
-)
-
 
 _C_SPACES = " \t\n\v\f\r"  # C isspace: what llama.cpp strips next to an RSTRIP token
 
@@ -238,7 +224,7 @@ class Tokenizer:
             )
         if bos is not None and not 0 <= bos < n:
             bos = None
-        chat_end = {i for i, text in enumerate(texts) if text in _CHAT_END_TEXTS}
+        chat_end = {i for i, text in enumerate(texts) if text in EOG_TEXTS}
         for key in ("tokenizer.ggml.eot_token_id", "tokenizer.ggml.eom_token_id"):
             if metadata.get(key) is not None:
                 chat_end.add(int(metadata[key]))
