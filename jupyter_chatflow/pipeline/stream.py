@@ -90,15 +90,17 @@ class Streamer:
         # the penalty counts the answer (a fork's kept tokens too), not the prompt: see SamplingParams.penalty_from
         room = dataclasses.replace(params, max_tokens=max(params.max_tokens - len(prefix), 1), penalty_from=len(ids))
         generation = self.engine.submit([*ids, *(s.token_id for s in prefix)], room, cancel=self.cancel)
-        streamed = 0  # characters of the answer the steps carried
+        streamed, stepped = 0, False  # characters of the answer the steps carried; whether any step came
         for step in generation:
             if step.index == 0:
                 self._prefilled(result, generation, "answer", len(ids))
-            streamed += len(step.text)
+            streamed, stepped = streamed + len(step.text), True
             self._show(result, step, detector.feed(step.text) if detector else step.text)
             if self.blocked is not None or (detector is not None and detector.started):
                 break
         _close(generation)
+        if not stepped and generation.usage.prompt_tokens:  # the first token was a stop token: no step, but a prefill
+            self._prefilled(result, generation, "answer", len(ids))
         self._count(result, generation)
         if detector is not None and detector.started and self.blocked is None:
             return self._call(result, [*ids, *self.model.tokenizer.encode(result.text + CALL_OPEN)], params, tools)

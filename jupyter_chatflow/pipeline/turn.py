@@ -32,9 +32,19 @@ from .stages import TurnStages, round_choice, turn_policy
 from .stream import Round, Streamer, Totals, account
 from .tools import Tool, call_message, result_message, tool_role, tools_system_prompt
 
-__all__ = ["DEFAULT_SYSTEM", "Turn", "TurnSetup", "turn_policy"]
+__all__ = ["DEFAULT_SYSTEM", "Turn", "TurnSetup", "default_system", "turn_policy"]
 
 DEFAULT_SYSTEM = "You are a helpful AI assistant named SmolLM, trained by Hugging Face."
+
+
+def default_system(chat_template: str) -> str:
+    """The system prompt of a chat that sets none: SmolLM2's, the one its template writes into a conversation that
+    has none (said here so that every view shows it), for a model whose template carries it; "" for any other, whose
+    template then writes its own default (Qwen: "You are Qwen, created by Alibaba Cloud…") or none (Gemma has no
+    system role): telling Gemma or Qwen it is SmolLM made them say so."""
+    return DEFAULT_SYSTEM if DEFAULT_SYSTEM.rstrip(".") in chat_template else ""
+
+
 SUMMARY_TOKENS = 96
 
 

@@ -13,6 +13,7 @@ import pytest
 from jupyter_chatflow.account import account_of
 from jupyter_chatflow.events import event_from_dict
 from jupyter_chatflow.frontends.cli import main
+from jupyter_chatflow.pipeline.turn import DEFAULT_SYSTEM
 
 
 def json_lines(text: str) -> list[dict]:
@@ -20,7 +21,9 @@ def json_lines(text: str) -> list[dict]:
 
 
 def test_chat_json_stream(tiny_path, tiny_model, capsys):
-    code = main(["chat", "--model", str(tiny_path), "--json", "--temperature", "0", "--max-tokens", "6", "Hi"])
+    # (the random model answers the default system prompt with text; with none it ends at once: no token to check)
+    system = ["--system", DEFAULT_SYSTEM]
+    code = main(["chat", "--model", str(tiny_path), "--json", "--temperature", "0", "--max-tokens", "6", *system, "Hi"])
     *events, account = json_lines(capsys.readouterr().out)
     assert code == 0 and all("type" in e for e in events)
     assert account == {"type": "account", **account_of([event_from_dict(e) for e in events]).to_dict()}
@@ -196,3 +199,57 @@ def test_no_prompt_at_a_terminal_says_how_to_give_one(tiny_path, monkeypatch, ca
     monkeypatch.setattr(sys, "stdin", Terminal())
     assert main(["chat", "--model", str(tiny_path)]) == 1
     assert capsys.readouterr().err == "chatflow: Give a PROMPT, or pipe one in: echo 'Hi' | chatflow chat -\n"
+
+
+TINY_SUMMARY = (
+    "tiny-random-llama: llama, 91,136 parameters, F32, context 512 tokens; weights 0.3 MiB as float32, 0.2 MiB as "
+    "bfloat16"
+)
+
+
+def test_model_info_says_what_the_file_is_and_what_it_needs(tiny_path, monkeypatch, capsys):
+    from jupyter_chatflow.model import memory
+
+    monkeypatch.setattr(memory, "available_memory", lambda: memory.Available(3 << 30, "test"))
+    assert main(["model", "info", "--model", str(tiny_path)]) == 0
+    first, *rows = capsys.readouterr().out.splitlines()
+    table = dict(row.split(maxsplit=1) for row in rows)
+    assert first == TINY_SUMMARY and table["quantization"] == "F32" and table["parameters"] == "91136"
+    assert (table["weights_float32_gib"], table["needs_float32_gib"], table["available_gib"]) == ("0.0", "0.25", "3.0")
+    assert main(["model", "info", "--model", str(tiny_path), "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["needs_bfloat16_gib"] == 0.25
+
+
+def test_chat_says_what_the_model_is_before_it_loads(tiny_path, capsys):
+    assert main(["chat", "--model", str(tiny_path), "--max-tokens", "2", "Hello"]) == 0
+    assert capsys.readouterr().err.splitlines()[:2] == [f"chatflow: {TINY_SUMMARY}", "Loading tiny.gguf…"]
+
+
+def test_a_model_too_large_is_refused_with_its_figures_before_it_loads(tiny_path, monkeypatch, capsys):
+    from jupyter_chatflow.engine import loader
+    from jupyter_chatflow.model import memory
+
+    monkeypatch.setattr(memory, "available_memory", lambda: memory.Available(1 << 20, "MemAvailable in /proc/meminfo"))
+    monkeypatch.setattr(loader, "read_gguf", lambda path: pytest.fail("the weights were read"))
+    assert main(["chat", "--model", str(tiny_path), "Hi"]) == 1
+    first, *_, last = capsys.readouterr().err.splitlines()
+    assert first == f"chatflow: {TINY_SUMMARY}"
+    assert last.startswith(
+        "chatflow: tiny-random-llama needs 0.25 GiB as float32 (0.25 GiB as bfloat16) and 1.0 MiB are available "
+        "(MemAvailable in /proc/meminfo): free memory (close other kernels, or models you no longer use), or choose a "
+        "model with fewer parameters"
+    ), last
+
+
+def test_dtype_is_passed_to_the_loader(tiny_path, monkeypatch, capsys):
+    from jupyter_chatflow.engine import loader
+
+    asked = {}
+
+    def record(path, **options):
+        asked.update(options)
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(loader, "load_model", record)
+    assert main(["chat", "--model", str(tiny_path), "--dtype", "bfloat16", "Hi"]) == 130
+    assert asked == {"dtype": "bfloat16"}
