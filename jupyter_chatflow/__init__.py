@@ -14,7 +14,7 @@ from .engine.generation import Alternative, Generation, Step
 from .engine.loader import load_model
 from .engine.model import Model
 from .engine.sampling import SamplingParams
-from .errors import ChatflowError, GenerationError, ModelFormatError, ModelNotFoundError
+from .errors import ChatflowError, GenerationError, ModelFormatError, ModelNotFoundError, ModelTooLargeError
 from .pipeline.response import Response
 
 __version__ = "0.1.0"
@@ -29,6 +29,7 @@ __all__ = [
     "Model",
     "ModelFormatError",
     "ModelNotFoundError",
+    "ModelTooLargeError",
     "Response",
     "SamplingParams",
     "Step",

@@ -17,3 +17,7 @@ class ModelFormatError(ChatflowError):
 
 class GenerationError(ChatflowError):
     """A request to the engine that cannot be served (prompt longer than the window, bad sampling params)."""
+
+
+class ModelTooLargeError(ChatflowError):
+    """The model would not fit in the memory available now: refused before any weight is dequantized."""

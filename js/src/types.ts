@@ -58,6 +58,19 @@ export interface ModelInfo {
   tools: string[];
   /** A remote chat's server (its base URL); the numbers above are then 0: the server does not provide them. */
   remote?: string;
+  /** The local model's GGUF file ("" when it has none). */
+  file?: string;
+  /** What its weights were dequantized to ("float32", "bfloat16"). */
+  dtype?: string;
+  /** One line on what the file is: "name: architecture, parameters, quantization, context; weights as float32, as
+   * bfloat16". */
+  summary?: string;
+  /** The GGUF's `general.architecture` ("llama", "qwen2", "gemma3"…; "" for a remote model). */
+  architecture?: string;
+  /** The sliding window of the layers in `sliding_layers` (0: the model has none, or it is remote). */
+  sliding_window?: number;
+  /** The layers that attend only to the last `sliding_window` positions (Gemma 2/3); the others are global. */
+  sliding_layers?: number[];
 }
 
 export interface AttentionSegment {
@@ -82,6 +95,8 @@ export interface AttentionMessage {
   rows_range: [number, number];
   cols_range: [number, number];
   segments: AttentionSegment[];
+  /** The layer's sliding window: a query at p sees keys p - window + 1 … p (0 or absent: a global layer). */
+  window?: number;
 }
 
 /** What the view asks for: the reply's identifying fields, and optionally the block to drill into. */
@@ -101,7 +116,8 @@ export type ViewMessage =
   | { type: "draft"; text: string }
   | { type: "resume"; turn_id: string; after: number }
   | AttentionRequest
-  | { type: "fork"; turn_id: string; index: number; token_id: number };
+  | { type: "fork"; turn_id: string; index: number; token_id: number }
+  | { type: "load_model"; path: string; dtype?: string };
 
 /** The synced traits (the table in js/README.md); `get` gives undefined for one the kernel has not set. */
 export interface PanelTraits {
@@ -116,6 +132,8 @@ export interface PanelTraits {
   error: string;
   /** While a turn runs: what XLA is compiling now and for how long ("" when nothing is). */
   compiling: string;
+  /** While a model chosen in the settings loads: what the file is, then how far the load is ("" otherwise). */
+  loading: string;
 }
 
 /** How the view receives a kernel → view custom message and its binary buffers. */

@@ -83,6 +83,7 @@ export function baseTraits(extra: Record<string, unknown> = {}): Record<string, 
     prewarm: null,
     error: "",
     compiling: "",
+    loading: "",
     ...extra,
   };
 }

@@ -2,7 +2,7 @@
 
 import widget from "../src/index";
 import type { TurnRecord } from "../src/types";
-import { baseTraits, FakeModel } from "./fake_model";
+import { baseTraits, FakeModel, MODEL_INFO } from "./fake_model";
 import answer from "./fixtures/answer.json";
 import blocked from "./fixtures/blocked.json";
 import redacted from "./fixtures/redacted.json";
@@ -18,8 +18,14 @@ const turns = [rec(answer), rec(tool), rec(redacted), rec(blocked)];
 turns[1].prewarm = { chars: 16, prompt_tokens: 300, computed_tokens: 280, cached_before: 0, latency_ms: 950 };
 const long = longTurn(rec(answer), 500);
 
+const params = new URLSearchParams(location.search);
+/** `?sliding=1`: a model whose layers mix sliding (window 512) and global ones, as Gemma 3 270M's 18 do. */
+const sliding = params.get("sliding") === "1";
+const GEMMA_LIKE = { ...MODEL_INFO, name: "Gemma 3 270M", architecture: "gemma3", layers: 18, heads: 4, kv_heads: 1 };
+const SLIDING = { sliding_window: 512, sliding_layers: [...Array(18).keys()].filter((i) => i % 6 !== 5) };
 const model = new FakeModel(
   baseTraits({
+    ...(sliding ? { model_info: { ...GEMMA_LIKE, ...SLIDING } } : {}),
     turns,
     title: "Capitals, arithmetic and e-mail",
     session: "demo",
@@ -27,18 +33,18 @@ const model = new FakeModel(
     prewarm: { chars: 22, prompt_tokens: 41, computed_tokens: 3, cached_before: 38, latency_ms: 84 },
   }),
 );
-const params = new URLSearchParams(location.search);
 const side = Number(params.get("n") ?? 1000); // the attention matrix's side (benchmarks/bench_panel.py sets it)
 model.onSend = (msg) => {
   if (msg.type !== "attention") return;
   const segmentsMode = msg.mode === "segments";
   const n = side;
   const cols = segmentsMode ? 4 : n;
+  const window = sliding && SLIDING.sliding_layers.includes(msg.layer) ? SLIDING.sliding_window : 0;
   const bits = segmentsMode
     ? causalHalf(n, n)
         .slice(0, n * 4)
         .map((b, i) => b + (i % 4) * 300)
-    : causalHalf(n, n);
+    : causalHalf(n, n, window);
   setTimeout(
     () =>
       model.message(
@@ -54,6 +60,7 @@ model.onSend = (msg) => {
           tokens: Math.max(538, n),
           prompt_tokens: 38,
           pool: 1,
+          window,
           rows_range: [0, n],
           cols_range: [0, n],
           segments: [

@@ -1,5 +1,6 @@
 /** The panel's wiring (src/panel/): settings toggle, popover closing, turn picker, the lazy redraw, cleanup. */
 import { describe, expect, it, vi } from "vitest";
+import { type FakeModel, MODEL_INFO } from "./fake_model";
 import { FIX, tokensOf } from "./helpers";
 import { usePanelPage } from "./mount";
 
@@ -135,10 +136,77 @@ describe("the conversation's scroll", () => {
   });
 });
 
+describe("settings: the model file", () => {
+  const LOADED = {
+    ...MODEL_INFO,
+    file: "/models/SmolLM2-360M-Instruct.Q8_0.gguf",
+    dtype: "float32",
+    summary: "SmolLM2-360M-Instruct: llama, 362 M parameters, Q8_0 (Q8_0, F32), context 8,192 tokens; …",
+  };
+  const path = () => q<HTMLInputElement>("model-path");
+  const loads = (model: FakeModel) => model.sent.filter((m) => m.content.type === "load_model").map((m) => m.content);
+
+  it("shows the model in use, and Load sends the path typed (and the dtype chosen)", () => {
+    const model = mount({ model_info: LOADED });
+    expect(path().value).toBe("/models/SmolLM2-360M-Instruct.Q8_0.gguf");
+    expect(q("model-about").textContent).toBe(LOADED.summary);
+    path().value = "  /models/gemma-3-270m-it-Q4_K_M.gguf ";
+    q("load-model").click();
+    q<HTMLSelectElement>("model-dtype").value = "bfloat16";
+    path().dispatchEvent(new KeyboardEvent("keydown", { key: "Enter" }));
+    path().value = "";
+    q("load-model").click(); // (nothing typed: nothing sent)
+    expect(loads(model)).toEqual([
+      { type: "load_model", path: "/models/gemma-3-270m-it-Q4_K_M.gguf" },
+      { type: "load_model", path: "/models/gemma-3-270m-it-Q4_K_M.gguf", dtype: "bfloat16" },
+    ]);
+  });
+
+  it("while a model loads: its progress under the field, Load and Send off, the header says loading", () => {
+    const model = mount({ model_info: LOADED });
+    const progress = "Gemma-3-270M: gemma3, 268 M parameters, …\nloading x.gguf ▕████░░▏  40 % · dequantizing";
+    model.set("status", "loading");
+    model.set("loading", progress);
+    expect(q("model-about").textContent).toBe(progress);
+    expect([q<HTMLButtonElement>("load-model").disabled, q<HTMLButtonElement>("send").disabled]).toEqual([true, true]);
+    expect(q("status").textContent).toBe("loading");
+    q<HTMLTextAreaElement>("chat-input").value = "Hi";
+    q("send").click();
+    expect(model.sent.filter((m) => m.content.type === "send")).toEqual([]);
+  });
+
+  it("once loaded, the header and the field show the new model; a failed load keeps the path typed", () => {
+    const model = mount({ model_info: LOADED });
+    path().value = "/models/missing.gguf";
+    model.set("error", "No model file at /models/missing.gguf. … The model in use is still SmolLM2-360M-Instruct.");
+    expect(path().value).toBe("/models/missing.gguf"); // (to correct it)
+    model.set("model_info", { ...LOADED, name: "gemma-3-270m-it", file: "/models/gemma-3-270m-it-Q4_K_M.gguf" });
+    expect(path().value).toBe("/models/gemma-3-270m-it-Q4_K_M.gguf");
+    expect(page.host.querySelector(".cf-header-meta")!.textContent).toContain("gemma-3-270m-it");
+  });
+
+  it("a remote chat's model is the server's: nothing to load", () => {
+    mount({ model_info: { ...MODEL_INFO, remote: "http://127.0.0.1:8000/v1" } });
+    expect([path().disabled, q<HTMLButtonElement>("load-model").disabled]).toEqual([true, true]);
+    expect(q("model-about").textContent).toContain("the model is the server's");
+  });
+});
+
 describe("cleanup", () => {
   it("unsubscribes from every trait and message and removes the panel", () => {
     const model = mount({ turns: [FIX.answer] });
-    const names = ["turns", "live", "title", "session", "status", "model_info", "prewarm", "error", "settings"];
+    const names = [
+      "turns",
+      "live",
+      "title",
+      "session",
+      "status",
+      "model_info",
+      "prewarm",
+      "error",
+      "settings",
+      "loading",
+    ];
     expect(names.map((n) => model.listeners(`change:${n}`))).toEqual(names.map(() => 1));
     page.unmount();
     expect(names.map((n) => model.listeners(`change:${n}`))).toEqual(names.map(() => 0));

@@ -1,6 +1,7 @@
 import { describe, expect, it, vi } from "vitest";
 import { summarize } from "../src/state";
-import type { AttentionRequest, ChatEvent, SafetyDecision, TurnRecord } from "../src/types";
+import type { AttentionMessage, AttentionRequest, ChatEvent, SafetyDecision, TurnRecord } from "../src/types";
+import { outsideWindow } from "../src/views/attention";
 import { safetyBadge } from "../src/views/safety";
 import { tokenDetails } from "../src/views/token_details";
 import { toolCard } from "../src/views/tools";
@@ -564,6 +565,103 @@ describe("attention", () => {
     (q("tab-timeline") as HTMLButtonElement).click();
     (q("tab-attention") as HTMLButtonElement).click();
     expect(model.sent.length).toBe(sent);
+  });
+
+  it("labels each layer of a model with sliding layers by its kind and hatches a sliding layer's masked cells", () => {
+    const info = { ...MODEL_INFO, layers: 6, heads: 4, sliding_window: 8, sliding_layers: [0, 1, 2, 3, 4] };
+    const model = mount({ turns: [FIX.answer], model_info: info });
+    const options = [...(q("attention-layer") as HTMLSelectElement).options].map((o) => o.textContent);
+    expect(options).toEqual([
+      "0 · sliding 8",
+      "1 · sliding 8",
+      "2 · sliding 8",
+      "3 · sliding 8",
+      "4 · sliding 8",
+      "5 · global",
+    ]);
+    (q("tab-attention") as HTMLButtonElement).click(); // the last layer, global, drawn without a click
+    const n = 50;
+    const bits = new Uint16Array(n * n).fill(0x3c00);
+    model.message({ ...answerAttention(lastAttentionRequest(model).request_id, 5, n), window: 0 }, [
+      new DataView(bits.buffer),
+    ]);
+    expect(page.host.querySelector(".cf-att-status")!.textContent).toMatch(/^layer 5 · global · mean of heads · 50×50/);
+    expect(q("attention-outside").hidden).toBe(true);
+    expect(q("attention-window").textContent).toBe(
+      "Layer 5 is global: each token sees every token before it (the sliding layers see only the last 8).",
+    );
+    (q("attention-layer") as HTMLSelectElement).value = "4";
+    (q("attention-show") as HTMLButtonElement).click();
+    model.message({ ...answerAttention(lastAttentionRequest(model).request_id, 4, n), window: 8 }, [
+      new DataView(bits.buffer),
+    ]);
+    expect(page.host.querySelector(".cf-att-status")!.textContent).toMatch(/^layer 4 · sliding 8 · mean of heads/);
+    expect(q("attention-outside").hidden).toBe(false);
+    expect(q("attention-window").textContent).toBe(
+      "Layer 4 is a sliding-window layer: each token sees only the last 8 positions (itself included); the hatched cells lie outside its window (masked, weight 0).",
+    );
+    expect(q("attention-scale").textContent).toContain("outside the 8-token window (masked)");
+  });
+
+  it("says a sliding layer sees everything when the turn fits its window", () => {
+    const info = { ...MODEL_INFO, layers: 18, heads: 4, sliding_window: 512, sliding_layers: [0, 1, 2, 3, 4] };
+    const model = mount({ turns: [FIX.answer], model_info: info });
+    expect((q("attention-layer") as HTMLSelectElement).options[17].textContent).toBe("17 · global");
+    (q("tab-attention") as HTMLButtonElement).click();
+    (q("attention-layer") as HTMLSelectElement).value = "4";
+    (q("attention-show") as HTMLButtonElement).click();
+    const n = 50;
+    const bits = new Uint16Array(n * n).fill(0x3c00);
+    model.message({ ...answerAttention(lastAttentionRequest(model).request_id, 4, n), window: 512 }, [
+      new DataView(bits.buffer),
+    ]);
+    expect(q("attention-outside").hidden).toBe(true);
+    expect(q("attention-window").textContent).toContain(
+      "This turn's 50 tokens all fit in the window, so here it sees every earlier token, as a global layer does.",
+    );
+  });
+
+  it("a model without sliding layers keeps plain layer numbers and no caption", () => {
+    const model = mount({ turns: [FIX.answer] });
+    expect((q("attention-layer") as HTMLSelectElement).options[31].textContent).toBe("31");
+    (q("tab-attention") as HTMLButtonElement).click();
+    const bits = new Uint16Array(50 * 50).fill(0x3c00);
+    model.message(answerAttention(lastAttentionRequest(model).request_id, 31, 50), [new DataView(bits.buffer)]);
+    expect(page.host.querySelector(".cf-att-status")!.textContent).toMatch(/^layer 31 · mean of heads/);
+    expect(q("attention-window").hidden).toBe(true);
+  });
+});
+
+describe("outsideWindow", () => {
+  /** A tokens-mode reply's geometry: all `n` positions both ways, pooled `pool` × `pool`. */
+  const square = (n: number, pool = 1): Pick<AttentionMessage, "rows_range" | "cols_range" | "pool" | "shape"> => ({
+    rows_range: [0, n],
+    cols_range: [0, n],
+    pool,
+    shape: [Math.ceil(n / pool), Math.ceil(n / pool)],
+  });
+
+  it("is the staircase of keys before each query's window, in % of the map", () => {
+    // window 2: query 2 sees keys 1–2 (key 0 outside), query 3 sees keys 2–3 (keys 0–1 outside)
+    expect(outsideWindow(square(4), 2)).toBe(
+      "polygon(0% 0%, 0% 0%, 0% 25%, 0% 25%, 0% 50%, 25% 50%, 25% 75%, 50% 75%, 50% 100%, 0% 100%)",
+    );
+  });
+
+  it("is empty for a global layer and for a sequence the window covers", () => {
+    expect(outsideWindow(square(40), 0)).toBe("");
+    expect(outsideWindow(square(40), 40)).toBe("");
+    expect(outsideWindow(square(40), 39)).not.toBe("");
+  });
+
+  it("in a pooled map never covers a key the window shows", () => {
+    // 4,096 positions pooled 2 × 2 into 2,048 cells, window 512: the query at p sees keys p − 511 on
+    const points = outsideWindow(square(4096, 2), 512)
+      .slice("polygon(".length, -1)
+      .split(", ")
+      .map((p) => p.split(" ").map((v) => (parseFloat(v) / 100) * 4096));
+    expect(points.length).toBeLessThanOrEqual(2 * 512 + 2); // one step per block of rows past 512 rows
+    for (const [key, query] of points) expect(key).toBeLessThanOrEqual(Math.max(0, Math.round(query) - 511) + 0.05);
   });
 });
 

@@ -159,12 +159,13 @@ function hex(text: string): string {
   return Array.from(new TextEncoder().encode(text), (b) => b.toString(16).padStart(2, "0")).join("");
 }
 
-/** A causal float16 attention matrix (rows ≥ cols are zero above the diagonal) with a sink and a local band. */
-export function causalHalf(rows: number, cols: number): Uint16Array {
+/** A causal float16 attention matrix (rows ≥ cols are zero above the diagonal) with a sink and a local band; with
+ * `window`, each row also zero before its last `window` keys (a sliding-window layer). */
+export function causalHalf(rows: number, cols: number, window = 0): Uint16Array {
   const out = new Uint16Array(rows * cols);
   for (let r = 0; r < rows; r++) {
     const limit = Math.min(cols, r + 1 + Math.max(0, cols - rows));
-    for (let c = 0; c < limit; c++) {
+    for (let c = window > 0 ? Math.max(0, limit - window) : 0; c < limit; c++) {
       const local = Math.exp(-(r - c) / 6);
       const sink = c === 0 ? 0.5 : 0;
       const stripe = c % 37 === 3 ? 0.05 : 0;

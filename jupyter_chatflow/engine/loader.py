@@ -13,14 +13,15 @@ import jax.numpy as jnp
 import numpy as np
 
 from jupyter_chatflow.errors import ChatflowError
-from jupyter_chatflow.model import prepared
+from jupyter_chatflow.model import memory, prepared
 from jupyter_chatflow.model.files import resolve_model_path
 from jupyter_chatflow.model.gguf_file import read_gguf
 from jupyter_chatflow.model.transformer import Transformer
 from jupyter_chatflow.model.weights import transformer_weights
 from jupyter_chatflow.tokenizer.tokenizer import Tokenizer
 
-from .model import Model
+from .model import MIN_CACHE, Model
+from .prompt_cache import max_bytes_from_env
 
 CACHE_ENV_VAR = "CHATFLOW_XLA_CACHE"
 DTYPES = ("float32", "bfloat16", "float16")
@@ -92,6 +93,7 @@ def load_model(
 
 
 def _load(model_path: Path, chosen: jnp.dtype, report: Progress) -> Model:
+    check_memory(model_path, chosen)
     report("reading the prepared weights", 0.0)
     ready = prepared.load(model_path) or _prepare(model_path, report)
     report("building the transformer", 0.95)
@@ -100,6 +102,36 @@ def _load(model_path: Path, chosen: jnp.dtype, report: Progress) -> Model:
     model = Model(ready.config, tokenizer, transformer, path=model_path)
     report("loaded", 1.0)
     return model
+
+
+def check_memory(model_path: Path, dtype: str | jnp.dtype) -> None:
+    """Refuse a model that would not fit in the memory available now, with the figures (ModelTooLargeError), before
+    anything is dequantized; a file that is not a supported GGUF is refused here too (its header is all that is read).
+
+    The load's peak depends on the prepared-weights cache and on where the weights live (see model/memory.py): on a
+    GPU or TPU this process holds what it dequantizes, and the accelerator the weights and a first turn's caches."""
+    entry = prepared.entry_for(model_path)
+    plan = memory.LoadPlan(
+        prepared=entry is not None and (entry / "manifest.json").is_file(),
+        weights_cache=entry is not None,
+        on_host=jax.default_backend() == "cpu",
+    )
+    engine = memory.EngineNeeds(first_cache=MIN_CACHE, prompt_cache_bytes=max_bytes_from_env())
+    about, name = memory.footprint(model_path), str(jnp.dtype(dtype))
+    memory.check_fits(about, name, plan, engine)
+    device = None if plan.on_host else _device_room()
+    if device is not None:  # (as in this memory once loaded: the weights, then the first turn's caches and programs)
+        memory.check_fits(about, name, memory.LoadPlan(prepared=True), engine, device)
+
+
+def _device_room() -> memory.Available | None:
+    """The memory free on the default accelerator, as its allocator counts it (None where it does not say)."""
+    device = jax.devices()[0]
+    stats = device.memory_stats() or {}
+    if "bytes_limit" not in stats:
+        return None
+    free = int(stats["bytes_limit"]) - int(stats.get("bytes_in_use", 0))
+    return memory.Available(free, f"free on the {device.device_kind}")
 
 
 ALREADY_LOADED = "already loaded in this process"

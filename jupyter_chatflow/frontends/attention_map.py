@@ -70,9 +70,18 @@ def _segment(label: str, kind: str, mask: np.ndarray) -> dict[str, Any]:
 
 
 def attention_map(
-    attention: np.ndarray, sequence: TurnSequence, *, head: int, mode: str, rows_range=None, cols_range=None
+    attention: np.ndarray,
+    sequence: TurnSequence,
+    *,
+    head: int,
+    mode: str,
+    rows_range=None,
+    cols_range=None,
+    window: int = 0,
 ) -> tuple[dict[str, Any], bytes]:
-    """The message fields and the float16 little-endian matrix for one request (see js/README.md)."""
+    """The message fields and the float16 little-endian matrix for one request (see js/README.md). `window` is the
+    layer's sliding window (0: a global layer); it goes out with the matrix so the view can show where a sliding
+    layer's window ends, since its zeros there are the mask's, not weights the model chose."""
     heads, total, _ = attention.shape
     if mode not in MODES:
         raise AttentionRequestError(f"mode must be one of {', '.join(MODES)}, got {mode!r}")
@@ -91,7 +100,7 @@ def attention_map(
     meta = {
         "mode": mode, "head": head, "shape": list(out.shape), "dtype": "float16", "tokens": total,
         "prompt_tokens": sequence.prompt_tokens, "pool": pool, "rows_range": [r0, r1], "cols_range": [c0, c1],
-        "segments": sequence.segments,
+        "segments": sequence.segments, "window": window,
     }  # fmt: skip
     return meta, out.astype("<f2").tobytes()
 

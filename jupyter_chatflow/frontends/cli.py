@@ -4,7 +4,7 @@ chatflow chat "What is the capital of France?"          # streams the answer
 chatflow chat --json --temperature 0 "Hi"               # one JSON object per line: the events, then the account
 echo "Why is the sky blue?" | chatflow chat -            # the prompt from stdin (also when PROMPT is left out)
 chatflow tokens "Hello world"                           # ids and pieces
-chatflow model info                                      # what the model file holds
+chatflow model info                                      # what the model file holds, what it needs in memory
 chatflow serve --port 8000                               # an OpenAI-compatible server (the `serve` extra)
 """
 
@@ -20,6 +20,8 @@ from typing import Any, TextIO
 from jupyter_chatflow.errors import ChatflowError
 
 from .options import add_flags, options_given
+
+DTYPES = ("float32", "bfloat16", "float16")  # engine.loader.DTYPES (that module imports JAX, this one must not yet)
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -44,6 +46,10 @@ def build_parser() -> argparse.ArgumentParser:
     serve = _serve_parser(commands)
     for sub in (chat, tokens, model, serve):
         sub.add_argument("--model", default=None, metavar="PATH", help="a GGUF file (default: SmolLM2-135M)")
+    for sub in (chat, serve):
+        sub.add_argument("--dtype", choices=DTYPES, default=None,
+                         help="what the weights are dequantized to (default: float32 on CPU, bfloat16 on GPU); "
+                              "bfloat16 takes half the memory")  # fmt: skip
     return parser
 
 
@@ -97,16 +103,29 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 1
 
 
-def _load(path: str | None, quiet: bool = False):
-    from jupyter_chatflow.engine.loader import load_model  # JAX is imported only once a command needs the model
-    from jupyter_chatflow.model.files import resolve_model_path
-
+def _load(path: str | None, quiet: bool = False, dtype: str | None = None):
+    """The model, after one line on stderr says what the file is (unless `quiet`); a file that is not a supported
+    GGUF, or one too large for the memory available, is refused before anything is dequantized."""
     started = time.perf_counter()
-    resolved = resolve_model_path(path)
+    resolved = _about(path, quiet)
     if not quiet:
         print(f"Loading {resolved.name}…", file=sys.stderr, flush=True)
-    model = load_model(resolved)
+    from jupyter_chatflow.engine.loader import load_model  # JAX is imported only once a command needs the model
+
+    model = load_model(resolved, dtype=dtype)
     return model, (time.perf_counter() - started) * 1000
+
+
+def _about(path: str | None, quiet: bool = False):
+    """The model file's path, once one line on stderr has said what it is (`memory.Footprint.summary`)."""
+    from jupyter_chatflow.model.files import resolve_model_path
+    from jupyter_chatflow.model.memory import footprint
+
+    resolved = resolve_model_path(path)
+    about = footprint(resolved)
+    if not quiet:
+        print(f"chatflow: {about.summary()}", file=sys.stderr, flush=True)
+    return resolved
 
 
 def run_chat(args: argparse.Namespace) -> int:
@@ -115,7 +134,7 @@ def run_chat(args: argparse.Namespace) -> int:
     from jupyter_chatflow.pipeline.chat import Chat
 
     prompt = _prompt(args.prompt, sys.stdin)
-    model, _ = _load(args.model, quiet=args.json)
+    model, _ = _load(args.model, quiet=args.json, dtype=args.dtype)
     chat = Chat(model=model, session=args.session or "cli", system=args.system, persist=args.session is not None)
     response = chat.send(prompt, **options_given(args))
     out = sys.stdout
@@ -179,8 +198,9 @@ def run_serve(args: argparse.Namespace) -> int:
         raise ChatflowError(f"chatflow serve needs the serve extra: {extra} ({error})") from None
     config = ServerConfig(
         host=args.host, port=args.port, api_keys=keys_from(args.api_key), rate_limit=args.rate_limit,
-        token_limit=args.token_limit, max_batch=args.max_batch,
+        token_limit=args.token_limit, max_batch=args.max_batch, dtype=args.dtype,
     )  # fmt: skip
+    _about(args.model)
     url = f"{base_url(config.host, config.port)}/v1"
     print(f"chatflow serve: {url} (GET /health says when the model is ready)", file=sys.stderr, flush=True)
     serve(config, args.model)
@@ -219,9 +239,11 @@ def run_model_info(args: argparse.Namespace) -> int:
     if args.json:
         _emit(info, sys.stdout)
     else:
-        width = max(len(k) for k in info)
-        for key, value in info.items():
-            print(f"{key:<{width}}  {value}")
+        rest = {key: value for key, value in info.items() if key != "summary"}
+        width = max(len(k) for k in rest)
+        print(info["summary"])
+        for key, value in rest.items():
+            print(f"{key:<{width}}  {'unknown' if value is None else value}")
     return 0
 
 

@@ -34,6 +34,7 @@ from jupyter_chatflow.engine.model import Model
 from jupyter_chatflow.errors import ChatflowError
 from jupyter_chatflow.events import Cancelled, Event
 from jupyter_chatflow.model.files import resolve_model_path
+from jupyter_chatflow.model.memory import ITEM_BYTES, footprint, size_text
 from jupyter_chatflow.pipeline.chat import Chat
 from jupyter_chatflow.pipeline.request import ChatRequest
 from jupyter_chatflow.pipeline.response import Response
@@ -91,6 +92,10 @@ class ChatMagics(Magics, TurnOptions):  # type: ignore[misc,valid-type]
         config=True
     )
     model_path = Unicode("", help="GGUF file to load ('' = the default model).").tag(config=True)
+    dtype = Enum(["", "float32", "bfloat16", "float16"], "", help="What the weights are dequantized to ('' = the "
+                 "backend's default: float32 on CPU, bfloat16 on GPU); bfloat16 takes half the memory.").tag(
+        config=True
+    )  # fmt: skip
     server = Unicode("", help="An OpenAI-compatible server's URL (http://host:8000/v1) the turns go to instead of the "
                      "local model ('' = the local model).").tag(config=True)  # fmt: skip
     api_key = SecretUnicode(help="The --server's key ('' = $CHATFLOW_API_KEY or $OPENAI_API_KEY); shown masked.").tag(
@@ -251,34 +256,48 @@ class ChatMagics(Magics, TurnOptions):  # type: ignore[misc,valid-type]
         print(f"{len(ids)} tokens")
         print(" ".join(f"{tokenizer.piece(i)!r}:{i}" for i in ids))
 
+    @magic_arguments()
+    @argument("--dtype", choices=["float32", "bfloat16", "float16"],
+              help="What the weights are dequantized to (default: ChatMagics.dtype, else float32 on CPU, bfloat16 "
+                   "on GPU); bfloat16 takes half the memory.")  # fmt: skip
+    @argument("path", nargs="*", help="A GGUF file to load instead of the model in use.")
     @line_magic
     def chat_model(self, line: str) -> None:
-        """%chat_model [PATH]: show the loaded model, or load another GGUF file (if it does not load, the model
-        in use stays)."""
-        path = line.strip()
+        """%chat_model [PATH] [--dtype bfloat16]: show the loaded model, or load another GGUF file, after one line
+        says what it is (if it does not load, the model in use stays)."""
         try:
+            args = parse_argstring(self.chat_model, line)
+            path = " ".join(args.path)
             if path:
-                model = self._load_file(path, StatusLine(_has_display(self.shell)))
+                model = self._load_file(path, StatusLine(_has_display(self.shell)), args.dtype or self.dtype)
                 self.model_path, self._model, self._chats, self._warm = path, model, {}, False
+                self.dtype = args.dtype or self.dtype
             model = self._load()
-        except (ChatflowError, OSError) as error:
-            print(f"chatflow: {error}" + (self._still_in_use() if path else ""), file=sys.stderr)
+        except UsageError as error:
+            print(f"chatflow: {error} (see %chat_model? for the options)", file=sys.stderr)
             return
-        c = model.config
-        print(f"{c.name}: {c.n_layers} layers, d={c.dim}, window {c.context_length}, {model.dtype}, {model.path}")
+        except (ChatflowError, OSError) as error:
+            print(f"chatflow: {error}" + (self._still_in_use() if line.strip() else ""), file=sys.stderr)
+            return
+        print(_model_card(model))
 
     # ---- helpers -----------------------------------------------------------------------------------------------
 
     def _load(self) -> Model:
         if self._model is None:
-            self._model = self._load_file(self.model_path or None, self._status or StatusLine(_has_display(self.shell)))
+            status = self._status or StatusLine(_has_display(self.shell))
+            self._model = self._load_file(self.model_path or None, status, self.dtype)
             self._warm = False
         return self._model
 
-    def _load_file(self, path: str | None, status: StatusLine) -> Model:
-        """Load a model, its progress drawn on `status` (a bar in Jupyter, lines in a terminal; not stderr)."""
-        progress = LoadProgress(status, resolve_model_path(path).name)
-        model = load_model(path, progress=progress)
+    def _load_file(self, path: str | None, status: StatusLine, dtype: str = "") -> Model:
+        """Load a model once a line has said what the file is (name, architecture, size, quantization, context,
+        memory), its progress drawn on `status` (a bar in Jupyter, lines in a terminal; not stderr). A file that is
+        not a supported GGUF, or too large for the memory available, is refused before anything is dequantized."""
+        resolved = resolve_model_path(path)
+        print(f"chatflow: {footprint(resolved).summary()}", flush=True)
+        progress = LoadProgress(status, resolved.name)
+        model = load_model(path, dtype=dtype or None, progress=progress)
         self._loaded = progress.done()
         return model
 
@@ -322,6 +341,22 @@ class ChatMagics(Magics, TurnOptions):  # type: ignore[misc,valid-type]
             return str(namespace[match[1]])
 
         return _PLACEHOLDER.sub(swap, text)
+
+
+def _model_card(model: Model) -> str:
+    """What `%chat_model` says of the model in use: what the file is, where it is, and what it takes as loaded."""
+    c = model.config
+    shape = f"{c.n_layers} layers, d={c.dim}, window {c.context_length}"
+    try:
+        about = footprint(model.path) if model.path is not None else None
+    except (ChatflowError, OSError):  # (the file is gone since it loaded)
+        about = None
+    if about is None:
+        return f"{c.name}: {c.architecture}, {shape}, loaded as {model.dtype} from {model.path or 'memory'}"
+    dtype = str(model.dtype)
+    taken = size_text(about.weight_bytes(dtype)) if dtype in ITEM_BYTES else "?"
+    return "\n".join([about.summary(), f"  file:   {model.path}",
+                      f"  loaded: as {dtype}, its weights taking {taken} ({shape})"])  # fmt: skip
 
 
 def _show_late(response: Response, view: TurnView, handle: Any, fmt: str) -> None:

@@ -19,6 +19,7 @@ from __future__ import annotations
 import concurrent.futures
 import dataclasses
 import html
+import os
 import threading
 import time
 from collections.abc import Sequence
@@ -34,6 +35,7 @@ from jupyter_chatflow.engine.loader import load_model
 from jupyter_chatflow.errors import ChatflowError
 from jupyter_chatflow.events import TERMINAL, Event, TitleGenerated, TurnStarted, event_from_dict
 from jupyter_chatflow.model.files import resolve_model_path
+from jupyter_chatflow.model.memory import footprint
 from jupyter_chatflow.pipeline.chat import Chat, Prewarm
 from jupyter_chatflow.pipeline.request import RequestError
 from jupyter_chatflow.pipeline.response import Response
@@ -43,7 +45,7 @@ from jupyter_chatflow.tokenizer.tokenizer import Tokenizer
 from .attention_map import AttentionRequestError, attention_map, turn_sequence
 from .comm_route import route_to_live_subshells
 from .options import panel_settings
-from .progress import LoadProgress, StatusLine, compiling
+from .progress import REDRAW_S, LoadProgress, StatusLine, bar, compiling
 from .relay import Relay, token_pieces
 from .render import TurnView
 
@@ -77,15 +79,16 @@ class ChatWidget(anywidget.AnyWidget):
     error = traitlets.Unicode("").tag(sync=True)
     compiling = traitlets.Unicode("").tag(sync=True)
     """While a turn runs: what XLA is compiling now and for how long ("" when nothing is)."""
+    loading = traitlets.Unicode("").tag(sync=True)
+    """While a model chosen in the settings loads: what the file is, and how far the load is ("" otherwise)."""
 
     def __init__(self, chat: Chat | None = None, *, settings: dict[str, Any] | None = None, **chat_options: Any):
         """A panel over `chat` (or a new `Chat(**chat_options)`), showing the session's earlier turns."""
         _check_built()
         if chat is None:
-            if chat_options.get("model") is None and not chat_options.get(
-                "base_url"
-            ):  # the default model, shown loading
-                chat_options["model"] = _load_shown()
+            model = chat_options.get("model")
+            if not chat_options.get("base_url") and (model is None or isinstance(model, (str, os.PathLike))):
+                chat_options["model"] = _load_shown(model)  # the default model or a file's, shown loading
             chat = Chat(**chat_options)
         history = chat.history()
         super().__init__(
@@ -130,6 +133,39 @@ class ChatWidget(anywidget.AnyWidget):
         """Stop the live turn between two decode steps."""
         self.chat.stop()
 
+    def load_model(self, path: str, dtype: str | None = None) -> threading.Thread:
+        """Load the GGUF file at `path` (the settings' model field) for this panel's next turns, on a thread of its
+        own: the `loading` trait says what the file is, then how far the load is. A file that is missing, not a
+        supported GGUF or too large for the memory available is refused (the `error` trait says why and what to
+        do) and the model in use stays. Returns the loading thread (join it to wait)."""
+        self._check_idle()
+        if self.chat.remote is not None:
+            raise ChatflowError("This panel's turns go to a server, whose model is the server's: make a panel over "
+                                "a local chat (ChatWidget(model=…)) to load a model file.")  # fmt: skip
+        if not path.strip():
+            raise ChatflowError("Type the path of a GGUF file in the model field, then press Load.")
+        resolved = resolve_model_path(path.strip())
+        about = footprint(resolved)  # (raises now for a file that is not a supported GGUF)
+        self.error, self.status, self.loading = "", "loading", about.summary()
+        thread = threading.Thread(target=self._load_model, args=(resolved, about.summary(), dtype),
+                                  name="chatflow-panel-load", daemon=True)  # fmt: skip
+        thread.start()
+        return thread
+
+    def _load_model(self, path: Path, summary: str, dtype: str | None) -> None:
+        """On the loading thread: load, then swap the chat's model on its engine thread (after any queued turn)."""
+        try:
+            model = load_model(path, dtype=dtype, progress=_PanelProgress(self, summary, path.name))
+            self.chat.submit(self.chat.use_model, model).result()
+        except Exception as error:  # (on this thread, nobody else would hear of it)
+            said = str(error) if isinstance(error, ChatflowError) else f"The model did not load: {error!r}."
+            self.error = f"{said} The model in use is still {self.chat.model.config.name}."
+        else:
+            self.model_info = _model_info(self.chat)
+        finally:
+            self.loading = ""
+            self._check_status()
+
     def wait(self, timeout: float | None = None) -> None:
         """Block until this panel's latest turn has ended, its title included, and the panel shows all of it
         (for scripts and tests)."""
@@ -154,6 +190,7 @@ class ChatWidget(anywidget.AnyWidget):
             "resume": self._resume,
             "attention": self._attention_request,
             "fork": lambda m: self.fork(str(m["turn_id"]), int(m["index"]), int(m["token_id"])),
+            "load_model": lambda m: self.load_model(str(m.get("path", "")), m.get("dtype") or None),
         }
         handler = handlers.get(content.get("type", ""))
         if handler is None:
@@ -217,6 +254,7 @@ class ChatWidget(anywidget.AnyWidget):
         meta, data = attention_map(
             self._attention[1], sequence, head=int(message.get("head", -1)), mode=str(message.get("mode", "tokens")),
             rows_range=message.get("rows_range"), cols_range=message.get("cols_range"),
+            window=self.chat.model.config.window_of(layer),
         )  # fmt: skip
         reply = {"type": "attention", "request_id": message.get("request_id"), "turn_id": key[0], "layer": layer}
         self.send({**reply, **meta}, buffers=[data])
@@ -224,6 +262,8 @@ class ChatWidget(anywidget.AnyWidget):
     # ---- the live turn: the chat's events, as the relay hands them on ------------------------------------------
 
     def _check_idle(self) -> None:
+        if self.loading:
+            raise RequestError("A model is loading: wait for it to finish (the settings say how far it is).")
         own = self._own
         if own is not None and not any(isinstance(e, TERMINAL) for e in own.seen()):
             raise RequestError("A turn is still generating: press Stop, or wait for it to end.")
@@ -304,6 +344,8 @@ class ChatWidget(anywidget.AnyWidget):
                       for t in self.turns]  # fmt: skip
 
     def _check_status(self) -> None:
+        if self.loading:  # (a turn from elsewhere ended while a model loads: still loading)
+            return
         own = self._own
         waiting = own is not None and not any(isinstance(e, TERMINAL) for e in own.seen())
         self.status = "generating" if waiting else "idle"
@@ -438,24 +480,56 @@ def _by_turn(events: list[Event]) -> list[tuple[str, list[Event]]]:
 
 
 def _model_info(chat: Chat) -> dict[str, Any]:
+    """The `model_info` trait: what the header, the settings and the attention view say about the model. The
+    attention view labels each layer by its kind (Gemma's sliding-window layers see only the last
+    `sliding_window` positions, the others every position), so the layers' kinds go out with the sizes."""
     if chat.remote is not None:  # the server does not say how its model is built: 0, "not known"
         return {"name": chat.remote.model or "remote model", "layers": 0, "heads": 0, "kv_heads": 0,
-                "context_length": 0, "vocab_size": 0, "tools": chat.toolbox.names,
-                "remote": chat.remote.base_url}  # fmt: skip
-    config = chat.model.config
+                "context_length": 0, "vocab_size": 0, "tools": chat.toolbox.names, "architecture": "",
+                "sliding_window": 0, "sliding_layers": [], "remote": chat.remote.base_url}  # fmt: skip
+    model, config = chat.model, chat.model.config
     return {"name": config.name, "layers": config.n_layers, "heads": config.n_heads, "kv_heads": config.n_kv_heads,
             "context_length": config.context_length, "vocab_size": config.vocab_size,
-            "tools": chat.toolbox.names}  # fmt: skip
+            "tools": chat.toolbox.names, "file": str(model.path or ""), "dtype": str(model.dtype),
+            "summary": _summary(model),
+            "architecture": config.architecture, "sliding_window": config.sliding_window,
+            "sliding_layers": list(config.sliding_layers)}  # fmt: skip
 
 
-def _load_shown(path: str | None = None) -> Any:
+def _summary(model: Any) -> str:
+    """The line on what the model's file is (its name alone where it has no file, or the file is gone)."""
+    try:
+        return footprint(model.path).summary() if model.path else model.config.name
+    except (ChatflowError, OSError):
+        return str(model.config.name)
+
+
+class _PanelProgress:
+    """The `load_model(progress=…)` callback of a load from the settings: the `loading` trait, at most every
+    `REDRAW_S`, says what the file is and how far the load is."""
+
+    def __init__(self, panel: ChatWidget, summary: str, name: str):
+        self.panel, self.summary, self.name = panel, summary, name
+        self.started, self.drawn = time.perf_counter(), 0.0
+
+    def __call__(self, stage: str, fraction: float) -> None:
+        now = time.perf_counter()
+        if fraction < 1 and now - self.drawn < REDRAW_S:
+            return
+        self.drawn = now
+        took = now - self.started
+        self.panel.loading = f"{self.summary}\nloading {self.name} {bar(fraction)} · {stage} · {took:.1f} s"
+
+
+def _load_shown(path: str | os.PathLike[str] | None = None) -> Any:
     """The model for a panel made without a chat, its load drawn as a status line in the cell above the panel
     (a bar in Jupyter, a line in a terminal; never stderr)."""
     from IPython import get_ipython
 
     shell = get_ipython()
-    progress = LoadProgress(StatusLine(rich=shell is not None and hasattr(shell, "kernel")),
-                            resolve_model_path(path).name)  # fmt: skip
+    resolved = resolve_model_path(path)
+    print(f"chatflow: {footprint(resolved).summary()}", flush=True)  # what the file is, before it loads
+    progress = LoadProgress(StatusLine(rich=shell is not None and hasattr(shell, "kernel")), resolved.name)
     model = load_model(path, progress=progress)
     progress.done()
     return model

@@ -18,6 +18,7 @@ import numpy as np
 
 from jupyter_chatflow.errors import ModelFormatError, ModelNotFoundError
 
+from . import memory
 from .config import ModelConfig
 from .weights import required_layer_tensors
 
@@ -118,13 +119,17 @@ def describe(path: str | os.PathLike[str]) -> dict[str, Any]:
     reader = _open_reader(path)
     metadata, config = _metadata_and_config(path, reader)
     quants = Counter(tensor.tensor_type.name for tensor in reader.tensors)
+    sizes = memory.footprint(path)
     return {
+        "summary": sizes.summary(),
         "name": config.name,
         "file": str(path),
         "file_size_mb": round(path.stat().st_size / 2**20, 1),
         "architecture": config.architecture,
-        "parameters": int(sum(int(np.prod(t.shape)) for t in reader.tensors)),
+        "parameters": sizes.parameters,  # (a tied head is the embedding: one tensor, counted once)
         "tensor_types": dict(quants.most_common()),
+        "quantization": sizes.quantization,
+        **memory.figures(sizes),
         "layers": config.n_layers,
         "embedding_dim": config.dim,
         "ffn_dim": config.ffn_dim,

@@ -21,6 +21,7 @@ the local model (which is then never loaded): see `remote.py`.
 from __future__ import annotations
 
 import dataclasses
+import os
 import threading
 import time
 import uuid
@@ -28,6 +29,7 @@ import warnings
 import weakref
 from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
+from pathlib import Path
 from typing import Any, TypeVar
 
 from jupyter_chatflow.engine.generation import Step
@@ -52,7 +54,7 @@ from .stages import turn_policy
 from .title import write_title
 from .title_task import TitleTask
 from .tools import Toolbox
-from .turn import DEFAULT_SYSTEM, Turn, TurnSetup
+from .turn import Turn, TurnSetup, default_system
 
 STOPPED_MARK = " [stopped]"
 CHAT_BATCH = 2  # rows of the chats' scheduler: an answer and its title (each batch size compiled costs memory)
@@ -79,7 +81,7 @@ class Chat:
     def __init__(
         self,
         *,
-        model: Model | str | None = None,
+        model: Model | str | os.PathLike[str] | None = None,
         session: str = "default",
         new: bool = False,
         system: str | None = None,
@@ -95,13 +97,13 @@ class Chat:
     ):
         self.remote = RemoteServer(base_url, api_key, model if isinstance(model, str) else None) if base_url else None
         """The OpenAI-compatible server the turns go to (`base_url`; `model` may name its model), or None."""
-        if isinstance(model, str) and self.remote is None:
-            raise ChatflowError(f"model={model!r} names a server's model: pass base_url= too, or a cf.load_model(…).")
-        self._model = None if self.remote or isinstance(model, str) else model or load_model()
+        self._model = None if self.remote else _local_model(model)
         own = None if self._model is None else scheduler or shared_scheduler(self._model)
         self.scheduler: Scheduler | None = own
         """Runs the generations (answers, the title, prewarms): the one every chat on this model shares, or the
         one passed (a server's); None for a remote chat."""
+        self._own_scheduler = scheduler is None  # (a scheduler passed in, a server's, stays with its model)
+        self._asked_window = context_window
         self.context_window = 0 if self._model is None else _window(context_window, self._model.config.context_length)
         """The tokens a turn's prompt and answer may take: the model's window, or less (to see trimming early); 0 for
         a remote chat (the server's window applies)."""
@@ -109,7 +111,8 @@ class Chat:
         self.sessions, self.memory = Sessions(self.db), Memory(self.db)
         self.telemetry = Telemetry(self.db)
         self.toolbox = toolbox or Toolbox.builtin(namespace=namespace, memory=self.memory)
-        self.system = system or ("" if self.remote else DEFAULT_SYSTEM)  # remote: the server's template decides
+        # (remote: the server's template decides)
+        self.system = system or ("" if self._model is None else default_system(self._model.tokenizer.chat_template))
         self.persist = persist
         self.policy = policy or SafetyPolicy()  # (its lexicon is built now, not in the first turn's time)
         """Guards and PII actions of the safety layers (e.g. with `ModelGuard`); the request picks the mode."""
@@ -128,6 +131,17 @@ class Chat:
             raise ChatflowError(f"This chat's turns go to {self.remote.base_url if self.remote else 'a server'}: "
                                 "it has no local model (the remote server does not provide one).")  # fmt: skip
         return self._model
+
+    def use_model(self, model: Model) -> None:
+        """Run this chat's next turns on `model`: the session, its history, memory, tools and settings stay (a turn
+        already running ends on the model it began on). Called on the engine thread (`submit`), it comes after the
+        turns queued before it. A `ModelGuard` in the policy keeps scoring with the model it was given."""
+        if self.remote is not None or not self._own_scheduler:
+            where = "go to a server, whose model is the server's" if self.remote else "run on a scheduler passed in"
+            raise ChatflowError(f"This chat's turns {where}: make a new Chat(model=…) to use another model.")
+        window = model.config.context_length
+        self.context_window = _window(None if self._asked_window is None else min(self._asked_window, window), window)
+        self._model, self.scheduler = model, shared_scheduler(model)
 
     @property
     def title(self) -> str:
@@ -384,6 +398,17 @@ def _prompted_user_text(record: TurnRecord) -> str | None:
     if context is None:
         return prompted_user_text(record.events)  # a remote turn's: what its request carried
     return context.user_text if context.user_text is not None else record.user
+
+
+def _local_model(model: Model | str | os.PathLike[str] | None) -> Model:
+    """The model a local chat runs on: the one given, the GGUF file at a path (`load_model`), or the default."""
+    if model is None or isinstance(model, Model):
+        return model or load_model()
+    text = os.fspath(model)
+    if isinstance(model, str) and not text.lower().endswith(".gguf") and not Path(text).expanduser().is_file():
+        raise ChatflowError(f"model={model!r} is not a GGUF file: pass a model file's path or a cf.load_model(…), "
+                            "or base_url= too if it names a server's model.")  # fmt: skip
+    return load_model(text)
 
 
 def _window(asked: int | None, model_window: int) -> int:

@@ -103,3 +103,11 @@ def test_bad_requests_say_what_is_allowed(options, message):
     attention = causal_softmax(2, len(sequence.ids))
     with pytest.raises(AttentionRequestError, match=message):
         attention_map(attention, sequence, **{"head": -1, "mode": "tokens", **options})
+
+
+def test_the_reply_carries_the_layers_sliding_window():
+    """0 for a global layer (the default), the window for a sliding one: the view draws where it ends."""
+    sequence = turn_sequence(fixture("answer"))
+    attention = causal_softmax(2, len(sequence.ids))
+    assert attention_map(attention, sequence, head=-1, mode="tokens")[0]["window"] == 0
+    assert attention_map(attention, sequence, head=0, mode="segments", window=512)[0]["window"] == 512

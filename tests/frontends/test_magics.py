@@ -101,13 +101,53 @@ def test_memory_magic(shell, capsys):
     assert all(e.type != "memory_recalled" for e in shell.user_ns["r"])
 
 
-def test_tokens_and_model_magics(shell, capsys):
+def test_tokens_and_model_magics(shell, wide_path, capsys):
     shell.run_line_magic("chat_tokens", "Hi")
     assert "2 tokens" in capsys.readouterr().out
     shell.run_line_magic("chat_model", "")
-    assert "window 4096" in capsys.readouterr().out
+    assert capsys.readouterr().out.splitlines()[-3:] == [  # the name, the file, the architecture, dtype and memory
+        "tiny-random-llama: llama, 91,136 parameters, F32, context 4,096 tokens; weights 0.3 MiB as float32, 0.2 MiB "
+        "as bfloat16",
+        f"  file:   {wide_path}",
+        "  loaded: as float32, its weights taking 0.3 MiB (2 layers, d=64, window 4096)",
+    ]
     shell.run_line_magic("chat_model", "/no/such/model.gguf")
     assert "chatflow:" in capsys.readouterr().err
+
+
+def test_chat_model_says_what_the_file_is_then_loads_it_as_the_dtype_asked(shell, tmp_path, capsys):
+    other = write_tiny_gguf(tmp_path / "other.gguf", TinySpec(n_layers=1, context_length=256))
+    shell.run_line_magic("chat_model", f"{other} --dtype bfloat16")
+    out = capsys.readouterr().out.splitlines()
+    assert out[0] == (
+        "chatflow: tiny-random-llama: llama, 54,144 parameters, F32, context 256 tokens; weights 0.2 MiB as float32, "
+        "0.1 MiB as bfloat16"
+    )  # before the load's own lines
+    assert out[1] == "chatflow: loading other.gguf…"
+    assert out[-1] == "  loaded: as bfloat16, its weights taking 0.1 MiB (1 layers, d=64, window 256)"
+    magics = shell.magics_manager.registry["ChatMagics"]
+    assert (magics.model_path, magics.dtype, str(magics._model.dtype)) == (str(other), "bfloat16", "bfloat16")
+
+
+def test_a_model_too_large_is_refused_with_its_figures_and_the_model_in_use_stays(shell, tmp_path, monkeypatch, capsys):
+    from jupyter_chatflow.model import memory
+
+    chat(shell, "--temperature 0 --max-tokens 3", "Hello")
+    magics = shell.magics_manager.registry["ChatMagics"]
+    before = magics._model
+    capsys.readouterr()
+    other = write_tiny_gguf(tmp_path / "other.gguf", TinySpec(n_layers=1))
+    monkeypatch.setattr(memory, "available_memory", lambda: memory.Available(1 << 20, "MemAvailable in /proc/meminfo"))
+    shell.run_line_magic("chat_model", str(other))
+    captured = capsys.readouterr()
+    assert captured.out.startswith("chatflow: tiny-random-llama: llama, 54,144 parameters")  # said before refusing
+    assert captured.err == (
+        "chatflow: tiny-random-llama needs 0.25 GiB as float32 (0.25 GiB as bfloat16) and 1.0 MiB are available "
+        "(MemAvailable in /proc/meminfo): free memory (close other kernels, or models you no longer use), or choose a "
+        "model with fewer parameters (every weight is dequantized, so a smaller quantization of this model needs as "
+        "much), or set CHATFLOW_MEMORY_CHECK=off to try anyway. The model in use is still tiny-random-llama.\n"
+    )
+    assert magics._model is before
 
 
 def test_config_defaults_apply(shell):
@@ -231,9 +271,13 @@ def test_loading_and_compiling_show_in_the_cell_not_on_stderr(shell, capsys):
     captured = capsys.readouterr()
     assert captured.err == ""
     lines = captured.out.splitlines()
-    assert lines[0] == "chatflow: loading wide.gguf…"
-    assert re.fullmatch(r"chatflow: loaded wide\.gguf in \d+\.\d s", lines[2]), lines  # after the dequantizing line
-    assert lines[3].startswith("chatflow: first turn in this kernel: XLA is compiling the model's programs")
+    assert lines[0] == (  # what the file is, before it loads
+        "chatflow: tiny-random-llama: llama, 91,136 parameters, F32, context 4,096 tokens; weights 0.3 MiB as "
+        "float32, 0.2 MiB as bfloat16"
+    )
+    assert lines[1] == "chatflow: loading wide.gguf…"
+    assert re.fullmatch(r"chatflow: loaded wide\.gguf in \d+\.\d s", lines[3]), lines  # after the dequantizing line
+    assert lines[4].startswith("chatflow: first turn in this kernel: XLA is compiling the model's programs")
     chat(shell, "--temperature 0 --max-tokens 3", "Hello")
     assert "chatflow: loading" not in capsys.readouterr().out  # loaded once; the model's programs are compiled
 

@@ -3,11 +3,14 @@ fork and the static fallback, on the tiny random model (the front end's own test
 
 from __future__ import annotations
 
+import re
 import time
+from pathlib import Path
 
 import numpy as np
 import pytest
 
+from jupyter_chatflow.engine.loader import load_model
 from jupyter_chatflow.events import Completed, TitleGenerated, TokenDelta, event_from_dict
 from jupyter_chatflow.frontends import widget as widget_module
 from jupyter_chatflow.frontends.widget import ChatWidget
@@ -416,3 +419,140 @@ def test_the_title_stays_for_the_sessions_next_turns_and_a_new_sessions_turn_cle
     assert panel.title == "Capital of France" and [t["turn_id"] for t in panel.turns] == ["turn_t", "turn_u"]
     panel._show([event_from_dict(row) for row in _events(4, session_id="another", turn_id="turn_v")])
     assert panel.title == "" and [t["turn_id"] for t in panel.turns] == ["turn_v"]
+
+
+def _other_model(tmp_path, monkeypatch):
+    """A second tiny model whose card names it "Tiny-Other" (its `general.basename`), one layer."""
+    from jupyter_chatflow import testing
+    from jupyter_chatflow.testing import TinySpec, write_tiny_gguf
+
+    plain = testing._add_metadata
+    monkeypatch.setattr(
+        testing, "_add_metadata", lambda w, spec, tokens: (plain(w, spec, tokens), w.add_basename("Tiny-Other"))
+    )
+    return write_tiny_gguf(tmp_path / "other.gguf", TinySpec(n_layers=1, context_length=256))
+
+
+def _loaded(panel: ChatWidget, timeout: float = 60) -> None:
+    deadline = time.monotonic() + timeout
+    while panel.loading and time.monotonic() < deadline:
+        time.sleep(0.02)
+    assert not panel.loading, "the load did not end"
+
+
+def test_a_model_file_chosen_in_the_settings_loads_and_the_header_shows_its_name(panel, tmp_path, monkeypatch):
+    other = _other_model(tmp_path, monkeypatch)
+    seen: list[str] = []
+    panel.observe(lambda change: seen.append(change["new"]), names="loading")
+    statuses: list[str] = []
+    panel.observe(lambda change: statuses.append(change["new"]), names="status")
+    message(panel, type="load_model", path=str(other), dtype="bfloat16")
+    _loaded(panel)
+    summary = ("Tiny-Other: llama, 54,144 parameters, F32, context 256 tokens; weights 0.2 MiB as float32, 0.1 MiB as "
+               "bfloat16")  # fmt: skip
+    assert seen[0] == summary  # what the file is, as soon as it is chosen
+    assert re.fullmatch(rf"{re.escape(summary)}\nloading other\.gguf ▕█{{20}}▏ 100 % · loaded · \d+\.\d s", seen[-2])
+    assert seen[-1] == "" and statuses == ["loading", "idle"] and panel.error == ""
+    assert panel.model_info["name"] == "Tiny-Other" and panel.model_info["file"] == str(other)
+    assert (panel.model_info["dtype"], panel.model_info["summary"], panel.model_info["layers"]) == (
+        "bfloat16",
+        summary,
+        1,
+    )
+    response = panel.ask("Hello")  # the next turn runs on the model loaded, in the same session
+    panel.wait(60)
+    assert response.terminal().type == "completed" and panel.chat.model.path == other
+    assert panel.chat.session.name == "panel"
+
+
+def test_a_model_file_that_does_not_load_shows_the_error_and_the_model_in_use_stays(panel, tmp_path, monkeypatch):
+    from jupyter_chatflow.model import memory
+
+    before = panel.chat.model
+    (tmp_path / "notes.gguf").write_text("not a model")
+    message(panel, type="load_model", path=str(tmp_path / "missing.gguf"))
+    assert panel.error.startswith(f"No model file at {tmp_path / 'missing.gguf'}")
+    message(panel, type="load_model", path=str(tmp_path / "notes.gguf"))
+    assert "is not a GGUF file" in panel.error and panel.status == "idle"
+    message(panel, type="load_model", path="  ")
+    assert panel.error == "Type the path of a GGUF file in the model field, then press Load."
+    monkeypatch.setattr(memory, "available_memory", lambda: memory.Available(1 << 20, "MemAvailable in /proc/meminfo"))
+    message(panel, type="load_model", path=str(_other_model(tmp_path, monkeypatch)))
+    _loaded(panel)
+    assert panel.error.startswith(
+        "Tiny-Other needs 0.25 GiB as float32 (0.25 GiB as bfloat16) and 1.0 MiB are available (MemAvailable in "
+        "/proc/meminfo): free memory"
+    ), panel.error
+    assert panel.error.endswith("to try anyway. The model in use is still tiny-random-llama.")
+    assert panel.chat.model is before and panel.model_info["name"] == "tiny-random-llama" and panel.status == "idle"
+
+
+def test_no_model_loads_while_a_turn_generates_nor_a_turn_starts_while_a_model_loads(panel, tiny_path):
+    panel.ask("Hello")
+    message(panel, type="load_model", path=str(tiny_path))
+    assert "still generating" in panel.error
+    panel.wait(60)
+    panel.loading = "loading…"  # (as while a load runs)
+    message(panel, type="send", text="Hi")
+    assert panel.error == "A model is loading: wait for it to finish (the settings say how far it is)."
+
+
+def test_a_panel_made_on_a_model_files_path_says_what_it_is_before_loading_it(tiny_path, tmp_path, capsys):
+    panel = ChatWidget(model=str(tiny_path), db=Database(tmp_path / "made.db"), session="made")
+    out = capsys.readouterr().out.splitlines()
+    assert out[0] == (
+        "chatflow: tiny-random-llama: llama, 91,136 parameters, F32, context 512 tokens; weights 0.3 MiB as float32, "
+        "0.2 MiB as bfloat16"
+    )
+    assert out[1] == "chatflow: loading tiny.gguf…"
+    assert panel.model_info["name"] == "tiny-random-llama" and panel.model_info["file"] == str(tiny_path)
+
+
+GEMMA3 = Path(__file__).resolve().parents[1] / "model" / "archs" / "gemma3.gguf"  # layers 0–4 slide (window 8)
+
+
+@pytest.fixture(scope="module")
+def gemma3_model():
+    return load_model(GEMMA3, dtype="float32")
+
+
+def test_the_model_info_says_which_layers_slide_and_the_attention_reply_carries_the_window(gemma3_model, tmp_path):
+    """The attention view labels layers by kind ("4 · sliding 8", "5 · global") from `model_info`, and draws a
+    sliding layer's window from the reply's `window`: the map of layer 4 is zero before each query's 8 keys."""
+    chat = Chat(model=gemma3_model, db=Database(tmp_path / "g.db"), session="g", system="Be brief.")  # (128 tokens)
+    panel = ChatWidget(chat, settings=QUICK)
+    panel.send = Recorder()  # type: ignore[method-assign]
+    info = panel.model_info
+    assert (info["architecture"], info["layers"], info["context_length"]) == ("gemma3", 6, 128)
+    assert (info["sliding_window"], info["sliding_layers"]) == (8, [0, 1, 2, 3, 4])
+    response = panel.ask("Hello there, how are you today?", max_tokens=4)
+    panel.wait(60)
+    for layer in (4, 5):
+        message(panel, type="attention", request_id=layer, turn_id=response.turn_id, layer=layer, head=-1,
+                mode="tokens")  # fmt: skip
+    panel.chat.submit(lambda: None).result(60)
+    (sliding, [data]), (global_, _) = panel.send.of("attention")
+    assert (sliding["layer"], sliding["window"], global_["layer"], global_["window"]) == (4, 8, 5, 0)
+    n = sliding["shape"][0]
+    assert n > 8
+    matrix = np.frombuffer(data, "<f2").reshape(n, n).astype(np.float32)
+    assert np.all(np.tril(matrix, -8) == 0) and np.allclose(matrix.sum(1), 1.0, atol=1e-2)
+
+
+def test_a_remote_panels_model_info_has_no_layer_kinds():
+    """The server does not say how its model is built: no architecture, no sliding layers, no layers."""
+    chat = Chat(base_url="http://127.0.0.1:9/v1", model="gpt-x", persist=False)
+    info = widget_module._model_info(chat)
+    assert info["name"] == "gpt-x"
+    assert (info["architecture"], info["sliding_window"], info["sliding_layers"], info["layers"]) == ("", 0, [], 0)
+
+
+def test_a_panel_over_a_model_whose_file_is_gone_still_shows_its_name(tiny_path, tmp_path):
+    from jupyter_chatflow import load_model
+
+    copy = tmp_path / "gone.gguf"
+    copy.write_bytes(tiny_path.read_bytes())
+    model = load_model(copy, dtype="float32")
+    copy.unlink()
+    panel = ChatWidget(Chat(model=model, db=Database(tmp_path / "gone.db"), session="gone"))
+    assert (panel.model_info["name"], panel.model_info["summary"]) == ("tiny-random-llama", "tiny-random-llama")

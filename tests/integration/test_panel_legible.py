@@ -168,13 +168,15 @@ def _audit(page) -> list[dict]:
 
 
 def _every_view(page):
-    """The harness panel, each tab in turn, with a token's popover open."""
+    """The harness panel, each tab in turn, with a token's popover open. The harness's model mixes sliding and
+    global layers (`sliding=1`, as Gemma 3's): the attention tab shows a sliding layer, its caption and its key."""
     page.click("[data-testid=view-tokens]")
     for tab in ("context", "attention", "timeline", "safety", "wire"):
         page.click(f"[data-testid=tab-{tab}]")
         if tab == "attention":
+            page.select_option("[data-testid=attention-layer]", "4")
             page.click("[data-testid=attention-show]")
-            page.wait_for_selector("[data-testid=heatmap][data-render-ms]")
+            page.wait_for_selector("[data-testid=attention-outside]:not([hidden])")
         yield tab
     page.click("[data-testid=token][data-index='3']")
     page.wait_for_selector("[data-testid=popover]:not([hidden])")
@@ -184,7 +186,7 @@ def _every_view(page):
 @pytest.mark.parametrize("theme", THEMES)
 def test_no_text_is_under_12_px_and_every_colour_is_at_wcag_aa(browser, base, theme):
     small, faint = {}, {}
-    with page_at(browser, f"{base}/js/test/harness.html?theme={theme}&fast=1", 1280) as page:
+    with page_at(browser, f"{base}/js/test/harness.html?theme={theme}&fast=1&sliding=1", 1280) as page:
         for view in _every_view(page):
             for item in _audit(page):
                 key = (item["cls"], item["text"])

@@ -18,12 +18,22 @@ export interface PanelModel {
 export interface ModelHandlers {
   /** The `turns` or `live` trait changed. */
   turns(): void;
-  /** Any other trait changed (title, session, status, model info, prewarm, error, settings). */
+  /** Any other trait changed (title, session, status, model info, prewarm, error, settings, compiling, loading). */
   meta(): void;
   message: MessageHandler;
 }
 
-const META_TRAITS = ["title", "session", "status", "model_info", "prewarm", "error", "settings", "compiling"] as const;
+const META_TRAITS = [
+  "title",
+  "session",
+  "status",
+  "model_info",
+  "prewarm",
+  "error",
+  "settings",
+  "compiling",
+  "loading",
+] as const;
 
 /** Subscribes the handlers to the model; returns the function that unsubscribes them. */
 export function subscribe(model: PanelModel, handlers: ModelHandlers): () => void {

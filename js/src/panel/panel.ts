@@ -123,6 +123,7 @@ export class Panel {
     if (status === "generating") chat.cancelDraft();
     if (info) this.inspector.setModelInfo({ ...info, tools: info.tools ?? [] });
     this.settingsForm.update(this.controls.settings(), info);
+    this.settingsForm.model.update(info, String(model.get("loading") ?? ""), status);
     this.notice.update(String(model.get("error") ?? ""));
     this.stream.setCompiling(String(model.get("compiling") ?? ""));
     this.popover.refresh(); // (its fork buttons depend on the status)

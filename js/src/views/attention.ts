@@ -1,6 +1,8 @@
 /**
  * Attention heatmaps: pick layer / head / mode, request the matrix (`attention` message), draw the float16 cells
- * on a canvas through a lookup table, hover for query → key and value, click a segment cell to drill down.
+ * on a canvas through a lookup table, hover for query → key and value, click a segment cell to drill down. A
+ * sliding-window layer (Gemma 2/3) sees only the last `window` positions: its map hatches the cells outside that
+ * window and a caption says so, since their zeros are the mask's, not weights the model chose.
  */
 import { buildHalfLut, buildRamp, fillPixels, heatStops, quantileHalf, type RGB } from "../colormap";
 import { clear, el } from "../dom";
@@ -74,6 +76,9 @@ export class AttentionView {
   private rowLabels = el("div", { class: "cf-heat-rows", "data-testid": "attention-rows" });
   private topLabels = el("div", { class: "cf-heat-top", "data-testid": "attention-top" });
   private scale = el("div", { class: "cf-heat-scale", "data-testid": "attention-scale", hidden: true });
+  private outside = el("div", { class: "cf-heat-outside", "data-testid": "attention-outside", hidden: true });
+  private windowNote = el("div", { class: "cf-muted cf-att-window", "data-testid": "attention-window", hidden: true });
+  private infoKey = "";
   private pendingTurn = "";
   private info: ModelInfo | null = null;
   private turn: TurnData | null = null;
@@ -90,9 +95,15 @@ export class AttentionView {
       el("option", { value: "segments", text: "segments" }),
     );
     this.showBtn.addEventListener("click", () => this.request());
-    this.box.append(this.canvas, this.marker);
+    this.box.append(this.canvas, this.outside, this.marker);
     this.wrap.append(this.grid(), this.tip);
-    this.el.append(this.controls(), this.wrap, this.scale, el("div", { class: "cf-muted cf-att-hint", text: HINT }));
+    this.el.append(
+      this.controls(),
+      this.windowNote,
+      this.wrap,
+      this.scale,
+      el("div", { class: "cf-muted cf-att-hint", text: HINT }),
+    );
     this.canvas.addEventListener("mousemove", (ev) => this.hover(ev));
     this.canvas.addEventListener("mouseleave", () => (this.tip.hidden = true));
     this.canvas.addEventListener("click", (ev) => this.drill(ev));
@@ -125,13 +136,16 @@ export class AttentionView {
     );
   }
 
+  /** The layer and head pickers for a model: each layer labelled by its kind where the model has sliding layers. */
   setModelInfo(info: ModelInfo): void {
-    if (this.info && this.info.layers === info.layers && this.info.heads === info.heads) return;
+    const key = JSON.stringify([info.layers, info.heads, info.sliding_window ?? 0, info.sliding_layers ?? []]);
     this.info = info;
+    if (key === this.infoKey) return;
+    this.infoKey = key;
     const layer = this.layer.value;
     clear(this.layer);
     for (let i = 0; i < Math.max(info.layers, 1); i++)
-      this.layer.appendChild(el("option", { value: i, text: String(i) }));
+      this.layer.appendChild(el("option", { value: i, text: layerLabel(info, i) }));
     this.layer.value = layer && Number(layer) < info.layers ? layer : String(Math.max(0, info.layers - 1));
     clear(this.head);
     this.head.appendChild(el("option", { value: -1, text: "mean" }));
@@ -155,7 +169,7 @@ export class AttentionView {
     this.canvas.width = this.canvas.height = 1;
     this.canvas.removeAttribute("data-render-ms");
     for (const node of [this.colLabels, this.rowLabels, this.topLabels]) clear(node);
-    this.scale.hidden = true;
+    this.scale.hidden = this.outside.hidden = this.windowNote.hidden = true;
     this.status.textContent = "";
   }
 
@@ -218,10 +232,44 @@ export class AttentionView {
     this.box.classList.toggle("cf-heat-segments", msg.mode === "segments");
     this.box.style.aspectRatio = msg.mode === "segments" ? "" : `${cols} / ${rows}`;
     const pool = msg.pool > 1 ? ` · pooled ${msg.pool}×${msg.pool}` : "";
-    this.status.textContent = `layer ${msg.layer} · ${msg.head < 0 ? "mean of heads" : `head ${msg.head}`} · ${rows}×${cols}${pool} · drawn in ${ms.toFixed(0)} ms`;
+    const kind = this.kindText(msg.layer);
+    this.status.textContent = `layer ${msg.layer}${kind ? ` · ${kind}` : ""} · ${msg.head < 0 ? "mean of heads" : `head ${msg.head}`} · ${rows}×${cols}${pool} · drawn in ${ms.toFixed(0)} ms`;
     this.drawAxes(msg);
     this.drawScale(max, msg.mode);
+    this.drawWindow(msg);
     this.marker.hidden = true;
+  }
+
+  /** The window of the matrix's layer: the reply's (what the kernel masked), else the model info's. */
+  private windowOfMatrix(msg: AttentionMessage): number {
+    return msg.window ?? windowOf(this.info, msg.layer);
+  }
+
+  /** "sliding 512" or "global" where the model mixes the two kinds ("" where every layer is global). */
+  private kindText(layer: number): string {
+    const label = this.info ? layerLabel(this.info, layer) : String(layer);
+    return label.split(" · ")[1] ?? "";
+  }
+
+  /** A sliding layer's window: the cells outside it hatched (tokens view), a caption on how the layer sees. */
+  private drawWindow(msg: AttentionMessage): void {
+    const window = this.windowOfMatrix(msg);
+    const region = msg.mode === "tokens" ? outsideWindow(msg, window) : "";
+    this.outside.hidden = !region;
+    this.outside.style.clipPath = region;
+    const tokens = typeof msg.tokens === "number" ? msg.tokens : msg.tokens.length;
+    const text = windowCaption(msg.layer, window, tokens, Boolean(region), this.info?.sliding_window ?? 0);
+    this.windowNote.textContent = text;
+    this.windowNote.hidden = !text;
+    if (region)
+      this.scale.append(
+        el(
+          "span",
+          { class: "cf-heat-key" }, // (one piece: the swatch never wraps apart from what it means)
+          el("span", { class: "cf-heat-swatch", "aria-hidden": "true" }),
+          el("span", { class: "cf-muted", text: `outside the ${window}-token window (masked)` }),
+        ),
+      );
   }
 
   /** Token labels on both axes (every k-th when there are many), or the segments under a segments matrix. */
@@ -315,9 +363,12 @@ export class AttentionView {
         `mass ${value.toFixed(4)} · click to drill down`,
       );
     } else {
+      const keys = covered(msg.cols_range[0], msg.pool, cell.c, msg.cols_range[1]);
+      const window = this.windowOfMatrix(msg);
+      const masked = window > 0 && keys[1] <= rowRange[0] - window + 1; // every key before every query's window
       lines.push(
-        `key ${rangeText(covered(msg.cols_range[0], msg.pool, cell.c, msg.cols_range[1]), seq)}`,
-        `weight ${value.toFixed(4)}`,
+        `key ${rangeText(keys, seq)}`,
+        masked ? `outside the ${window}-token sliding window: masked` : `weight ${value.toFixed(4)}`,
       );
     }
     this.tip.textContent = lines.join("\n");
@@ -361,6 +412,63 @@ export class AttentionView {
     }
     return weights;
   }
+}
+
+/** A layer's sliding window by the model info (0: a global layer, or a model without sliding layers). */
+export function windowOf(info: ModelInfo | null, layer: number): number {
+  return info?.sliding_window && info.sliding_layers?.includes(layer) ? info.sliding_window : 0;
+}
+
+/** The layer picker's label: "4 · sliding 512" or "5 · global" where the model has both kinds (Gemma 2/3); the
+ * number alone where every layer is global (a kind on each would say nothing). */
+export function layerLabel(info: ModelInfo, layer: number): string {
+  if (!info.sliding_window || !info.sliding_layers?.length) return String(layer);
+  const window = windowOf(info, layer);
+  return window ? `${layer} · sliding ${window}` : `${layer} · global`;
+}
+
+/**
+ * The cells of a tokens-mode matrix that lie before a sliding window (a query at q sees keys q − window + 1 … q)
+ * as a CSS `clip-path` polygon in % of the heatmap, or "" when there are none (a global layer, or a sequence the
+ * window covers). A staircase over the query rows, in the canvas's cells (a pooled last cell is as wide as the
+ * others); past 512 rows, one step per block of rows at the block's first edge, so it never covers a key the
+ * window shows.
+ */
+export function outsideWindow(
+  msg: Pick<AttentionMessage, "rows_range" | "cols_range" | "pool" | "shape">,
+  window: number,
+): string {
+  const [[r0, r1], [c0, c1], [rows, cols]] = [msg.rows_range, msg.cols_range, msg.shape];
+  const edge = (q: number) => Math.min(Math.max(q - window + 1, c0), c1); // the query's first key in the window
+  if (window <= 0 || edge(r1 - 1) <= c0) return "";
+  const x = (k: number) => Math.min(((k - c0) / msg.pool / cols) * 100, 100);
+  const y = (q: number) => Math.min(((q - r0) / msg.pool / rows) * 100, 100);
+  const step = Math.ceil((r1 - r0) / 512);
+  const points: [number, number][] = [[0, 0]];
+  for (let q = r0; q < r1; q += step) points.push([x(edge(q)), y(q)], [x(edge(q)), y(Math.min(q + step, r1))]);
+  points.push([0, 100]);
+  return `polygon(${points.map(([a, b]) => `${+a.toFixed(3)}% ${+b.toFixed(3)}%`).join(", ")})`;
+}
+
+/** The caption over a layer's map: how a sliding layer sees (and whether this turn reaches past its window), or
+ * that a layer is global, where the model has sliding layers too ("" for a model whose every layer is global). */
+export function windowCaption(
+  layer: number,
+  window: number,
+  tokens: number,
+  hatched: boolean,
+  modelWindow: number,
+): string {
+  if (window > 0) {
+    const sees = `Layer ${layer} is a sliding-window layer: each token sees only the last ${window.toLocaleString()} positions (itself included)`;
+    if (hatched) return `${sees}; the hatched cells lie outside its window (masked, weight 0).`;
+    if (tokens <= window)
+      return `${sees}. This turn's ${tokens.toLocaleString()} tokens all fit in the window, so here it sees every earlier token, as a global layer does.`;
+    return `${sees}.`;
+  }
+  if (modelWindow > 0)
+    return `Layer ${layer} is global: each token sees every token before it (the sliding layers see only the last ${modelWindow.toLocaleString()}).`;
+  return "";
 }
 
 /** Labels along one axis of `n` cells, each at its cell's centre (`side`: "top" for rows, "left" for columns). */

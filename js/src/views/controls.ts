@@ -1,9 +1,15 @@
-/** The header (title · session · model · status, buttons), the settings form, the chat box and the error notice. */
+/** The header (title · session · model · status, buttons), the settings form (with the model file to load), the chat
+ * box and the error notice. */
 import { clear, el, fmtMs } from "../dom";
 import { SETTING_FIELDS } from "../events.generated";
 import type { ModelInfo, Prewarm, SettingField, Settings, ViewMessage } from "../types";
 
 export const DRAFT_DELAY_MS = 400;
+
+/** A turn is generating, or a model chosen in the settings is loading: nothing else may start. */
+function busy(status: string): boolean {
+  return status === "generating" || status === "loading";
+}
 
 export interface ControlsHost {
   send(msg: ViewMessage): void;
@@ -54,7 +60,7 @@ export class Header {
     this.session.textContent = session ? `session ${session}` : "";
     this.modelName.textContent = model?.remote ? `${model.name} · via ${model.remote}` : (model?.name ?? "");
     this.title.title = this.title.textContent; // (the whole of each on hover, where the header cuts them)
-    this.modelName.title = this.modelName.textContent;
+    this.modelName.title = model?.summary || this.modelName.textContent;
     this.status.textContent = status;
     this.status.className = `cf-status cf-status-${status}`;
   }
@@ -62,23 +68,25 @@ export class Header {
 
 export class SettingsForm {
   readonly el = el("form", { class: "cf-settings", hidden: true });
+  readonly model: ModelField;
+  private grid = el("div", { class: "cf-settings-grid" });
   private drawnKey = "";
 
   constructor(private host: ControlsHost) {
     this.el.addEventListener("submit", (ev) => ev.preventDefault());
+    this.model = new ModelField(host);
+    this.el.append(this.model.el, this.grid);
   }
 
-  /** Redraws from the trait unless a field has focus (so typing isn't interrupted). */
+  /** Redraws the turn's settings from the trait unless one of them has focus (so typing isn't interrupted). */
   update(settings: Settings, info: ModelInfo | null): void {
     const tools = info?.tools ?? [];
     const key = JSON.stringify([settings, tools]);
-    if (key === this.drawnKey || this.el.contains(document.activeElement)) return;
+    if (key === this.drawnKey || this.grid.contains(document.activeElement)) return;
     this.drawnKey = key;
-    clear(this.el);
-    const grid = el("div", { class: "cf-settings-grid" });
-    grid.append(...SETTING_FIELDS.map((f) => this.numberField(f, settings[f.key])));
-    grid.append(...this.safetyAndMemory(settings), ...this.toolFields(settings, tools));
-    this.el.appendChild(grid);
+    clear(this.grid);
+    this.grid.append(...SETTING_FIELDS.map((f) => this.numberField(f, settings[f.key])));
+    this.grid.append(...this.safetyAndMemory(settings), ...this.toolFields(settings, tools));
   }
 
   /** Writes `patch` over the trait's settings as they are now (not as they were drawn). */
@@ -129,6 +137,72 @@ export class SettingsForm {
       this.set({ tools: tools.filter((t) => now.has(t)) });
     });
     return el("label", { class: "cf-check" }, box, el("span", { text: name }));
+  }
+}
+
+const DTYPES: [string, string][] = [
+  ["", "default dtype"],
+  ["float32", "float32"],
+  ["bfloat16", "bfloat16 (half the memory)"],
+];
+
+/** The settings' model row: a GGUF file's path, what to dequantize it to, and Load (the kernel loads it for the next
+ * turns; a file that is missing, not supported or too large is refused in the error notice, and the model in use
+ * stays). Under it, what the model in use is, or what the file being loaded is and how far its load is. */
+export class ModelField {
+  readonly el: HTMLElement;
+  readonly path = el("input", {
+    class: "cf-input cf-model-path",
+    type: "text",
+    name: "model_path",
+    "data-testid": "model-path",
+    placeholder: "path/to/model.gguf",
+    "aria-label": "Model file (GGUF)",
+    spellcheck: "false",
+    autocomplete: "off",
+  });
+  readonly dtype = el("select", { class: "cf-select", name: "model_dtype", "data-testid": "model-dtype" });
+  readonly load = el("button", { class: "cf-btn", type: "button", "data-testid": "load-model", text: "Load" });
+  readonly about = el("div", { class: "cf-muted cf-model-about", "data-testid": "model-about" });
+  private shownFile: string | null = null;
+
+  constructor(private host: ControlsHost) {
+    for (const [value, text] of DTYPES) this.dtype.appendChild(el("option", { value, text }));
+    this.load.addEventListener("click", () => this.submit());
+    this.path.addEventListener("keydown", (ev) => {
+      if (ev.key === "Enter" && !ev.isComposing) {
+        ev.preventDefault();
+        this.submit();
+      }
+    });
+    const row = el("div", { class: "cf-model-row" }, this.path, this.dtype, this.load);
+    const label = el("span", { class: "cf-field-label", text: "model file (GGUF)" });
+    this.el = el("div", { class: "cf-field cf-model-field" }, label, row, this.about);
+  }
+
+  private submit(): void {
+    const path = this.path.value.trim();
+    if (!path || this.load.disabled) return;
+    this.host.send(
+      this.dtype.value ? { type: "load_model", path, dtype: this.dtype.value } : { type: "load_model", path },
+    );
+  }
+
+  /** The model in use (its file fills the field when it changes, unless the field has focus), the load under way
+   * ("" when none), and the panel's status (no load while a turn generates or another loads). */
+  update(info: ModelInfo | null, loading: string, status: string): void {
+    const file = info?.file ?? "";
+    if (file !== this.shownFile && document.activeElement !== this.path) {
+      this.path.value = file;
+      this.shownFile = file;
+    }
+    const remote = !!info?.remote;
+    this.path.disabled = this.dtype.disabled = remote;
+    this.load.disabled = remote || !!loading || busy(status);
+    this.about.textContent = remote
+      ? "This panel's turns go to a server: the model is the server's."
+      : loading || info?.summary || "";
+    this.about.classList.toggle("cf-model-loading", !!loading);
   }
 }
 
@@ -195,7 +269,7 @@ export class ChatBox {
 
   private submit(): void {
     const text = this.input.value.trim();
-    if (!text || this.host.status() === "generating") return;
+    if (!text || busy(this.host.status())) return;
     this.cancelDraft();
     this.host.send({ type: "send", text });
     this.input.value = "";
@@ -219,9 +293,8 @@ export class ChatBox {
   }
 
   update(status: string, prewarm: Prewarm | null): void {
-    const busy = status === "generating";
-    this.stopBtn.disabled = !busy;
-    this.sendBtn.disabled = busy;
+    this.stopBtn.disabled = status !== "generating";
+    this.sendBtn.disabled = busy(status);
     this.prewarm.textContent = prewarm
       ? `prefix prewarmed: ${prewarm.prompt_tokens} tokens (${prewarm.computed_tokens} computed), ${fmtMs(prewarm.latency_ms)}`
       : "";

@@ -36,6 +36,8 @@ class ServerConfig:
     """How long an answer stays stored for a retry with the same Idempotency-Key."""
     model_name: str | None = None
     """The model id clients send and /v1/models lists (default: the model file's name without .gguf)."""
+    dtype: str | None = None
+    """What the weights are dequantized to (float32, bfloat16, float16; None: the backend's default)."""
 
     def __post_init__(self) -> None:
         if not self.host.strip():
@@ -50,6 +52,9 @@ class ServerConfig:
             value = getattr(self, name)
             if value is not None and value < 1:
                 raise ChatflowError(f"--{name.replace('_', '-')} must be at least 1 per minute; got {value}")
+        if self.dtype not in (None, "float32", "bfloat16", "float16"):
+            raise ChatflowError(f"dtype must be float32, bfloat16 or float16 (or None for the backend's default); "
+                                f"got {self.dtype!r}")  # fmt: skip
         if any(not key or key != key.strip() for key in self.api_keys):
             raise ChatflowError("An API key cannot be empty or start or end with a space.")
         check_exposure(self.host, self.api_keys)

@@ -43,17 +43,20 @@ class ModelHost:
         host.status = "ready"
         return host
 
-    def load_in_background(self, path: str | None, name: str | None = None, warm: bool = True) -> threading.Thread:
-        """Load (and compile, with `warm`) the model on a thread; `status` tells how far it got."""
-        thread = threading.Thread(target=self._load, args=(path, name, warm), name="chatflow-load", daemon=True)
+    def load_in_background(
+        self, path: str | None, name: str | None = None, warm: bool = True, dtype: str | None = None
+    ) -> threading.Thread:
+        """Load (as `dtype`; None: the backend's default) and compile (with `warm`) the model on a thread; `status`
+        tells how far it got."""
+        thread = threading.Thread(target=self._load, args=(path, name, warm, dtype), name="chatflow-load", daemon=True)
         thread.start()
         return thread
 
-    def _load(self, path: str | None, name: str | None, warm: bool) -> None:
+    def _load(self, path: str | None, name: str | None, warm: bool, dtype: str | None = None) -> None:
         from jupyter_chatflow.engine.loader import load_model
 
         try:
-            model = load_model(path)
+            model = load_model(path, dtype=dtype)
             self.status = "compiling"
             self.install(model, name)
             if warm:

@@ -7,10 +7,10 @@ import threading
 
 import uvicorn
 
+from jupyter_chatflow.engine.loader import check_memory, default_dtype
 from jupyter_chatflow.engine.scheduler import Scheduler
 from jupyter_chatflow.errors import ChatflowError
 from jupyter_chatflow.model.files import resolve_model_path
-from jupyter_chatflow.model.gguf_file import read_metadata
 
 from . import log
 from .app import create_app
@@ -19,12 +19,13 @@ from .host import ModelHost
 
 
 def serve(config: ServerConfig, model_path: str | None) -> None:
-    """Listen on config.host:config.port until interrupted (Ctrl-C). A model file that is missing or not a GGUF
-    fails before listening; one that fails to load later stops the server: either raises ChatflowError."""
+    """Listen on config.host:config.port until interrupted (Ctrl-C). A model file that is missing, not a supported
+    GGUF or too large for the memory available fails before listening; one that fails to load later stops the
+    server: either raises ChatflowError."""
     log.setup()
-    read_metadata(resolve_model_path(model_path))  # (its header only: the weights load in the background)
+    check_memory(resolve_model_path(model_path), config.dtype or default_dtype())  # (its header only)
     host = ModelHost(lambda model: Scheduler(model, max_batch=config.max_batch))
-    loading = host.load_in_background(model_path, config.model_name)
+    loading = host.load_in_background(model_path, config.model_name, dtype=config.dtype)
     app = create_app(host, config)
     server = uvicorn.Server(uvicorn.Config(app, host=config.host, port=config.port, log_level="warning",
                                            access_log=False))  # fmt: skip

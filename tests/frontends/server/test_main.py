@@ -42,6 +42,7 @@ def test_chatflow_serve_runs_answers_and_stops_on_ctrl_c(tiny_path):
     lines = [json.loads(line) for line in err.splitlines() if line.startswith("{")]
     assert [line["status"] for line in lines if line["path"] == "/v1/chat/completions"] == [200, 200, 401]
     assert set(statuses) <= {200, 503} and "sk-1" not in err and "sk-2" not in err
+    assert err.startswith("chatflow: tiny-random-llama: llama, 91,136 parameters, F32, context 512 tokens; weights")
 
 
 def test_a_model_file_that_is_missing_or_not_a_gguf_fails_before_listening(tmp_path):
@@ -61,7 +62,7 @@ def test_a_model_that_fails_to_load_stops_the_server_with_its_error(tiny_path, m
     from jupyter_chatflow.frontends.server import ServerConfig
     from jupyter_chatflow.frontends.server.main import serve
 
-    def broken(path):
+    def broken(path, **options):
         time.sleep(0.5)  # (listening by then)
         raise ModelFormatError(f"{path} uses an architecture this loader does not know")
 
@@ -71,3 +72,17 @@ def test_a_model_that_fails_to_load_stops_the_server_with_its_error(tiny_path, m
         port = probe.getsockname()[1]
     with pytest.raises(ChatflowError, match="The model did not load, so the server stopped: ModelFormatError: "):
         serve(ServerConfig(port=port), str(tiny_path))
+
+
+def test_a_model_too_large_is_refused_before_listening(tiny_path, monkeypatch):
+    import pytest
+
+    from jupyter_chatflow.errors import ModelTooLargeError
+    from jupyter_chatflow.frontends.server import ServerConfig
+    from jupyter_chatflow.frontends.server.main import serve
+    from jupyter_chatflow.model import memory
+
+    monkeypatch.setattr(memory, "available_memory", lambda: memory.Available(1 << 20, "test"))
+    said = r"^tiny-random-llama needs 0\.25 GiB as float32 .* and 1\.0 MiB are available"
+    with pytest.raises(ModelTooLargeError, match=said):
+        serve(ServerConfig(port=1), str(tiny_path))  # (port 1: it never listens)
