@@ -233,9 +233,10 @@ def _load_tokenizer(path: str | None):
 def run_model_info(args: argparse.Namespace) -> int:
     """`chatflow model info`: architecture, sizes, quantization, tokenizer and where the file is."""
     from jupyter_chatflow.model.files import resolve_model_path
-    from jupyter_chatflow.model.gguf_file import describe
+    from jupyter_chatflow.model.gguf_file import described
 
-    info = describe(resolve_model_path(args.model))
+    info, metadata = described(resolve_model_path(args.model))
+    info |= _template_info(metadata)
     if args.json:
         _emit(info, sys.stdout)
     else:
@@ -245,6 +246,20 @@ def run_model_info(args: argparse.Namespace) -> int:
         for key, value in rest.items():
             print(f"{key:<{width}}  {'unknown' if value is None else value}")
     return 0
+
+
+def _template_info(metadata: dict[str, Any]) -> dict[str, str]:
+    """Which chat template a chat on this file renders (the file's, or its family's turns when it has none) and how
+    its tool calls go."""
+    from jupyter_chatflow.tokenizer.chat_template import fallback_template, tool_call_format
+
+    source = metadata.get("tokenizer.chat_template") or ""
+    if source:
+        template = "the file's own (tokenizer.chat_template)"
+    else:
+        family, source = fallback_template(set(metadata.get("tokenizer.ggml.tokens") or ()))
+        template = f"none in the file: {family}, told by the vocabulary's turn tokens"
+    return {"chat_template": template, "tool_calls": tool_call_format(source)}
 
 
 def _emit(obj: dict[str, Any], out: TextIO) -> None:

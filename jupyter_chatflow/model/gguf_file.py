@@ -115,6 +115,11 @@ def read_metadata(path: str | os.PathLike[str]) -> dict[str, Any]:
 
 def describe(path: str | os.PathLike[str]) -> dict[str, Any]:
     """A summary of a model file for people: architecture, sizes, storage, tokenizer."""
+    return described(path)[0]
+
+
+def described(path: str | os.PathLike[str]) -> tuple[dict[str, Any], dict[str, Any]]:
+    """`describe`'s summary and the file's metadata, read once (a 262k-token vocabulary takes seconds to read)."""
     path = Path(path)
     reader = _open_reader(path)
     metadata, config = _metadata_and_config(path, reader)
@@ -139,11 +144,18 @@ def describe(path: str | os.PathLike[str]) -> dict[str, Any]:
         "context_length": config.context_length,
         "vocab_size": config.vocab_size,
         "rope_base": config.rope_base,
+        "sliding_window": _sliding_summary(config),
         "tied_embeddings": config.tied_embeddings,
         "tokenizer": f"{metadata.get('tokenizer.ggml.model')} (pre-tokenizer {metadata.get('tokenizer.ggml.pre')})",
-        "chat_template": "yes" if metadata.get("tokenizer.chat_template") else "no (ChatML fallback)",
+        "chat_template": "yes" if metadata.get("tokenizer.chat_template") else "no",
         "license": metadata.get("general.license", "unknown"),
-    }
+    }, metadata
+
+
+def _sliding_summary(config: ModelConfig) -> str:
+    if not config.sliding_layers:
+        return "none: every layer attends to the whole window"
+    return f"{config.sliding_window} tokens, in {len(config.sliding_layers)} of {config.n_layers} layers"
 
 
 def _metadata_and_config(path: Path, reader: gguf.GGUFReader) -> tuple[dict[str, Any], ModelConfig]:

@@ -253,3 +253,16 @@ def test_dtype_is_passed_to_the_loader(tiny_path, monkeypatch, capsys):
     monkeypatch.setattr(loader, "load_model", record)
     assert main(["chat", "--model", str(tiny_path), "--dtype", "bfloat16", "Hi"]) == 130
     assert asked == {"dtype": "bfloat16"}
+
+
+def test_model_info_says_how_a_file_of_another_family_chats(capsys):
+    from pathlib import Path
+
+    gemma3 = Path(__file__).parents[1] / "model" / "archs" / "gemma3.gguf"
+    assert main(["model", "info", "--model", str(gemma3), "--json"]) == 0
+    info = json.loads(capsys.readouterr().out)
+    assert info["architecture"] == "gemma3" and info["sliding_window"] == "8 tokens, in 5 of 6 layers"
+    assert info["chat_template"] == "the file's own (tokenizer.chat_template)" or info["chat_template"].startswith(
+        "none in the file: "
+    )
+    assert info["tool_calls"].endswith("held to the grammar by the constrained-decoding mask")
