@@ -39,6 +39,7 @@ from jupyter_chatflow.engine.sampling import SamplingParams
 from jupyter_chatflow.engine.scheduler import Scheduler
 from jupyter_chatflow.errors import ChatflowError
 from jupyter_chatflow.events import TERMINAL, Completed, ContextAssembled, Emitter, Event, TitleGenerated, TurnStarted
+from jupyter_chatflow.model.files import KNOWN_MODELS
 from jupyter_chatflow.store.database import Database
 from jupyter_chatflow.store.memory import Memory
 from jupyter_chatflow.store.sessions import Sessions, TurnRecord
@@ -405,9 +406,16 @@ def _local_model(model: Model | str | os.PathLike[str] | None) -> Model:
     if model is None or isinstance(model, Model):
         return model or load_model()
     text = os.fspath(model)
-    if isinstance(model, str) and not text.lower().endswith(".gguf") and not Path(text).expanduser().is_file():
-        raise ChatflowError(f"model={model!r} is not a GGUF file: pass a model file's path or a cf.load_model(…), "
-                            "or base_url= too if it names a server's model.")  # fmt: skip
+    named = any(known.name.lower() == text.strip().lower() for known in KNOWN_MODELS)
+    if (
+        isinstance(model, str)
+        and not named
+        and not text.lower().endswith(".gguf")
+        and not Path(text).expanduser().is_file()
+    ):
+        raise ChatflowError(f"model={model!r} is not a GGUF file nor a known model's name "
+                            f"({', '.join(m.name for m in KNOWN_MODELS)}): pass a model file's path or a "
+                            "cf.load_model(…), or base_url= too if it names a server's model.")  # fmt: skip
     return load_model(text)
 
 
