@@ -127,7 +127,8 @@ def _parts(inputs: Inputs) -> list[Part]:
 
 def _messages(parts: Sequence[Part]) -> list[Message]:
     system = "".join(p.text for p in parts if p.kind in ("system", "memory", "tools"))
-    messages = [{"role": "system", "content": system}]
+    # (no system text: no system message, so the template's own default applies, Qwen's "You are Qwen…", or none)
+    messages = [{"role": "system", "content": system}] if system else []
     for part in parts:
         if part.kind in ("history", "user", "tool", "generated"):
             messages.append({"role": _role(part), "content": part.text})

@@ -24,7 +24,8 @@ tokens."""
 # GGUF has none). Gemma has no system role: its own template puts the system text before the first user message.
 GEMMA_TEMPLATE = (
     "{{ bos_token }}"
-    "{% set system = messages[0]['content'] + '\n\n' if messages and messages[0]['role'] == 'system' else '' %}"
+    "{% set first = messages[0] if messages else {'role': '', 'content': ''} %}"
+    "{% set system = first['content'] + '\n\n' if first['role'] == 'system' and first['content'] else '' %}"
     "{% for message in messages if message['role'] != 'system' %}"
     "{% set role = 'model' if message['role'] == 'assistant' else 'user' %}"
     "{{ '<start_of_turn>' + role + '\n' + (system if loop.first else '') + message['content'] | trim"

@@ -53,3 +53,13 @@ def test_the_tool_call_format_says_whether_it_is_the_familys_own():
     assert tool_call_format("... <tool_call>\n{...}\n</tool_call> ...").startswith("the template's own")
     assert tool_call_format("{{ '<|python_tag|>' }}").startswith("Llama 3.1's JSON is not read yet")
     assert tool_call_format(CHATML_TEMPLATE).startswith("none in the template")
+
+
+def test_gemma_turns_with_an_empty_system_message_add_no_blank_lines():
+    _, source = fallback_template({"<start_of_turn>"})
+    text = compile_template(source).render(
+        messages=[{"role": "system", "content": ""}, {"role": "user", "content": "Hi"}],
+        add_generation_prompt=True,
+        bos_token="<bos>",
+    )
+    assert text == "<bos><start_of_turn>user\nHi<end_of_turn>\n<start_of_turn>model\n"
