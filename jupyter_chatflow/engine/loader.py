@@ -60,7 +60,8 @@ def load_model(
     dtype: str | jnp.dtype | None = None,
     progress: Progress | None = None,
 ) -> Model:
-    """Load a Llama-family GGUF model (the default SmolLM2-135M-Instruct when `path` is None).
+    """Load a GGUF model of a supported architecture (`config.FAMILIES`); the default SmolLM2-135M-Instruct when
+    `path` is None.
 
     Without a path, the process keeps one copy of the default model (`$CHATFLOW_MODEL`, or the installed wheel's
     file) per dtype while anything uses it: `Chat()`, the magics and the panel share it, rather than each holding

@@ -72,7 +72,7 @@ class GGUFModel:
 
 
 def read_gguf(path: str | os.PathLike[str]) -> GGUFModel:
-    """Open and validate a Llama-family GGUF file; its tensors are dequantized when first read.
+    """Open and validate a GGUF model file of a supported architecture; its tensors are dequantized when first read.
 
     Lazily, so a loader that arranges one layer at a time never holds every float32 tensor at once (the
     peak memory of a first load matters on small machines such as Binder's).
@@ -162,7 +162,7 @@ def _metadata_and_config(path: Path, reader: gguf.GGUFReader) -> tuple[dict[str,
     metadata = {name: _field_value(field) for name, field in reader.fields.items()}
     by_name = {tensor.name: tensor for tensor in reader.tensors}
     if "token_embd.weight" not in by_name:
-        raise ModelFormatError(f"{path} has no token_embd.weight tensor: not a Llama-family model file.")
+        raise ModelFormatError(f"{path} has no token_embd.weight tensor: not a decoder language model file.")
     vocab = metadata.get("tokenizer.ggml.tokens")
     try:
         config = ModelConfig.from_metadata(

@@ -99,7 +99,7 @@ def _footprint(path: Path, size: int, mtime_ns: int) -> Footprint:
     header = read_header(path)
     names = {tensor.name for tensor in header.tensors}
     if "token_embd.weight" not in names:
-        raise ModelFormatError(f"{path} has no token_embd.weight tensor: not a Llama-family model file.")
+        raise ModelFormatError(f"{path} has no token_embd.weight tensor: not a decoder language model file.")
     embedding = next(t for t in header.tensors if t.name == "token_embd.weight")
     vocab = header.array_lengths.get("tokenizer.ggml.tokens") or embedding.shape[0]
     try:
