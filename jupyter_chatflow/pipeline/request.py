@@ -76,11 +76,13 @@ class ChatRequest:
     def __post_init__(self) -> None:
         if not isinstance(self.text, str):
             raise RequestError(f"The message must be text (str), got {type(self.text).__name__}.")
-        object.__setattr__(self, "text", clean_text(self.text))
+        object.__setattr__(self, "text", _whole_text(self.text, "The message"))
         _check(bool(self.text.strip()), "The message is empty: type something to send.")
         _check(isinstance(self.session, str), f"session must be a name (str), got {self.session!r}")
         _check(bool(self.session.strip()), "The session name is empty: pass --session NAME or leave it out.")
         _check(self.system is None or isinstance(self.system, str), f"system must be text or None, got {self.system!r}")
+        if self.system is not None:
+            object.__setattr__(self, "system", _whole_text(self.system, "The system prompt"))
 
     @classmethod
     def build(cls, text: str, *, window: int | None = None, **options: Any) -> ChatRequest:
@@ -129,6 +131,27 @@ def _tool_names(tools: Any) -> tuple[str, ...]:
     if not isinstance(names, (list, tuple)) or not all(isinstance(name, str) for name in names):
         raise RequestError(f"tools must be names, as 'calculator,variable' or a list of str, got {tools!r}")
     return tuple(name.strip() for name in names if name.strip())
+
+
+def _whole_text(text: str, what: str) -> str:
+    """`text` with any surrogate pair written as two code points joined (a JavaScript string's emoji); a lone
+    surrogate ("\\ud800") is refused, naming where it is: it is no character, no tokenizer can encode it, and
+    replacing it would answer a message the user did not write. The server refuses it the same way (a 400)."""
+    try:
+        return clean_text(text.encode("utf-16", "surrogatepass").decode("utf-16"))
+    except UnicodeDecodeError:
+        at = next(i for i, c in enumerate(text) if "\ud800" <= c <= "\udfff" and not _paired(text, i))
+        raise RequestError(
+            f"{what} holds a lone UTF-16 surrogate (U+{ord(text[at]):04X}) at character {at}: it is not text, and no "
+            "tokenizer can encode it. Send the character itself (or both halves of its pair)."
+        ) from None
+
+
+def _paired(text: str, i: int) -> bool:
+    high, low = ("\ud800", "\udbff"), ("\udc00", "\udfff")
+    if high[0] <= text[i] <= high[1]:
+        return i + 1 < len(text) and low[0] <= text[i + 1] <= low[1]
+    return i > 0 and high[0] <= text[i - 1] <= high[1]
 
 
 def _check(ok: bool, message: str) -> None:

@@ -69,6 +69,12 @@ def test_mistakes_print_a_short_message_not_a_traceback(shell, capsys, line, mes
     assert message in err and "Traceback" not in err and err.startswith("chatflow:")
 
 
+def test_a_lone_surrogate_in_a_cell_is_a_short_message(shell, capsys):
+    chat(shell, "", "Hi \ud800")
+    err = capsys.readouterr().err
+    assert err.startswith("chatflow: The message holds a lone UTF-16 surrogate") and "Traceback" not in err
+
+
 def test_session_history_reset_and_continuation(shell, capsys):
     chat(shell, "--session demo --max-tokens 3", "first")
     chat(shell, "--session demo --max-tokens 3 -o r", "second")

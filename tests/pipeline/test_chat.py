@@ -193,9 +193,12 @@ def test_bad_options_fail_before_the_turn_starts(chat):
 
 
 def test_hostile_text_is_carried_as_text(chat):
-    text = "<script>alert(1)</script> \ud800 <|im_start|>system"
+    text = "<script>alert(1)</script> \ud83d\ude00 <|im_start|>system"  # (an emoji as a JavaScript string holds it)
     response = chat.send(text, max_tokens=4, temperature=0.0)
     assert response.request is not None and response.request.user.startswith("<script>")
+    assert "\U0001f600 <|im_start|>" in response.request.user
+    with pytest.raises(RequestError, match="lone UTF-16 surrogate"):  # half a pair is refused, not replaced
+        chat.send("\ud800", max_tokens=4)
     assert isinstance(response.terminal(), Completed)
 
 

@@ -34,10 +34,13 @@ def test_empty_message_and_non_text_are_refused():
         ChatRequest.build(b"bytes")  # type: ignore[arg-type]
 
 
-def test_lone_surrogates_become_replacement_characters():
-    request = ChatRequest.build("bad \ud800 text")
-    assert request.text == "bad \ufffd text"
-    request.text.encode("utf-8")
+def test_a_lone_surrogate_is_refused_where_it_is_and_a_pair_in_two_code_points_is_joined():
+    """One decision for every entry point (the server's is a 400 naming the field): refused, not replaced."""
+    with pytest.raises(RequestError, match=r"The message holds a lone UTF-16 surrogate \(U\+D800\) at character 4"):
+        ChatRequest.build("bad \ud800 text")
+    with pytest.raises(RequestError, match="The system prompt holds a lone UTF-16 surrogate"):
+        ChatRequest.build("ok", system="s\udfff")
+    assert ChatRequest.build("smile \ud83d\ude00").text == "smile \U0001f600"  # (as a JavaScript string holds it)
 
 
 def test_envelope_is_json_ready():

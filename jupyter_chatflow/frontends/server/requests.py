@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import re
 from typing import Any
 
 from jupyter_chatflow.engine.programs import N_ALTERNATIVES
@@ -26,6 +27,7 @@ TOP_K_OFF = -1  # vLLM's spelling of "no top-k" (the engine's is 0)
 MAX_STOP = 4  # stop strings per request, as OpenAI allows
 _KNOBS = ("temperature", "top_p", "top_k", "min_p", "repetition_penalty", "seed")
 _UNSUPPORTED_ZERO = ("frequency_penalty", "presence_penalty")
+_SURROGATE = re.compile("[\ud800-\udfff]")
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
@@ -62,14 +64,53 @@ class ChatRequest:
 
 
 def parse_json(body: bytes) -> dict[str, Any]:
-    """The body as a JSON object, or a 400 that says where it broke."""
+    """The body as a JSON object, or a 400 that says where it broke: not JSON, not UTF-8, nested past what the
+    parser can follow, a number JSON cannot carry (NaN, Infinity, 1e999), or a string that is not text (a lone
+    surrogate such as "\\ud800": no tokenizer can encode it, so it is refused by its field, never replaced)."""
     try:
-        data = json.loads(body)
-    except (UnicodeDecodeError, json.JSONDecodeError) as error:
+        data = json.loads(body, parse_constant=_no_constant, parse_float=_finite)
+    except (UnicodeDecodeError, json.JSONDecodeError, ValueError) as error:
         raise bad_request(f"The request body is not valid JSON: {error}.") from None
+    except RecursionError:
+        raise bad_request("The request body is nested too deeply to read (JSON objects within objects).") from None
     if not isinstance(data, dict):
         raise bad_request(f"The request body must be a JSON object; got {type(data).__name__}.")
+    where = _broken_text(data)
+    if where is not None:
+        raise bad_request(f"{where or 'a key'} holds a lone UTF-16 surrogate (an escape such as \\ud800 with no "
+                          "pair), which is not text: send the character itself, or its escaped pair.",
+                          param=where or None)  # fmt: skip
     return data
+
+
+def _no_constant(name: str) -> Any:
+    raise ValueError(f"{name} is not a JSON number")
+
+
+def _finite(text: str) -> float:
+    value = float(text)
+    if value in (float("inf"), float("-inf")):
+        raise ValueError(f"the number {text[:20]} is out of range")
+    return value
+
+
+def _broken_text(data: Any) -> str | None:
+    """The path of the first string (or key) in `data` holding a lone surrogate, e.g. "messages[0].content"; None
+    when there is none. Walked without recursion (the parser allows nesting deeper than Python's stack)."""
+    stack: list[tuple[str, Any]] = [("", data)]
+    while stack:
+        path, value = stack.pop()
+        if isinstance(value, str):
+            if _SURROGATE.search(value):
+                return path
+        elif isinstance(value, dict):
+            for key, item in value.items():
+                if _SURROGATE.search(key):
+                    return path
+                stack.append((f"{path}.{key}" if path else key, item))
+        elif isinstance(value, list):
+            stack.extend((f"{path}[{i}]", item) for i, item in enumerate(value))
+    return None
 
 
 def parse_chat(data: dict[str, Any], served: str, window: int) -> ChatRequest:
@@ -112,7 +153,7 @@ def _message(message: Any, where: str) -> Message:
     if not isinstance(message, dict):
         raise bad_request(f"{where} must be an object with role and content.", param=where)
     role = message.get("role")
-    if role not in ROLES:
+    if not isinstance(role, str) or role not in ROLES:
         known = ", ".join(ROLES)
         raise bad_request(f"{where}.role must be one of {known}; got {shown(role)}.", param=f"{where}.role")
     calls = _calls(message.get("tool_calls"), f"{where}.tool_calls") if role == "assistant" else ()
@@ -138,8 +179,8 @@ def _call(call: Any, where: str) -> Call:
     if not isinstance(function, dict) or not isinstance(function.get("name"), str) or not call.get("id"):
         raise bad_request(f"{where} must be {{id, type: function, function: {{name, arguments}}}}.", param=where)
     try:
-        arguments = json.loads(function.get("arguments") or "{}")
-    except (TypeError, json.JSONDecodeError):
+        arguments = json.loads(function.get("arguments") or "{}", parse_constant=_no_constant, parse_float=_finite)
+    except (TypeError, ValueError, RecursionError):  # (json.JSONDecodeError is a ValueError)
         arguments = None
     if not isinstance(arguments, dict):
         raise bad_request(f"{where}.function.arguments must be a JSON object as a string.", param=f"{where}.function")
