@@ -6,16 +6,9 @@ header and the next turn runs on it. Screenshots go to $CHATFLOW_ARTIFACTS (defa
 
 from __future__ import annotations
 
-import json
-import os
-import socket
-import subprocess
-import sys
-from pathlib import Path
-
 import pytest
 
-from .test_e2e_panel import ARTIFACTS, CHROMIUM, TOKEN, _answers, _wait_until, open_notebook
+from .test_e2e_panel import ARTIFACTS, CHROMIUM, _wait_until, jupyter_lab, open_notebook, write_notebook
 
 pytestmark = [
     pytest.mark.browser,
@@ -48,30 +41,9 @@ print("memory: as it is")"""
 def lab(tmp_path_factory):
     """A JupyterLab server on a free localhost port, over a folder with a notebook that opens a panel."""
     root = tmp_path_factory.mktemp("lab")
-    cells = [{"cell_type": "code", "metadata": {}, "source": source, "outputs": [], "execution_count": None}
-             for source in (SETUP, TIGHT, LOOSE)]  # fmt: skip
-    kernel = {"name": "python3", "display_name": "Python 3", "language": "python"}
-    notebook = {"cells": cells, "metadata": {"kernelspec": kernel}, "nbformat": 4, "nbformat_minor": 5}
-    (root / "model.ipynb").write_text(json.dumps(notebook))
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        port = probe.getsockname()[1]
-    env = {**os.environ, "CHATFLOW_DB": str(root / "chatflow.db"), "JUPYTER_CONFIG_DIR": str(root / "config"),
-           "CHATFLOW_WEIGHTS_CACHE": str(root / "weights"), "JUPYTERLAB_SETTINGS_DIR": str(root / "settings"),
-           "JUPYTERLAB_WORKSPACES_DIR": str(root / "ws")}  # fmt: skip
-    jupyter = Path(sys.executable).with_name("jupyter")
-    command = [str(jupyter) if jupyter.exists() else "jupyter", "lab", "--no-browser", f"--port={port}",
-               "--ServerApp.ip=127.0.0.1", f"--ServerApp.token={TOKEN}", f"--ServerApp.root_dir={root}",
-               "--allow-root"]  # fmt: skip
-    with (root / "lab.log").open("w") as log:
-        server = subprocess.Popen(command, env=env, stdout=log, stderr=subprocess.STDOUT)
-        base = f"http://127.0.0.1:{port}"
-        try:
-            _wait_until(lambda: _answers(f"{base}/api/status?token={TOKEN}"), 60, "JupyterLab did not start")
-            yield base, root
-        finally:
-            server.terminate()
-            server.wait(20)
+    write_notebook(root / "model.ipynb", SETUP, TIGHT, LOOSE)
+    with jupyter_lab(root, CHATFLOW_WEIGHTS_CACHE=str(root / "weights")) as base:
+        yield base, root
 
 
 def test_a_model_file_chosen_in_the_settings_loads_and_its_name_shows_in_the_header(lab):

@@ -21,6 +21,7 @@ import subprocess
 import sys
 import time
 import urllib.request
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -60,30 +61,45 @@ def lab(tmp_path_factory, real_model_path):
     """A JupyterLab server on a free localhost port, serving a folder with the test notebook."""
     root = tmp_path_factory.mktemp("lab")
     notebook(root / "panel.ipynb")
+    # an empty XLA cache: the kernel's first turn compiles as a new user's does (and the panel must say so)
+    with jupyter_lab(root, CHATFLOW_XLA_CACHE=str(root / "xla")) as base:
+        yield base
+    if os.environ.get("CHATFLOW_E2E_LOG"):
+        shutil.copy(root / "lab.log", ARTIFACTS / "lab.log")
+
+
+def write_notebook(path: Path, *sources: str) -> None:
+    """A notebook at `path` with one code cell per source, on the python3 kernel."""
+    cells = [{"cell_type": "code", "metadata": {}, "source": source, "outputs": [], "execution_count": None}
+             for source in sources]  # fmt: skip
+    kernel = {"name": "python3", "display_name": "Python 3", "language": "python"}
+    notebook = {"cells": cells, "metadata": {"kernelspec": kernel}, "nbformat": 4, "nbformat_minor": 5}
+    path.write_text(json.dumps(notebook))
+
+
+@contextlib.contextmanager
+def jupyter_lab(root: Path, **env: str) -> Iterator[str]:
+    """JupyterLab on a free localhost port over `root` (its config, settings, workspaces, the chat database and the
+    server's log kept there), `env` added to its environment; yields its base URL, and stops it after."""
     with socket.socket() as probe:
         probe.bind(("127.0.0.1", 0))
         port = probe.getsockname()[1]
-    # an empty XLA cache: the kernel's first turn compiles as a new user's does (and the panel must say so)
     env = {**os.environ, "CHATFLOW_DB": str(root / "chatflow.db"), "JUPYTER_CONFIG_DIR": str(root / "config"),
-           "CHATFLOW_XLA_CACHE": str(root / "xla"),
-           "JUPYTERLAB_SETTINGS_DIR": str(root / "settings"),
-           "JUPYTERLAB_WORKSPACES_DIR": str(root / "ws")}  # fmt: skip
+           "JUPYTERLAB_SETTINGS_DIR": str(root / "settings"), "JUPYTERLAB_WORKSPACES_DIR": str(root / "ws"),
+           **env}  # fmt: skip
     jupyter = Path(sys.executable).with_name("jupyter")
     command = [str(jupyter) if jupyter.exists() else "jupyter", "lab", "--no-browser", f"--port={port}",
                "--ServerApp.ip=127.0.0.1", f"--ServerApp.token={TOKEN}", f"--ServerApp.root_dir={root}",
                "--allow-root"]  # fmt: skip
-    log = (root / "lab.log").open("w")
-    server = subprocess.Popen(command, env=env, stdout=log, stderr=subprocess.STDOUT)
-    base = f"http://127.0.0.1:{port}"
-    try:
-        _wait_until(lambda: _answers(f"{base}/api/status?token={TOKEN}"), 60, "JupyterLab did not start")
-        yield base
-    finally:
-        server.terminate()
-        server.wait(20)
-        log.close()
-        if os.environ.get("CHATFLOW_E2E_LOG"):
-            shutil.copy(root / "lab.log", ARTIFACTS / "lab.log")
+    with (root / "lab.log").open("w") as log:
+        server = subprocess.Popen(command, env=env, stdout=log, stderr=subprocess.STDOUT)
+        base = f"http://127.0.0.1:{port}"
+        try:
+            _wait_until(lambda: _answers(f"{base}/api/status?token={TOKEN}"), 60, "JupyterLab did not start")
+            yield base
+        finally:
+            server.terminate()
+            server.wait(20)
 
 
 @pytest.fixture(scope="module")

@@ -9,17 +9,12 @@ not the point, the pipeline is. Screenshots go to $CHATFLOW_ARTIFACTS/gemma3/.
 
 from __future__ import annotations
 
-import json
-import os
 import re
-import socket
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
-from .test_e2e_panel import ARTIFACTS, CHROMIUM, TOKEN, _answers, _wait_until, open_notebook
+from .test_e2e_panel import ARTIFACTS, CHROMIUM, _wait_until, jupyter_lab, open_notebook, write_notebook
 
 pytestmark = [
     pytest.mark.browser,
@@ -45,29 +40,9 @@ def lab(tmp_path_factory, gemma3_path):
     """A JupyterLab server on a free localhost port, over a folder with the notebook (skipped, with the reason,
     where the Gemma package is not installed: `gemma3_path`)."""
     root = tmp_path_factory.mktemp("lab")
-    cell = {"cell_type": "code", "metadata": {}, "source": _setup(gemma3_path), "outputs": [], "execution_count": None}
-    kernel = {"name": "python3", "display_name": "Python 3", "language": "python"}
-    notebook = {"cells": [cell], "metadata": {"kernelspec": kernel}, "nbformat": 4, "nbformat_minor": 5}
-    (root / "gemma3.ipynb").write_text(json.dumps(notebook))
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        port = probe.getsockname()[1]
-    env = {**os.environ, "CHATFLOW_DB": str(root / "chatflow.db"), "JUPYTER_CONFIG_DIR": str(root / "config"),
-           "JUPYTERLAB_SETTINGS_DIR": str(root / "settings"),
-           "JUPYTERLAB_WORKSPACES_DIR": str(root / "ws")}  # fmt: skip
-    jupyter = Path(sys.executable).with_name("jupyter")
-    command = [str(jupyter) if jupyter.exists() else "jupyter", "lab", "--no-browser", f"--port={port}",
-               "--ServerApp.ip=127.0.0.1", f"--ServerApp.token={TOKEN}", f"--ServerApp.root_dir={root}",
-               "--allow-root"]  # fmt: skip
-    with (root / "lab.log").open("w") as log:
-        server = subprocess.Popen(command, env=env, stdout=log, stderr=subprocess.STDOUT)
-        base = f"http://127.0.0.1:{port}"
-        try:
-            _wait_until(lambda: _answers(f"{base}/api/status?token={TOKEN}"), 60, "JupyterLab did not start")
-            yield base
-        finally:
-            server.terminate()
-            server.wait(20)
+    write_notebook(root / "gemma3.ipynb", _setup(gemma3_path))
+    with jupyter_lab(root) as base:
+        yield base
 
 
 def test_a_turn_on_gemma3_streams_and_its_views_follow_the_models_layers_and_window(lab):
