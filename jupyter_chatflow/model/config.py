@@ -12,6 +12,7 @@ from __future__ import annotations
 import dataclasses
 import re
 from collections.abc import Mapping
+from pathlib import Path
 from typing import Any
 
 from jupyter_chatflow.errors import ModelFormatError
@@ -178,6 +179,23 @@ class ModelConfig:
             final_softcap=float(metadata.get(f"{arch}.final_logit_softcapping") or 0.0),
             **_sliding(metadata, arch, n_layers),
         )
+
+
+def file_config(
+    path: Path, metadata: Mapping[str, Any], shapes: Mapping[str, tuple[int, ...]], vocab_size: int | None
+) -> ModelConfig:
+    """The config of the GGUF file at `path` from its metadata and its tensors' shapes (numpy order): the vocabulary's
+    size is `vocab_size` (the token list's length) or the embedding's rows, the head is tied when the file has no
+    `output.weight`. ModelFormatError naming the file when it is no decoder model or its metadata falls short."""
+    if "token_embd.weight" not in shapes:
+        raise ModelFormatError(f"{path} has no token_embd.weight tensor: not a decoder language model file.")
+    vocab = vocab_size or shapes["token_embd.weight"][0]
+    try:
+        return ModelConfig.from_metadata(
+            metadata, vocab_size=vocab, tied="output.weight" not in shapes, file_name=path.name
+        )
+    except ModelFormatError as error:  # the config knows the fields, not the file
+        raise ModelFormatError(f"{path}: {error}") from None
 
 
 # A GGUF file name's tail after the model's name (llama.cpp's naming convention, and the common "name.Q4_K_M"):

@@ -19,7 +19,7 @@ import numpy as np
 from jupyter_chatflow.errors import ModelFormatError, ModelNotFoundError
 
 from . import memory
-from .config import ModelConfig
+from .config import ModelConfig, file_config
 from .weights import required_layer_tensors
 
 GGUF_MAGIC = b"GGUF"
@@ -161,18 +161,8 @@ def _sliding_summary(config: ModelConfig) -> str:
 def _metadata_and_config(path: Path, reader: gguf.GGUFReader) -> tuple[dict[str, Any], ModelConfig]:
     metadata = {name: _field_value(field) for name, field in reader.fields.items()}
     by_name = {tensor.name: tensor for tensor in reader.tensors}
-    if "token_embd.weight" not in by_name:
-        raise ModelFormatError(f"{path} has no token_embd.weight tensor: not a decoder language model file.")
-    vocab = metadata.get("tokenizer.ggml.tokens")
-    try:
-        config = ModelConfig.from_metadata(
-            metadata,
-            vocab_size=len(vocab) if vocab else int(by_name["token_embd.weight"].shape[-1]),
-            tied="output.weight" not in by_name,
-            file_name=path.name,
-        )
-    except ModelFormatError as error:  # the config knows the fields, not the file
-        raise ModelFormatError(f"{path}: {error}") from None
+    shapes = {name: tuple(int(n) for n in reversed(tensor.shape)) for name, tensor in by_name.items()}
+    config = file_config(path, metadata, shapes, len(metadata.get("tokenizer.ggml.tokens") or ()))
     _check_tensor_names(path, config, by_name)
     _check_attention_shapes(path, config, by_name)
     return metadata, config

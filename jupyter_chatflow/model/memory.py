@@ -30,9 +30,9 @@ from pathlib import Path
 
 import gguf
 
-from jupyter_chatflow.errors import ModelFormatError, ModelTooLargeError
+from jupyter_chatflow.errors import ModelTooLargeError
 
-from .config import ModelConfig
+from .config import ModelConfig, file_config
 from .header import Header, read_header
 
 GIB, MIB = 1 << 30, 1 << 20
@@ -97,16 +97,8 @@ def footprint(path: str | os.PathLike[str]) -> Footprint:
 def _footprint(path: Path, size: int, mtime_ns: int) -> Footprint:
     """(`size` and `mtime_ns` are only the cache's key: a file written anew is read anew.)"""
     header = read_header(path)
-    names = {tensor.name for tensor in header.tensors}
-    if "token_embd.weight" not in names:
-        raise ModelFormatError(f"{path} has no token_embd.weight tensor: not a decoder language model file.")
-    embedding = next(t for t in header.tensors if t.name == "token_embd.weight")
-    vocab = header.array_lengths.get("tokenizer.ggml.tokens") or embedding.shape[0]
-    try:
-        config = ModelConfig.from_metadata(header.metadata, vocab_size=vocab, tied="output.weight" not in names,
-                                           file_name=path.name)  # fmt: skip
-    except ModelFormatError as error:  # the config knows the fields, not the file
-        raise ModelFormatError(f"{path}: {error}") from None
+    shapes = {tensor.name: tensor.shape for tensor in header.tensors}
+    config = file_config(path, header.metadata, shapes, header.array_lengths.get("tokenizer.ggml.tokens"))
     stored = Counter[str]()
     for tensor in header.tensors:
         stored[tensor.type_name] += tensor.elements
