@@ -16,13 +16,13 @@ from typing import Any
 import gguf
 import numpy as np
 
-from jupyter_chatflow.errors import ModelFormatError, ModelNotFoundError
+from jupyter_chatflow.errors import ModelFormatError
 
 from . import memory
 from .config import ModelConfig, file_config
+from .header import check_gguf_file
 from .weights import required_layer_tensors
 
-GGUF_MAGIC = b"GGUF"
 # Quant types whose dequantizer the gguf package ships and our tests cover.
 SUPPORTED_QUANTS = frozenset(
     gguf.GGMLQuantizationType[name]
@@ -169,11 +169,7 @@ def _metadata_and_config(path: Path, reader: gguf.GGUFReader) -> tuple[dict[str,
 
 
 def _open_reader(path: Path) -> gguf.GGUFReader:
-    if not path.is_file():
-        raise ModelNotFoundError(f"No model file at {path}. Check the path, or omit it to use the default model.")
-    with path.open("rb") as handle:
-        if handle.read(4) != GGUF_MAGIC:
-            raise ModelFormatError(f"{path} is not a GGUF file (it does not start with b'GGUF').")
+    check_gguf_file(path)
     try:
         reader = _Reader(path, "r")
     except Exception as error:  # the reader raises many types on corrupt input; all mean the same here

@@ -58,21 +58,26 @@ class Header:
     tensors: tuple[TensorInfo, ...]
 
 
-def read_header(path: str | os.PathLike[str]) -> Header:
-    """The header of the GGUF file at `path`; ModelNotFoundError or ModelFormatError (saying what to do) otherwise."""
-    path = Path(path)
+def check_gguf_file(path: Path) -> Path:
+    """`path`, when a file is there that starts as a GGUF file does; ModelNotFoundError or ModelFormatError else."""
     if not path.is_file():
         raise ModelNotFoundError(f"No model file at {path}. Check the path, or omit it to use the default model.")
     with path.open("rb") as handle:
         if handle.read(4) != GGUF_MAGIC:
             raise ModelFormatError(f"{path} is not a GGUF file (it does not start with b'GGUF').")
-        with mmap.mmap(handle.fileno(), 0, access=mmap.ACCESS_READ) as buffer:
-            try:
-                return _Cursor(buffer, path).header()
-            except (struct.error, UnicodeDecodeError, ValueError, OverflowError) as error:
-                raise ModelFormatError(
-                    f"{path} is a corrupt or truncated GGUF file ({error}). Download it again."
-                ) from None
+    return path
+
+
+def read_header(path: str | os.PathLike[str]) -> Header:
+    """The header of the GGUF file at `path`; ModelNotFoundError or ModelFormatError (saying what to do) otherwise."""
+    path = check_gguf_file(Path(path))
+    with path.open("rb") as handle, mmap.mmap(handle.fileno(), 0, access=mmap.ACCESS_READ) as buffer:
+        try:
+            return _Cursor(buffer, path).header()
+        except (struct.error, UnicodeDecodeError, ValueError, OverflowError) as error:
+            raise ModelFormatError(
+                f"{path} is a corrupt or truncated GGUF file ({error}). Download it again."
+            ) from None
 
 
 class _Cursor:
