@@ -248,18 +248,18 @@ def run_model_info(args: argparse.Namespace) -> int:
     return 0
 
 
+SPECIAL_TOKEN_TYPES = (3, 4)  # gguf.TokenType CONTROL and USER_DEFINED: the turn markers a fallback is told by
+
+
 def _template_info(metadata: dict[str, Any]) -> dict[str, str]:
     """Which chat template a chat on this file renders (the file's, or its family's turns when it has none) and how
     its tool calls go."""
-    from jupyter_chatflow.tokenizer.chat_template import fallback_template, tool_call_format
+    from jupyter_chatflow.tokenizer.chat_template import chat_template_of, tool_call_format
 
-    source = metadata.get("tokenizer.chat_template") or ""
-    if source:
-        template = "the file's own (tokenizer.chat_template)"
-    else:
-        family, source = fallback_template(set(metadata.get("tokenizer.ggml.tokens") or ()))
-        template = f"none in the file: {family}, told by the vocabulary's turn tokens"
-    return {"chat_template": template, "tool_calls": tool_call_format(source)}
+    texts, types = metadata.get("tokenizer.ggml.tokens") or (), metadata.get("tokenizer.ggml.token_type") or ()
+    special = {text for text, kind in zip(texts, types, strict=False) if kind in SPECIAL_TOKEN_TYPES}
+    source, origin = chat_template_of(metadata.get("tokenizer.chat_template"), special)
+    return {"chat_template": origin, "tool_calls": tool_call_format(source)}
 
 
 def _emit(obj: dict[str, Any], out: TextIO) -> None:

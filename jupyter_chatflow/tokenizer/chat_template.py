@@ -55,6 +55,16 @@ _FALLBACKS = (  # (a turn token of the family's vocabulary, its name, its templa
 )
 
 
+def chat_template_of(file_template: str | None, special_texts: set[str]) -> tuple[str, str]:
+    """(template, where it comes from, in words) of a file: its own `tokenizer.chat_template`, or its family's turn
+    format told by its special tokens' texts when it has none. The tokenizer renders it; `chatflow model info` says it.
+    """
+    if file_template:
+        return file_template, "the file's own (tokenizer.chat_template)"
+    family, source = fallback_template(special_texts)
+    return source, f"none in the file: {family}, told by the vocabulary's turn tokens"
+
+
 def fallback_template(tokens: set[str] | frozenset[str]) -> tuple[str, str]:
     """(name, template) for a file without a chat template: its family's turn format, told by the turn tokens its
     vocabulary has, or ChatML written as plain text when it has none of them."""

@@ -48,7 +48,7 @@ import tiktoken
 from jupyter_chatflow.errors import GenerationError, ModelFormatError
 
 from .bpe import TYPE_NORMAL, BpeVocab
-from .chat_template import CHATML_TEMPLATE, compile_template, fallback_template
+from .chat_template import CHATML_TEMPLATE, chat_template_of, compile_template
 from .pretokenize import pre_tokenizer
 from .specials import EOG_TEXTS, SpecialTokens, special_tokens
 from .spm import SpmCodec, spm_piece_bytes
@@ -136,7 +136,7 @@ class Tokenizer:
     chat_template: str
     """The jinja2 chat template: the GGUF's, or its family's turn format when it has none (`template_origin`)."""
     template_origin: str
-    """Where `chat_template` comes from: "the file" or "fallback: <family> (the file has no chat template)"."""
+    """Where `chat_template` comes from, in words (`chat_template.chat_template_of`)."""
     _pieces: tuple[bytes, ...] = field(repr=False)
     _texts: tuple[str, ...] = field(repr=False)
     _specials: SpecialTokens = field(repr=False)
@@ -229,10 +229,7 @@ class Tokenizer:
             if metadata.get(key) is not None:
                 chat_end.add(int(metadata[key]))
         always = set(specials.always)
-        source, origin = metadata.get("tokenizer.chat_template"), "the file"
-        if not source:
-            family, source = fallback_template(set(texts[i] for _, i in specials.template))
-            origin = f"fallback: {family} (the file has no chat template)"
+        source, origin = chat_template_of(metadata.get("tokenizer.chat_template"), {t for t, _ in specials.template})
         add_bos = metadata.get("tokenizer.ggml.add_bos_token")
         return cls(
             encoding=encoding,
