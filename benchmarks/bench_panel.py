@@ -53,7 +53,7 @@ NAIVE = """([n]) => {
 
 
 def kernel_side(runs: int, tokens: int) -> dict:
-    from jupyter_chatflow.frontends.widget import ChatWidget
+    from jupyter_chatflow.frontends.panel.widget import ChatWidget
     from jupyter_chatflow.pipeline.chat import Chat
 
     chat = Chat(session="bench-panel", new=True, persist=False)

@@ -18,7 +18,7 @@ from .errors import ChatflowError, GenerationError, ModelFormatError, ModelNotFo
 from .pipeline.response import Response
 
 __version__ = "0.1.0"
-_SUBPACKAGES = {"adapters": ".frontends.adapters", "safety": ".pipeline.safety", "tools": ".pipeline.tools"}
+_SUBPACKAGES = {"adapters": ".frontends.server.adapters", "safety": ".pipeline.safety", "tools": ".pipeline.tools"}
 __all__ = [
     "Alternative",
     "Chat",
@@ -44,7 +44,7 @@ def __getattr__(name: str):  # type: ignore[no-untyped-def]
 
         return Chat
     if name == "ChatWidget":
-        from .frontends.widget import ChatWidget
+        from .frontends.panel.widget import ChatWidget
 
         return ChatWidget
     if name in _SUBPACKAGES:
@@ -54,8 +54,8 @@ def __getattr__(name: str):  # type: ignore[no-untyped-def]
 
 def load_ipython_extension(ipython) -> None:  # type: ignore[no-untyped-def]
     """`%load_ext jupyter_chatflow` registers the %%chat magics (and how a `Response` shows)."""
-    from .frontends.magics import load_ipython_extension as load
-    from .frontends.render import register_display
+    from .frontends.notebook.magics import load_ipython_extension as load
+    from .frontends.notebook.render import register_display
 
     register_display(ipython)
     load(ipython)
@@ -67,7 +67,7 @@ def _show_responses_in_ipython() -> None:
     ipython = sys.modules.get("IPython")
     shell = ipython.get_ipython() if ipython is not None else None
     if shell is not None:
-        from .frontends.render import register_display
+        from .frontends.notebook.render import register_display
 
         register_display(shell)
 

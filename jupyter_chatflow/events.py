@@ -5,7 +5,7 @@ monotonic `timestamp` (seconds, `time.monotonic()`). A stage builds an event wit
 `Emitter` stamps the other three. `to_dict()` / `event_from_dict()` round-trip exactly through JSON.
 
 Every closed set of strings is a `Literal` alias here (`EventType`, `SegmentKind`, …). The panel's TypeScript types,
-`js/src/events.generated.ts`, are generated from these classes: `python -m jupyter_chatflow.frontends.ts_types`.
+`js/src/events.generated.ts`, are generated from these classes: `python -m jupyter_chatflow.frontends.panel.ts_types`.
 """
 
 from __future__ import annotations

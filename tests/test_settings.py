@@ -10,7 +10,7 @@ from IPython.core.interactiveshell import InteractiveShell
 
 from jupyter_chatflow.engine.sampling import SamplingParams
 from jupyter_chatflow.frontends.cli import build_parser
-from jupyter_chatflow.frontends.magics import ChatMagics
+from jupyter_chatflow.frontends.notebook.magics import ChatMagics
 from jupyter_chatflow.frontends.options import options_given, panel_settings
 from jupyter_chatflow.pipeline.request import ChatRequest, Features, RequestError
 from jupyter_chatflow.settings import DEFAULTS, OPTIONS, SAMPLER_DEFAULTS, names

@@ -1,7 +1,7 @@
 // Generated from jupyter_chatflow/events.py, account/record.py (and the number options of settings.py) by
-// jupyter_chatflow/frontends/ts_types.py: do not edit.
-// After changing an event, regenerate it: python -m jupyter_chatflow.frontends.ts_types
-// (tests/frontends/test_ts_types.py fails while this file is out of date).
+// jupyter_chatflow/frontends/panel/ts_types.py: do not edit.
+// After changing an event, regenerate it: python -m jupyter_chatflow.frontends.panel.ts_types
+// (tests/frontends/panel/test_ts_types.py fails while this file is out of date).
 
 /**
  * Every event's `type`, in pipeline order (a remote turn's `http_*` and `sse_frame` stand where a local one prefills:

@@ -28,7 +28,7 @@ from pathlib import Path
 from jupyter_chatflow import Chat, load_model
 from jupyter_chatflow.account import account_of
 from jupyter_chatflow.events import event_from_dict
-from jupyter_chatflow.frontends.relay import token_pieces
+from jupyter_chatflow.frontends.panel.relay import token_pieces
 from jupyter_chatflow.store.database import Database
 
 OUT = Path(__file__).parent / "fixtures"

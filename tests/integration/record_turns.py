@@ -20,7 +20,7 @@ from typing import Any
 
 from jupyter_chatflow import Chat, load_model
 from jupyter_chatflow.events import TokenDelta
-from jupyter_chatflow.frontends.widget import _row
+from jupyter_chatflow.frontends.panel.widget import _row
 from jupyter_chatflow.pipeline.response import Response
 from jupyter_chatflow.store.database import Database
 

@@ -18,7 +18,7 @@ import pytest
 from jupyter_chatflow.account import account_of
 from jupyter_chatflow.account.words import ms
 from jupyter_chatflow.events import event_from_dict
-from jupyter_chatflow.frontends.render import TurnView
+from jupyter_chatflow.frontends.notebook.render import TurnView
 
 from .record_turns import KINDS
 

@@ -42,7 +42,7 @@ def shell(real_model, tmp_path, monkeypatch):
 
     import jupyter_chatflow
     from jupyter_chatflow.engine import loader
-    from jupyter_chatflow.frontends import magics
+    from jupyter_chatflow.frontends.notebook import magics
     from jupyter_chatflow.pipeline import chat
 
     for module in (jupyter_chatflow, chat, loader, magics):

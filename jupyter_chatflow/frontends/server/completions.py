@@ -20,7 +20,7 @@ from jupyter_chatflow.engine.model import Model
 from jupyter_chatflow.engine.sampling import SamplingParams
 from jupyter_chatflow.errors import GenerationError
 
-from ..adapters import DONE, Item, sse
+from .adapters import DONE, Item, sse
 from .engine import Engine, Stream
 from .errors import APIError, bad_request
 from .formats import SchemaStream, response_schema, schema_constraint

@@ -21,7 +21,7 @@ from typing import Any, cast
 from jupyter_chatflow.engine.model import Model
 from jupyter_chatflow.engine.scheduler import Scheduler
 from jupyter_chatflow.events import Event, SafetyDecision, TitleGenerated
-from jupyter_chatflow.frontends.adapters import DONE, delta_v1, sse_frame
+from jupyter_chatflow.frontends.server.adapters import DONE, delta_v1, sse_frame
 from jupyter_chatflow.pipeline.chat import Chat
 from jupyter_chatflow.pipeline.response import Response as TurnResponse
 from jupyter_chatflow.pipeline.tools import Toolbox, calculator

@@ -31,7 +31,7 @@ from jupyter_chatflow.events import (
 )
 from jupyter_chatflow.events import Timings as TurnTimings
 
-from ..adapters import Item, TokenBytes, openai_chunks
+from .adapters import Item, TokenBytes, openai_chunks
 from .engine import Stream
 from .tools import ToolStream
 

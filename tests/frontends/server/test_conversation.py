@@ -7,8 +7,8 @@ import json
 import httpx
 import pytest
 
-from jupyter_chatflow.frontends.adapters import apply_delta_v1
 from jupyter_chatflow.frontends.server import ServerConfig, conversations
+from jupyter_chatflow.frontends.server.adapters import apply_delta_v1
 
 from .conftest import wait_until
 

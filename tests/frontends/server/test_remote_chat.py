@@ -196,7 +196,7 @@ def test_chat_magic_sends_to_a_server(serve, shell, capsys):
 
 
 def test_the_panel_over_a_remote_chat(serve):
-    from jupyter_chatflow.frontends.widget import ChatWidget
+    from jupyter_chatflow.frontends.panel.widget import ChatWidget
 
     url, _ = serve()
     panel = ChatWidget(remote(url), settings={"temperature": 0, "max_tokens": 6})

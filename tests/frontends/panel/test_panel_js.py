@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 JS = ROOT / "js"
 STATIC = ROOT / "jupyter_chatflow" / "static"
 

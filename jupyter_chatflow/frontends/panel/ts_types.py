@@ -2,11 +2,11 @@
 
 Every event class becomes an interface (`extends BaseEvent`, its `type` a string literal), every dataclass an
 event carries (`Span`, `Segment`, `Alternative`, …) one too, every `Literal` alias of `events.py` a union of
-string literals, and docstrings become `/** */` comments. `tests/frontends/test_ts_types.py` fails while
+string literals, and docstrings become `/** */` comments. `tests/frontends/panel/test_ts_types.py` fails while
 `js/src/events.generated.ts` differs from what this writes now. After changing an event:
 
-    python -m jupyter_chatflow.frontends.ts_types          # rewrite js/src/events.generated.ts
-    python -m jupyter_chatflow.frontends.ts_types --check  # exit 1 if it is out of date
+    python -m jupyter_chatflow.frontends.panel.ts_types          # rewrite js/src/events.generated.ts
+    python -m jupyter_chatflow.frontends.panel.ts_types --check  # exit 1 if it is out of date
 
 The text is written as Biome formats it (two-space indent, double quotes, 120 columns), so `biome ci` passes.
 """
@@ -33,14 +33,14 @@ from jupyter_chatflow.account import record
 from jupyter_chatflow.events import EVENT_TYPES, Event
 from jupyter_chatflow.settings import sampler_numbers
 
-OUTPUT = Path(__file__).resolve().parents[2] / "js" / "src" / "events.generated.ts"
-COMMAND = "python -m jupyter_chatflow.frontends.ts_types"
+OUTPUT = Path(__file__).resolve().parents[3] / "js" / "src" / "events.generated.ts"
+COMMAND = "python -m jupyter_chatflow.frontends.panel.ts_types"
 WIDTH = 120
 HEADER = f"""\
 // Generated from jupyter_chatflow/events.py, account/record.py (and the number options of settings.py) by
-// jupyter_chatflow/frontends/ts_types.py: do not edit.
+// jupyter_chatflow/frontends/panel/ts_types.py: do not edit.
 // After changing an event, regenerate it: {COMMAND}
-// (tests/frontends/test_ts_types.py fails while this file is out of date)."""
+// (tests/frontends/panel/test_ts_types.py fails while this file is out of date)."""
 UNION = "ChatEvent"
 """The TypeScript name of the union of every event."""
 _SCALARS: dict[Any, str] = {int: "number", float: "number", str: "string", bool: "boolean", type(None): "null"}
@@ -88,7 +88,7 @@ def ts_type(hint: Any, names: Mapping[Any, str], where: str) -> str:
         return f"Record<string, {ts_type(args[1], names, where)}>"
     raise TypeError(
         f"{where}: no TypeScript type for {hint!r}. Use int, float, str, bool, None, Any, Literal[str, ...], "
-        "tuple[X, ...], list[X], dict[str, X] or a dataclass, or teach jupyter_chatflow/frontends/ts_types.py it."
+        "tuple[X, ...], list[X], dict[str, X] or a dataclass, or teach jupyter_chatflow/frontends/panel/ts_types.py it."
     )
 
 

@@ -8,7 +8,7 @@ from types import SimpleNamespace
 import pytest
 from ipykernel.comm.comm import BaseComm
 
-from jupyter_chatflow.frontends.comm_route import route_to_live_subshells
+from jupyter_chatflow.frontends.panel.comm_route import route_to_live_subshells
 
 needs_routing = pytest.mark.skipif(not hasattr(BaseComm, "_reply_subshell_for"), reason="ipykernel < 7.4")
 

@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 from jupyter_chatflow.events import Event, TokenDelta, Tokenized, event_from_dict
-from jupyter_chatflow.frontends.attention_map import (
+from jupyter_chatflow.frontends.panel.attention_map import (
     MAX_SIDE,
     AttentionRequestError,
     attention_map,
@@ -18,7 +18,7 @@ from jupyter_chatflow.frontends.attention_map import (
     turn_sequence,
 )
 
-FIXTURES = Path(__file__).resolve().parents[2] / "js" / "test" / "fixtures"
+FIXTURES = Path(__file__).resolve().parents[3] / "js" / "test" / "fixtures"
 
 
 def fixture(name: str) -> list[Event]:

@@ -17,9 +17,9 @@ from jupyter_chatflow.events import (
     TurnStarted,
     Usage,
 )
-from jupyter_chatflow.frontends.render import TurnView, register_display
+from jupyter_chatflow.frontends.notebook.render import TurnView, register_display
 
-from ..test_events import samples
+from ...test_events import samples
 
 
 def test_a_response_at_the_end_of_a_cell_shows_its_answer_and_the_pipeline_summary():

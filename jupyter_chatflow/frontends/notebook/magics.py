@@ -42,8 +42,8 @@ from jupyter_chatflow.pipeline.safety import ModelGuard, SafetyPolicy
 from jupyter_chatflow.pipeline.wire import mask_key
 from jupyter_chatflow.settings import OPTIONS
 
-from .options import add_flags, options_given, trait
-from .progress import CompileWatch, LoadProgress, StatusLine
+from ..options import add_flags, options_given, trait
+from ..progress import CompileWatch, LoadProgress, StatusLine
 from .render import TurnView
 
 UPDATE_EVERY_S = 0.05  # redraw the streaming answer at most this often
@@ -159,7 +159,7 @@ class ChatMagics(Magics, TurnOptions):  # type: ignore[misc,valid-type]
             self.shell.set_next_input(_code_of(view.text), replace=False)
 
     def _inspect(self, chat: Chat, message: str, args: Any) -> None:
-        from .widget import ChatWidget
+        from ..panel.widget import ChatWidget
 
         options = self._options(args)
         window = None if chat.remote else chat.model.config.context_length

@@ -8,7 +8,7 @@ from typing import Any, Literal
 import pytest
 
 from jupyter_chatflow.events import EVENT_TYPES, Span
-from jupyter_chatflow.frontends.ts_types import COMMAND, OUTPUT, WIDTH, comment, main, render, ts_type
+from jupyter_chatflow.frontends.panel.ts_types import COMMAND, OUTPUT, WIDTH, comment, main, render, ts_type
 
 
 def test_the_checked_in_file_is_what_the_generator_writes_now():

@@ -7,7 +7,7 @@ import threading
 import time
 
 from jupyter_chatflow.events import Event, TokenDelta
-from jupyter_chatflow.frontends.relay import Relay, token_pieces
+from jupyter_chatflow.frontends.panel.relay import Relay, token_pieces
 
 
 def tokens(count: int, turn_id: str = "turn_t") -> list[Event]:

@@ -23,7 +23,7 @@ from jupyter_chatflow.events import (
     Usage,
     event_from_dict,
 )
-from jupyter_chatflow.frontends.adapters import (
+from jupyter_chatflow.frontends.server.adapters import (
     apply_delta_v1,
     delta_v1,
     delta_v1_sse,

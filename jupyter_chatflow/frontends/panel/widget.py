@@ -42,14 +42,14 @@ from jupyter_chatflow.pipeline.response import Response
 from jupyter_chatflow.settings import OPTIONS
 from jupyter_chatflow.tokenizer.tokenizer import Tokenizer
 
+from ..notebook.render import TurnView
+from ..options import panel_settings
+from ..progress import REDRAW_S, LoadProgress, StatusLine, bar, compiling
 from .attention_map import AttentionRequestError, attention_map, turn_sequence
 from .comm_route import route_to_live_subshells
-from .options import panel_settings
-from .progress import REDRAW_S, LoadProgress, StatusLine, bar, compiling
 from .relay import Relay, token_pieces
-from .render import TurnView
 
-STATIC = Path(__file__).parents[1] / "static"
+STATIC = Path(__file__).parents[2] / "static"
 COMPILE_TICK_S = 0.25
 ACCOUNT_EVERY_S = 0.2  # while a turn streams, its account goes out at most this often (the panel redraws as often)
 

@@ -12,8 +12,8 @@ import pytest
 
 from jupyter_chatflow.engine.loader import load_model
 from jupyter_chatflow.events import Completed, TitleGenerated, TokenDelta, event_from_dict
-from jupyter_chatflow.frontends import widget as widget_module
-from jupyter_chatflow.frontends.widget import ChatWidget
+from jupyter_chatflow.frontends.panel import widget as widget_module
+from jupyter_chatflow.frontends.panel.widget import ChatWidget
 from jupyter_chatflow.pipeline import chat as chat_module
 from jupyter_chatflow.pipeline.chat import Chat
 from jupyter_chatflow.store.database import Database
@@ -508,7 +508,7 @@ def test_a_panel_made_on_a_model_files_path_says_what_it_is_before_loading_it(ti
     assert panel.model_info["name"] == "tiny-random-llama" and panel.model_info["file"] == str(tiny_path)
 
 
-GEMMA3 = Path(__file__).resolve().parents[1] / "model" / "archs" / "gemma3.gguf"  # layers 0–4 slide (window 8)
+GEMMA3 = Path(__file__).resolve().parents[2] / "model" / "archs" / "gemma3.gguf"  # layers 0–4 slide (window 8)
 
 
 @pytest.fixture(scope="module")

@@ -173,7 +173,7 @@ def test_code_format_puts_the_answer_into_the_next_cell(shell, monkeypatch):
 
 def test_html_in_prompt_and_answer_is_escaped_in_markdown():
     from jupyter_chatflow.events import Completed, Timings, Usage
-    from jupyter_chatflow.frontends.render import TurnView
+    from jupyter_chatflow.frontends.notebook.render import TurnView
 
     view = TurnView()
     view.add(
@@ -190,7 +190,7 @@ def test_an_interrupt_anywhere_in_the_reader_stops_the_turn_and_loses_nothing(sh
     import sys
 
     from jupyter_chatflow.events import Cancelled
-    from jupyter_chatflow.frontends.render import TurnView
+    from jupyter_chatflow.frontends.notebook.render import TurnView
     from jupyter_chatflow.pipeline import response as response_module
 
     magics = shell.magics_manager.registry["ChatMagics"]
@@ -218,8 +218,8 @@ def test_an_interrupt_anywhere_in_the_reader_stops_the_turn_and_loses_nothing(sh
 
 
 def test_inspect_shows_the_panel_and_returns_while_the_panel_streams_the_turn(shell, monkeypatch, capsys):
-    from jupyter_chatflow.frontends import magics
-    from jupyter_chatflow.frontends.widget import ChatWidget
+    from jupyter_chatflow.frontends.notebook import magics
+    from jupyter_chatflow.frontends.panel.widget import ChatWidget
 
     shown = []
     monkeypatch.setattr(magics, "display", shown.append)
@@ -300,7 +300,8 @@ def test_in_jupyter_the_status_is_one_display_updated_in_place(shell, monkeypatc
     """A bar while the weights load, a clock while XLA compiles, then what it measured: one display, no stderr."""
     from IPython.display import Pretty
 
-    from jupyter_chatflow.frontends import magics, progress
+    from jupyter_chatflow.frontends import progress
+    from jupyter_chatflow.frontends.notebook import magics
 
     shown: list = []
 

@@ -10,11 +10,11 @@ import pytest
 from markdown_it import MarkdownIt
 
 from jupyter_chatflow.events import Completed, Timings, TokenDelta, TurnStarted, Usage
-from jupyter_chatflow.frontends.render import TurnView
-from jupyter_chatflow.frontends.safe_markdown import ATTRIBUTES, TAGS, markdown_html
+from jupyter_chatflow.frontends.notebook.render import TurnView
+from jupyter_chatflow.frontends.notebook.safe_markdown import ATTRIBUTES, TAGS, markdown_html
 
 # Shared with the panel's tests (js/test/markdown.test.ts): the same inputs must stay inert in both renderers.
-HOSTILE = json.loads((Path(__file__).parents[2] / "js" / "test" / "fixtures" / "hostile_markdown.json").read_text())
+HOSTILE = json.loads((Path(__file__).parents[3] / "js" / "test" / "fixtures" / "hostile_markdown.json").read_text())
 
 
 class Tags(HTMLParser):

@@ -1,0 +1,1 @@
+"""The notebook front end: the `%%chat` magics and the cell's rendered turn."""

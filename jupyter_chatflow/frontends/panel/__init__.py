@@ -1,0 +1,1 @@
+"""The inspector panel: an anywidget (`ChatWidget`) and what feeds it."""
