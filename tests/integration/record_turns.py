@@ -6,7 +6,7 @@ Run in a fresh process with an empty XLA cache, so its first turn is a kernel's 
 program it runs. Then, in this order: a warm turn (the same session), a forced tool call, a turn prewarmed while
 "typing", a fork of the warm turn from one of its tokens (as the panel's fork does it), a turn whose history is
 trimmed to a small window, a turn stopped after a few tokens, and a turn sent to `chatflow serve` (on a thread of
-this process) over `base_url`. Each record is what `ChatWidget` builds for a finished turn (`widget._row`), so the
+this process) over `base_url`. Each record is what `ChatWidget` builds for a finished turn (`turn_rows.row`), so the
 consistency suite (test_consistency.py) draws exactly what a panel would.
 """
 
@@ -20,7 +20,7 @@ from typing import Any
 
 from jupyter_chatflow import Chat, load_model
 from jupyter_chatflow.events import TokenDelta
-from jupyter_chatflow.frontends.panel.widget import _row
+from jupyter_chatflow.frontends.panel.turn_rows import row
 from jupyter_chatflow.pipeline.response import Response
 from jupyter_chatflow.store.database import Database
 
@@ -32,7 +32,7 @@ def record(response: Response, chat: Chat, prewarm: dict[str, Any] | None = None
     """A finished turn as the panel holds it: its events (the title after the answer too), pieces, account."""
     events = list(response) + response.after_end()
     tokenizer = None if chat.remote is not None else chat.model.tokenizer
-    return _row(response.turn_id, events, tokenizer, prewarm)
+    return row(response.turn_id, events, tokenizer, prewarm)
 
 
 def stopped_after(chat: Chat, text: str, tokens: int) -> Response:

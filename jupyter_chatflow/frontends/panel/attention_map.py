@@ -134,3 +134,27 @@ def _range(value: Sequence[int] | None, total: int, name: str) -> tuple[int, int
     if not 0 <= start < end <= total:
         raise AttentionRequestError(f"{name} must lie within [0, {total}] and not be empty, got {list(value)}")
     return start, end
+
+
+class LayerAttention:
+    """The panel's attention requests: the last layer computed over a turn is kept, since the view asks for its
+    heads, modes and ranges in turn; a request for another layer or turn frees it before computing the next."""
+
+    def __init__(self) -> None:
+        self._kept: tuple[tuple[str, int], Any] | None = None
+
+    def reply(self, model: Any, message: dict[str, Any], events: list[Event]) -> tuple[dict[str, Any], bytes]:
+        """On the engine thread: the message to send and its buffer, for the request `message` over `events`."""
+        sequence = turn_sequence(events)
+        layer = int(message["layer"])
+        key = (str(message["turn_id"]), layer)
+        if self._kept is None or self._kept[0] != key:
+            self._kept = None  # free the last one before computing the next
+            self._kept = (key, model.attention(sequence.ids, layer))
+        meta, data = attention_map(
+            self._kept[1], sequence, head=int(message.get("head", -1)), mode=str(message.get("mode", "tokens")),
+            rows_range=message.get("rows_range"), cols_range=message.get("cols_range"),
+            window=model.config.window_of(layer),
+        )  # fmt: skip
+        reply = {"type": "attention", "request_id": message.get("request_id"), "turn_id": key[0], "layer": layer}
+        return {**reply, **meta}, data

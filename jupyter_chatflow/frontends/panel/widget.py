@@ -18,11 +18,9 @@ from __future__ import annotations
 
 import concurrent.futures
 import dataclasses
-import html
 import os
 import threading
 import time
-from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -33,21 +31,21 @@ from IPython.display import display
 from jupyter_chatflow.account import account_of
 from jupyter_chatflow.engine.loader import load_model
 from jupyter_chatflow.errors import ChatflowError
-from jupyter_chatflow.events import TERMINAL, Event, TitleGenerated, TurnStarted, event_from_dict
+from jupyter_chatflow.events import TERMINAL, Event, TitleGenerated, TurnStarted
 from jupyter_chatflow.model.files import resolve_model_path
 from jupyter_chatflow.model.memory import footprint
 from jupyter_chatflow.pipeline.chat import Chat, Prewarm
 from jupyter_chatflow.pipeline.request import RequestError
 from jupyter_chatflow.pipeline.response import Response
 from jupyter_chatflow.settings import OPTIONS
-from jupyter_chatflow.tokenizer.tokenizer import Tokenizer
 
-from ..notebook.render import TurnView
 from ..options import panel_settings
-from ..progress import REDRAW_S, LoadProgress, StatusLine, bar, compiling
-from .attention_map import AttentionRequestError, attention_map, turn_sequence
+from ..progress import compiling
+from .attention_map import AttentionRequestError, LayerAttention
 from .comm_route import route_to_live_subshells
-from .relay import Relay, token_pieces
+from .model_setting import PanelProgress, load_shown, model_info
+from .relay import Relay
+from .turn_rows import by_turn, pieces, row, static_copy, tokenizer_of
 
 STATIC = Path(__file__).parents[2] / "static"
 COMPILE_TICK_S = 0.25
@@ -88,13 +86,13 @@ class ChatWidget(anywidget.AnyWidget):
         if chat is None:
             model = chat_options.get("model")
             if not chat_options.get("base_url") and (model is None or isinstance(model, (str, os.PathLike))):
-                chat_options["model"] = _load_shown(model)  # the default model or a file's, shown loading
+                chat_options["model"] = load_shown(model)  # the default model or a file's, shown loading
             chat = Chat(**chat_options)
         history = chat.history()
         super().__init__(
-            model_info=_model_info(chat), session=chat.session.name, title=chat.title,
+            model_info=model_info(chat), session=chat.session.name, title=chat.title,
             settings={**panel_settings(), **(settings or {})},
-            turns=[_row(r.id, r.events, _tokenizer(chat)) for r in history],
+            turns=[row(r.id, r.events, tokenizer_of(chat)) for r in history],
         )  # fmt: skip
         self.chat = chat
         self._events: dict[str, list[Event]] = {r.id: list(r.events) for r in history}  # the session's turns
@@ -107,7 +105,7 @@ class ChatWidget(anywidget.AnyWidget):
         self._own_prewarm: dict[str, Any] | None = None
         self._unused_prewarm: dict[str, Any] | None = None
         self._drafts = 0
-        self._attention: tuple[tuple[str, int], Any] | None = None  # the last layer computed, per turn
+        self._attention = LayerAttention()
         self._displays: list[Any] = []
         self._compile_clock: threading.Thread | None = None
         self._account_sent: dict[str, float] = {}  # per turn: when its account last went out
@@ -155,13 +153,13 @@ class ChatWidget(anywidget.AnyWidget):
     def _load_model(self, path: Path, summary: str, dtype: str | None) -> None:
         """On the loading thread: load, then swap the chat's model on its engine thread (after any queued turn)."""
         try:
-            model = load_model(path, dtype=dtype, progress=_PanelProgress(self, summary, path.name))
+            model = load_model(path, dtype=dtype, progress=PanelProgress(self, summary, path.name))
             self.chat.submit(self.chat.use_model, model).result()
         except Exception as error:  # (on this thread, nobody else would hear of it)
             said = str(error) if isinstance(error, ChatflowError) else f"The model did not load: {error!r}."
             self.error = f"{said} The model in use is still {self.chat.model.config.name}."
         else:
-            self.model_info = _model_info(self.chat)
+            self.model_info = model_info(self.chat)
         finally:
             self.loading = ""
             self._check_status()
@@ -230,7 +228,7 @@ class ChatWidget(anywidget.AnyWidget):
         with self._lock:
             events = [e for e in self._events.get(turn_id, []) if e.sequence_number > after]
         if events:
-            self._send_events(turn_id, events, _pieces(self.chat, events), force=True)
+            self._send_events(turn_id, events, pieces(self.chat, events), force=True)
 
     def _attention_request(self, message: dict[str, Any]) -> None:
         request_id = message.get("request_id")
@@ -244,20 +242,9 @@ class ChatWidget(anywidget.AnyWidget):
             self.send({"type": "attention_error", "request_id": request_id, "message": str(error)})
 
     def _attention_job(self, message: dict[str, Any], events: list[Event]) -> None:
-        """On the engine thread: the layer's attention over the turn (kept for the next request), cut and sent."""
-        sequence = turn_sequence(events)
-        layer = int(message["layer"])
-        key = (str(message["turn_id"]), layer)
-        if self._attention is None or self._attention[0] != key:
-            self._attention = None  # free the last one before computing the next
-            self._attention = (key, self.chat.model.attention(sequence.ids, layer))
-        meta, data = attention_map(
-            self._attention[1], sequence, head=int(message.get("head", -1)), mode=str(message.get("mode", "tokens")),
-            rows_range=message.get("rows_range"), cols_range=message.get("cols_range"),
-            window=self.chat.model.config.window_of(layer),
-        )  # fmt: skip
-        reply = {"type": "attention", "request_id": message.get("request_id"), "turn_id": key[0], "layer": layer}
-        self.send({**reply, **meta}, buffers=[data])
+        """On the engine thread: the layer's attention over the turn, cut and sent."""
+        reply, data = self._attention.reply(self.chat.model, message, events)
+        self.send(reply, buffers=[data])
 
     # ---- the live turn: the chat's events, as the relay hands them on ------------------------------------------
 
@@ -277,7 +264,7 @@ class ChatWidget(anywidget.AnyWidget):
     def _show(self, events: list[Event]) -> None:
         """On the relay's thread: a batch of the chat's events, turn by turn, to the front end and the traits."""
         with self._lock:
-            for turn_id, group in _by_turn(events):
+            for turn_id, group in by_turn(events):
                 self._show_turn(turn_id, group)
         if any(isinstance(e, (*TERMINAL, TitleGenerated)) for e in events):
             self._refresh_fallback()
@@ -289,7 +276,7 @@ class ChatWidget(anywidget.AnyWidget):
         if turn_id not in self._events:  # it began before this panel was made, or in a session since left
             return
         self._events[turn_id] += events
-        self._send_events(turn_id, events, _pieces(self.chat, events, self._known.setdefault(turn_id, set())))
+        self._send_events(turn_id, events, pieces(self.chat, events, self._known.setdefault(turn_id, set())))
         live = self.live is not None and self.live["turn_id"] == turn_id
         if live and any(isinstance(e, TERMINAL) for e in events):
             self._end(turn_id)
@@ -329,11 +316,11 @@ class ChatWidget(anywidget.AnyWidget):
 
     def _end(self, turn_id: str) -> None:
         live = self.live or {}
-        row = _row(turn_id, self._events[turn_id], _tokenizer(self.chat), live.get("prewarm"), self._account(turn_id))
-        self.turns = [*self.turns, {**row, "fork_of": live.get("fork_of", "")}]
+        done = row(turn_id, self._events[turn_id], tokenizer_of(self.chat), live.get("prewarm"), self._account(turn_id))
+        self.turns = [*self.turns, {**done, "fork_of": live.get("fork_of", "")}]
         self.live = None  # type: ignore[assignment]  # traitlets: allow_none
         if self.chat.remote is not None:  # the server's model is known once a turn has asked for it
-            self.model_info = _model_info(self.chat)
+            self.model_info = model_info(self.chat)
         self._check_status()
 
     def _late(self, turn_id: str, events: list[Event]) -> None:
@@ -398,18 +385,8 @@ class ChatWidget(anywidget.AnyWidget):
     # ---- display: the live panel, and a static copy for nbconvert, nbviewer and GitHub -------------------------
 
     def static_bundle(self) -> tuple[dict[str, str], dict]:
-        """The conversation as HTML (answers rendered from Markdown, sanitized; see `safe_markdown`), also as the
-        text/markdown of the same output. Wrapped in `.cf-static-copy`, which the panel's stylesheet hides while
-        the panel itself is shown (the stylesheet only loads with a live panel)."""
-        views = [_view([event_from_dict(row) for row in t["events"]], t.get("prewarm")) for t in self.turns]
-        _mark_forks(self.turns, [view for _, view in views])
-        turns = "".join(view.html(user) for user, view in views) or "<p>(no turns yet)</p>"
-        heading = f"<p><b>jupyter_chatflow</b> · session {html.escape(self.session)} · {html.escape(self.title)}</p>"
-        marks = f'data-model-id="{self.model_id}" data-turns="{len(views)}"'  # (which panel, for tests of exports)
-        copy = f'<div class="cf-static-copy" {marks}>{heading}{turns}</div>'
-        plain = "\n\n".join([f"jupyter_chatflow · session {self.session} · {self.title}".rstrip(" ·"),
-                               *(f"{_noted(view)}> {user}\n{view.plain()}" for user, view in views)])  # fmt: skip
-        return {"text/html": copy, "text/markdown": copy, "text/plain": plain}, {}
+        """The conversation as a static copy for nbconvert, nbviewer and GitHub (`turn_rows.static_copy`)."""
+        return static_copy(self.turns, self.session, self.title, self.model_id), {}
 
     def _ipython_display_(self) -> None:
         """Two outputs: the live panel (never updated from the kernel, so its view is never rebuilt) and its
@@ -418,118 +395,3 @@ class ChatWidget(anywidget.AnyWidget):
         display(data, metadata=metadata, raw=True)
         copy, copy_metadata = self.static_bundle()
         self._displays.append(display(copy, metadata=copy_metadata, raw=True, display_id=True))
-
-
-def _view(events: list[Event], prewarm: dict[str, Any] | None = None) -> tuple[str, TurnView]:
-    """A turn's user message and its static view."""
-    view = TurnView(prewarm=prewarm)
-    for event in events:
-        view.add(event)
-    return next((e.user for e in events[:1] if isinstance(e, TurnStarted)), ""), view
-
-
-def _mark_forks(turns: Sequence[dict[str, Any]], views: Sequence[TurnView]) -> None:
-    """Each turn a fork replaced learns the token the fork regenerated from (its view says so)."""
-    index = {t["turn_id"]: view for t, view in zip(turns, views, strict=True)}
-    for turn, view in zip(turns, views, strict=True):
-        replaced = index.get(turn.get("fork_of") or "")
-        if replaced is not None and view.fork_index >= 0:
-            replaced.replaced_at = view.fork_index
-
-
-def _noted(view: TurnView) -> str:
-    """The plain copy's line above a fork or a turn it replaced, bracketed ("" for any other turn)."""
-    return f"[{view.fork_note()}]\n" if view.fork_note() else ""
-
-
-def _tokenizer(chat: Chat) -> Tokenizer | None:
-    """The local tokenizer (None for a remote chat: its tokens come with their text, and no ids)."""
-    return None if chat.remote is not None else chat.model.tokenizer
-
-
-def _pieces(chat: Chat, events: Sequence[Event], known: set[int] | None = None) -> dict:
-    tokenizer = _tokenizer(chat)
-    return {} if tokenizer is None else token_pieces(tokenizer, events, known)
-
-
-def _row(
-    turn_id: str,
-    events: Sequence[Event],
-    tokenizer: Tokenizer | None,
-    prewarm: dict[str, Any] | None = None,
-    account: dict[str, Any] | None = None,
-) -> dict[str, Any]:
-    """A finished turn as the `turns` trait holds it: its events as dicts, with its tokens' pieces and its
-    account (`account_of`, unless the caller has it)."""
-    started = events[0] if events and isinstance(events[0], TurnStarted) else None
-    pieces = {} if tokenizer is None else token_pieces(tokenizer, events)
-    account = account if account is not None else account_of(events, prewarm).to_dict()
-    return {"turn_id": turn_id, "events": [e.to_dict() for e in events], "pieces": pieces, "prewarm": prewarm,
-            "fork_of": started.fork_of if started else "", "account": account}  # fmt: skip
-
-
-def _by_turn(events: list[Event]) -> list[tuple[str, list[Event]]]:
-    """Consecutive runs of one turn's events (a batch may hold the end of one turn and the start of the next)."""
-    runs: list[tuple[str, list[Event]]] = []
-    for event in events:
-        if runs and runs[-1][0] == event.turn_id:
-            runs[-1][1].append(event)
-        else:
-            runs.append((event.turn_id, [event]))
-    return runs
-
-
-def _model_info(chat: Chat) -> dict[str, Any]:
-    """The `model_info` trait: what the header, the settings and the attention view say about the model. The
-    attention view labels each layer by its kind (Gemma's sliding-window layers see only the last
-    `sliding_window` positions, the others every position), so the layers' kinds go out with the sizes."""
-    if chat.remote is not None:  # the server does not say how its model is built: 0, "not known"
-        return {"name": chat.remote.model or "remote model", "layers": 0, "heads": 0, "kv_heads": 0,
-                "context_length": 0, "vocab_size": 0, "tools": chat.toolbox.names, "architecture": "",
-                "sliding_window": 0, "sliding_layers": [], "remote": chat.remote.base_url}  # fmt: skip
-    model, config = chat.model, chat.model.config
-    return {"name": config.name, "layers": config.n_layers, "heads": config.n_heads, "kv_heads": config.n_kv_heads,
-            "context_length": config.context_length, "vocab_size": config.vocab_size,
-            "tools": chat.toolbox.names, "file": str(model.path or ""), "dtype": str(model.dtype),
-            "summary": _summary(model),
-            "architecture": config.architecture, "sliding_window": config.sliding_window,
-            "sliding_layers": list(config.sliding_layers)}  # fmt: skip
-
-
-def _summary(model: Any) -> str:
-    """The line on what the model's file is (its name alone where it has no file, or the file is gone)."""
-    try:
-        return footprint(model.path).summary() if model.path else model.config.name
-    except (ChatflowError, OSError):
-        return str(model.config.name)
-
-
-class _PanelProgress:
-    """The `load_model(progress=…)` callback of a load from the settings: the `loading` trait, at most every
-    `REDRAW_S`, says what the file is and how far the load is."""
-
-    def __init__(self, panel: ChatWidget, summary: str, name: str):
-        self.panel, self.summary, self.name = panel, summary, name
-        self.started, self.drawn = time.perf_counter(), 0.0
-
-    def __call__(self, stage: str, fraction: float) -> None:
-        now = time.perf_counter()
-        if fraction < 1 and now - self.drawn < REDRAW_S:
-            return
-        self.drawn = now
-        took = now - self.started
-        self.panel.loading = f"{self.summary}\nloading {self.name} {bar(fraction)} · {stage} · {took:.1f} s"
-
-
-def _load_shown(path: str | os.PathLike[str] | None = None) -> Any:
-    """The model for a panel made without a chat, its load drawn as a status line in the cell above the panel
-    (a bar in Jupyter, a line in a terminal; never stderr)."""
-    from IPython import get_ipython
-
-    shell = get_ipython()
-    resolved = resolve_model_path(path)
-    print(f"chatflow: {footprint(resolved).summary()}", flush=True)  # what the file is, before it loads
-    progress = LoadProgress(StatusLine(rich=shell is not None and hasattr(shell, "kernel")), resolved.name)
-    model = load_model(path, progress=progress)
-    progress.done()
-    return model

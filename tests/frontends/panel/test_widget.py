@@ -12,6 +12,7 @@ import pytest
 
 from jupyter_chatflow.engine.loader import load_model
 from jupyter_chatflow.events import Completed, TitleGenerated, TokenDelta, event_from_dict
+from jupyter_chatflow.frontends.panel import model_setting
 from jupyter_chatflow.frontends.panel import widget as widget_module
 from jupyter_chatflow.frontends.panel.widget import ChatWidget
 from jupyter_chatflow.pipeline import chat as chat_module
@@ -542,7 +543,7 @@ def test_the_model_info_says_which_layers_slide_and_the_attention_reply_carries_
 def test_a_remote_panels_model_info_has_no_layer_kinds():
     """The server does not say how its model is built: no architecture, no sliding layers, no layers."""
     chat = Chat(base_url="http://127.0.0.1:9/v1", model="gpt-x", persist=False)
-    info = widget_module._model_info(chat)
+    info = model_setting.model_info(chat)
     assert info["name"] == "gpt-x"
     assert (info["architecture"], info["sliding_window"], info["sliding_layers"], info["layers"]) == ("", 0, [], 0)
 
