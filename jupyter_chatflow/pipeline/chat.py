@@ -29,24 +29,23 @@ import warnings
 import weakref
 from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
-from pathlib import Path
 from typing import Any, TypeVar
 
 from jupyter_chatflow.engine.generation import Step
-from jupyter_chatflow.engine.loader import load_model
 from jupyter_chatflow.engine.model import Model
 from jupyter_chatflow.engine.sampling import SamplingParams
 from jupyter_chatflow.engine.scheduler import Scheduler
 from jupyter_chatflow.errors import ChatflowError
 from jupyter_chatflow.events import TERMINAL, Completed, ContextAssembled, Emitter, Event, TitleGenerated, TurnStarted
-from jupyter_chatflow.model.files import KNOWN_MODELS
 from jupyter_chatflow.store.database import Database
 from jupyter_chatflow.store.memory import Memory
 from jupyter_chatflow.store.sessions import Sessions, TurnRecord
 from jupyter_chatflow.store.telemetry import Telemetry, turn_record
 
+from .chat_model import local_model, shared_scheduler
 from .fork import fork_request
-from .remote import RemoteServer, RemoteSetup, RemoteTurn, prompted_user_text, remote_title
+from .remote import RemoteTurn, prompted_user_text, remote_title
+from .remote_server import RemoteServer, RemoteSetup
 from .request import ChatRequest, RequestError
 from .response import Response, WrittenLog
 from .safety import SafetyPolicy
@@ -58,9 +57,6 @@ from .tools import Toolbox
 from .turn import Turn, TurnSetup, default_system
 
 STOPPED_MARK = " [stopped]"
-CHAT_BATCH = 2  # rows of the chats' scheduler: an answer and its title (each batch size compiled costs memory)
-_SCHEDULERS: weakref.WeakValueDictionary[int, Scheduler] = weakref.WeakValueDictionary()  # id(model): its chats'
-_SCHEDULERS_LOCK = threading.Lock()
 T = TypeVar("T")
 
 
@@ -98,7 +94,7 @@ class Chat:
     ):
         self.remote = RemoteServer(base_url, api_key, model if isinstance(model, str) else None) if base_url else None
         """The OpenAI-compatible server the turns go to (`base_url`; `model` may name its model), or None."""
-        self._model = None if self.remote else _local_model(model)
+        self._model = None if self.remote else local_model(model)
         own = None if self._model is None else scheduler or shared_scheduler(self._model)
         self.scheduler: Scheduler | None = own
         """Runs the generations (answers, the title, prewarms): the one every chat on this model shares, or the
@@ -381,42 +377,12 @@ class Chat:
         self.telemetry.log(turn_record(events, model=name, redact=redact))
 
 
-def shared_scheduler(model: Model) -> Scheduler:
-    """The scheduler of every chat on `model` (`CHAT_BATCH` rows). One scheduler owns the model: chats whose turns
-    run at once (a notebook's Run All, two panels) are batched together rather than each holding its own KV cache
-    and compiling its own programs at the same time (100-250 MiB more at the quickstart's peak). It lives while a chat
-    uses it or its loop thread runs (`IDLE_EXIT_S`); a closed one is replaced."""
-    with _SCHEDULERS_LOCK:
-        scheduler = _SCHEDULERS.get(id(model))
-        if scheduler is None or scheduler.model is not model or scheduler.closed:
-            scheduler = _SCHEDULERS[id(model)] = Scheduler(model, max_batch=CHAT_BATCH)
-        return scheduler
-
-
 def _prompted_user_text(record: TurnRecord) -> str | None:
     """The user's message as it went into the prompt (its `user` segment), or None if no prompt was built."""
     context = next((e for e in record.events if isinstance(e, ContextAssembled)), None)
     if context is None:
         return prompted_user_text(record.events)  # a remote turn's: what its request carried
     return context.user_text if context.user_text is not None else record.user
-
-
-def _local_model(model: Model | str | os.PathLike[str] | None) -> Model:
-    """The model a local chat runs on: the one given, the GGUF file at a path (`load_model`), or the default."""
-    if model is None or isinstance(model, Model):
-        return model or load_model()
-    text = os.fspath(model)
-    named = any(known.name.lower() == text.strip().lower() for known in KNOWN_MODELS)
-    if (
-        isinstance(model, str)
-        and not named
-        and not text.lower().endswith(".gguf")
-        and not Path(text).expanduser().is_file()
-    ):
-        raise ChatflowError(f"model={model!r} is not a GGUF file nor a known model's name "
-                            f"({', '.join(m.name for m in KNOWN_MODELS)}): pass a model file's path or a "
-                            "cf.load_model(…), or base_url= too if it names a server's model.")  # fmt: skip
-    return load_model(text)
 
 
 def _window(asked: int | None, model_window: int) -> int:

@@ -20,112 +20,37 @@ tokens `None`, "not reported", and the completion's counted from the tokens that
 
 from __future__ import annotations
 
-import codecs
 import dataclasses
 import json
-import os
 import threading
 import time
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from typing import TYPE_CHECKING, Any
 
-from jupyter_chatflow.engine.generation import Alternative, tokens_per_s
-from jupyter_chatflow.errors import ChatflowError
+from jupyter_chatflow.engine.generation import tokens_per_s
 from jupyter_chatflow.events import (
     Event,
     HttpRequest,
-    SafetyDecision,
     Timings,
     TitleGenerated,
-    TokenDelta,
     ToolCall,
     Usage,
 )
-from jupyter_chatflow.store.memory import Memory
 
 from .context import Inputs, plain_messages
+from .remote_server import RemoteSetup
+from .remote_tokens import RemoteText, merge_call, pieces, token_of
 from .request import ChatRequest
 from .safety import SafetyPolicy
 from .stages import TurnStages, round_choice
 from .stream import Totals
-from .title import _scanned, fallback_title
-from .tools import Tool
-from .wire import RemoteError, exchange, mask_key
+from .title import fallback_title, scanned_title
+from .wire import RemoteError, exchange
 
 if TYPE_CHECKING:
-    import httpx
+    pass
 
 TOP_LOGPROBS = 5
-KEY_VARIABLES = ("CHATFLOW_API_KEY", "OPENAI_API_KEY")
-"""Where a remote chat finds its key when none is passed, in this order."""
-
-
-class RemoteServer:
-    """Where a chat's turns go: an OpenAI-compatible server's base URL, the key and the model it serves.
-
-    `base_url` is the API's root, as the `openai` client takes it (`http://host:8000/v1`; a bare
-    `http://host:8000` gets `/v1`). Without `api_key`, `$CHATFLOW_API_KEY` or `$OPENAI_API_KEY` is used (our server
-    asks for none on loopback). Without `model`, the first one `GET /v1/models` lists."""
-
-    def __init__(self, base_url: str, api_key: str | None = None, model: str | None = None, timeout: float = 60.0):
-        if not isinstance(base_url, str) or not base_url.startswith(("http://", "https://")):
-            raise ChatflowError(f"base_url must be an http(s) URL such as http://127.0.0.1:8000/v1, got {base_url!r}")
-        root = base_url.rstrip("/")
-        self.base_url = root if root.split("://", 1)[1].count("/") else f"{root}/v1"
-        self.model = model
-        self.timeout = timeout
-        self._key = (
-            api_key if api_key is not None else next((os.environ[v] for v in KEY_VARIABLES if os.environ.get(v)), None)
-        )
-        self._client: httpx.Client | None = None
-
-    def __repr__(self) -> str:
-        key = mask_key(self._key) if self._key else None
-        return f"RemoteServer({self.base_url!r}, api_key={key!r}, model={self.model!r})"
-
-    @property
-    def client(self) -> httpx.Client:
-        """One connection pool for the chat's requests (made on first use)."""
-        import httpx
-
-        if self._client is None:
-            self._client = httpx.Client(timeout=httpx.Timeout(self.timeout, connect=5.0))
-        return self._client
-
-    def headers(self, *, stream: bool = True) -> dict[str, str]:
-        """The request headers; the key goes only here, never into an event (see `wire.shown_headers`)."""
-        headers = {"Content-Type": "application/json", "Accept": "text/event-stream" if stream else "application/json"}
-        return headers | ({"Authorization": f"Bearer {self._key}"} if self._key else {})
-
-    def close(self) -> None:
-        if self._client is not None:
-            self._client.close()
-
-
-@dataclasses.dataclass(kw_only=True)
-class RemoteSetup:
-    """What a remote turn needs besides the request: the server and the session's state."""
-
-    server: RemoteServer
-    session_id: str
-    system: str = ""
-    """The system prompt ("": none, the server's chat template decides)."""
-    history: Sequence[Sequence[dict[str, str]]] = ()
-    memory: Memory | None = None
-    tools: Sequence[Tool] = ()
-    policy: SafetyPolicy | None = None
-    queued_ms: float = 0.0
-
-
-@dataclasses.dataclass(frozen=True, kw_only=True)
-class Token:
-    """What the server said of one generated token."""
-
-    logprob: float = 0.0
-    alternatives: tuple[Alternative, ...] = ()
-    elapsed_ms: float = 0.0
-    arrived_at: float = dataclasses.field(default_factory=time.monotonic)
-    """Monotonic seconds when its chunk was read (`TokenDelta.computed_at`: what this side can know of it)."""
 
 
 @dataclasses.dataclass
@@ -240,15 +165,15 @@ class RemoteTurn(TurnStages):
         for choice in chunk.get("choices") or []:
             delta = choice.get("delta") or choice.get("message") or {}  # message: a JSON answer, not a stream
             for call in delta.get("tool_calls") or []:
-                _merge_call(result.calls, call)
+                merge_call(result.calls, call)
             entries = (choice.get("logprobs") or {}).get("content") or []
-            for entry, piece in _pieces(delta.get("content") or "", entries):
+            for entry, piece in pieces(delta.get("content") or "", entries):
                 if entry is not None:
                     result.tokens += 1
                     result.first_ms = arrival if result.first_ms is None else result.first_ms
                     result.last_ms = arrival
                 result.text += piece
-                self.streamer.add(_token(entry, arrival) if entry is not None else None, piece)
+                self.streamer.add(token_of(entry, arrival) if entry is not None else None, piece)
             result.finish_reason = choice.get("finish_reason") or result.finish_reason
             result.finished = result.finished or bool(choice.get("finish_reason"))
 
@@ -292,45 +217,6 @@ class RemoteTurn(TurnStages):
         return Totals(usage=usage, timings=timings, tokens_per_s=tokens_per_s(sum(r.tokens - 1 for r in timed), decode))
 
 
-class RemoteText:
-    """A remote answer's tokens through the output gate (when it scans), released as `TokenDelta`s."""
-
-    def __init__(self, emit: Callable[[Event], None], gate: Any | None):
-        self.emit, self.gate = emit, gate
-        self.shown = ""
-        self.blocked: SafetyDecision | None = None
-        self._tokens: list[Token] = []
-        self._index = 0  # TokenDelta.index: one per event, as a local turn counts them
-
-    def add(self, token: Token | None, text: str) -> None:
-        """A new token with its text, or (None) more text of the latest one (a character its bytes finished)."""
-        if token is not None or not self._tokens:
-            self._tokens.append(token or Token())
-        last = len(self._tokens) - 1
-        self._release(self.gate.feed(last, text) if self.gate is not None else [(last, text, False)])
-
-    def finish(self) -> None:
-        if self.gate is not None and self.blocked is None:
-            self._release(self.gate.close())
-
-    def summary(self) -> SafetyDecision | None:
-        return self.gate.summary() if self.gate is not None else None
-
-    def _release(self, items: Sequence[Any]) -> None:
-        for item in items:
-            if isinstance(item, SafetyDecision):
-                self.emit(item)
-                self.blocked = item if item.action == "block" else self.blocked
-                continue
-            index, text, redacted = item if isinstance(item, tuple) else (item.index, item.text, item.redacted)
-            token = self._tokens[index]
-            self.shown += text
-            self.emit(TokenDelta(index=self._index, token_id=-1, text=text, logprob=token.logprob, entropy=0.0,
-                                 alternatives=token.alternatives, elapsed_ms=token.elapsed_ms,
-                                 redacted=redacted, computed_at=token.arrived_at))  # fmt: skip
-            self._index += 1
-
-
 def _reported(usage: dict[str, Any], name: str, otherwise: int | None) -> Any:
     value = usage.get(name)
     return otherwise if value is None else value
@@ -352,43 +238,6 @@ def _unfinished(url: str, result: Round) -> str:
     )
 
 
-def _token(entry: dict[str, Any], arrival: float) -> Token:
-    listed = sorted(entry.get("top_logprobs") or [], key=lambda a: -float(a["logprob"]))  # vLLM lists its pick first
-    alternatives = tuple(
-        Alternative(token_id=-1, text=_entry_text(a), logprob=float(a["logprob"]), sampling_prob=-1.0) for a in listed
-    )
-    return Token(logprob=float(entry.get("logprob", 0.0)), alternatives=alternatives, elapsed_ms=arrival)
-
-
-def _entry_text(entry: dict[str, Any]) -> str:
-    raw = entry.get("bytes")
-    return bytes(raw).decode("utf-8", "replace") if raw else str(entry.get("token", ""))
-
-
-def _pieces(content: str, entries: Sequence[dict[str, Any]]) -> Iterator[tuple[dict[str, Any] | None, str]]:
-    """A chunk's text split over its logprob entries (one per token); text without an entry extends the latest
-    token. Several entries: each gets the characters its bytes complete, if that spells the content, else the
-    last one gets all of it."""
-    if not entries:
-        if content:
-            yield None, content
-        return
-    decoder = codecs.getincrementaldecoder("utf-8")("replace")
-    texts = [decoder.decode(bytes(e.get("bytes") or str(e.get("token", "")).encode())) for e in entries]
-    if "".join(texts) != content:
-        texts = [""] * (len(entries) - 1) + [content]
-    yield from zip(entries, texts, strict=True)
-
-
-def _merge_call(calls: dict[int, dict[str, str]], delta: dict[str, Any]) -> None:
-    """Add one streamed `tool_calls` delta: the first names the call, later ones extend its arguments."""
-    call = calls.setdefault(int(delta.get("index", 0)), {"id": "", "name": "", "arguments": ""})
-    function = delta.get("function") or {}
-    call["id"] = delta.get("id") or call["id"]
-    call["name"] = function.get("name") or call["name"]
-    call["arguments"] += function.get("arguments") or ""
-
-
 REMOTE_TITLE = "not asked for: a remote chat makes no second request to its server to write one"
 
 
@@ -396,7 +245,7 @@ def remote_title(user: str, policy: SafetyPolicy) -> TitleGenerated | None:
     """A remote session's title: the user's first words (`title.fallback_title`), passed through the output scan
     like an answer; writing one with the model would be another request to the server, not made yet."""
     started = time.perf_counter()
-    title = _scanned(fallback_title(user), policy)
+    title = scanned_title(fallback_title(user), policy)
     return (
         TitleGenerated(
             title=title, source="fallback", latency_ms=(time.perf_counter() - started) * 1000, rejected=REMOTE_TITLE

@@ -88,7 +88,7 @@ def write_title(
     title, rejected = _judged(written, user, policy) if ids is not None else ("", "the window has no room to ask")
     source: TitleSource = "model"
     if not title:  # unusable, or the output scan would change it: the user's words (already redacted) instead
-        title, source = _scanned(fallback_title(user), policy), "fallback"
+        title, source = scanned_title(fallback_title(user), policy), "fallback"
     if not title:
         return None
     return TitleGenerated(title=title, source=source, latency_ms=(time.perf_counter() - started) * 1000,
@@ -103,7 +103,7 @@ def _judged(written: str, user: str, policy: SafetyPolicy) -> tuple[str, str]:
         return "", why if written else "the model wrote nothing"
     if not on_topic(attempt, user):
         return "", "it shares no word with the message (off topic)"
-    title = _scanned(attempt, policy)
+    title = scanned_title(attempt, policy)
     return (title, "") if title else ("", "the output scan would have changed it")
 
 
@@ -197,7 +197,7 @@ def _capitalized(word: str) -> str:
     return word if letter is None else word[: letter.start()] + letter[0].upper() + word[letter.end() :]
 
 
-def _scanned(title: str, policy: SafetyPolicy) -> str:
+def scanned_title(title: str, policy: SafetyPolicy) -> str:
     """The title if the output scan, run as on an answer, lets it through unchanged; "" if it would redact or
     block any of it (a title is too short to show with a hole in it)."""
     if not title:

@@ -13,7 +13,7 @@ from jupyter_chatflow.events import Completed, TitleGenerated
 from jupyter_chatflow.pipeline import chat as chat_module
 from jupyter_chatflow.pipeline.chat import Chat
 from jupyter_chatflow.pipeline.safety import SafetyPolicy
-from jupyter_chatflow.pipeline.title import _scanned, clean_title, fallback_title, on_topic, unlabelled
+from jupyter_chatflow.pipeline.title import clean_title, fallback_title, on_topic, scanned_title, unlabelled
 from jupyter_chatflow.store.database import Database
 
 
@@ -84,8 +84,8 @@ def test_a_title_must_share_a_word_with_the_message():
 
 def test_a_title_the_output_scan_would_change_is_not_used():
     policy = SafetyPolicy()
-    assert _scanned("Meeting Notes for Ada", policy) == "Meeting Notes for Ada"
-    assert _scanned("Mail ada@example.com Today", policy) == ""
+    assert scanned_title("Meeting Notes for Ada", policy) == "Meeting Notes for Ada"
+    assert scanned_title("Mail ada@example.com Today", policy) == ""
 
 
 def test_a_short_answers_title_is_a_late_event_after_it(wide_model, tmp_path):

@@ -19,7 +19,6 @@ import re
 import sys
 import threading
 import time
-from pathlib import Path
 from typing import Any
 
 from IPython.core.error import UsageError
@@ -29,12 +28,12 @@ from IPython.display import Markdown, Pretty, display
 from traitlets import Bool, Enum, TraitType, Unicode
 from traitlets.config import Configurable
 
-from jupyter_chatflow.engine.loader import enable_compilation_cache, load_model
+from jupyter_chatflow.engine.loader import load_model
 from jupyter_chatflow.engine.model import Model
 from jupyter_chatflow.errors import ChatflowError
 from jupyter_chatflow.events import Cancelled, Event
 from jupyter_chatflow.model.files import resolve_model_path
-from jupyter_chatflow.model.memory import ITEM_BYTES, footprint, size_text
+from jupyter_chatflow.model.memory import footprint
 from jupyter_chatflow.pipeline.chat import Chat
 from jupyter_chatflow.pipeline.request import ChatRequest
 from jupyter_chatflow.pipeline.response import Response
@@ -44,6 +43,7 @@ from jupyter_chatflow.settings import OPTIONS
 
 from ..options import add_flags, options_given, trait
 from ..progress import CompileWatch, LoadProgress, StatusLine
+from .model_card import cache_dir, model_card
 from .render import TurnView
 
 UPDATE_EVERY_S = 0.05  # redraw the streaming answer at most this often
@@ -182,7 +182,7 @@ class ChatMagics(Magics, TurnOptions):  # type: ignore[misc,valid-type]
         status = self._status or StatusLine(_has_display(self.shell))
         loaded = self._loaded if status.rich else ""  # a terminal has printed it already
         first = local and not self._warm  # (a remote turn compiles nothing here)
-        watch = CompileWatch(status, lambda: view.account, first_turn=first, cache=_cache_dir(), before=loaded,
+        watch = CompileWatch(status, lambda: view.account, first_turn=first, cache=cache_dir(), before=loaded,
                              local=local)  # fmt: skip
         self._loaded = ""
         with watch:
@@ -279,7 +279,7 @@ class ChatMagics(Magics, TurnOptions):  # type: ignore[misc,valid-type]
         except (ChatflowError, OSError) as error:
             print(f"chatflow: {error}" + (self._still_in_use() if line.strip() else ""), file=sys.stderr)
             return
-        print(_model_card(model))
+        print(model_card(model))
 
     # ---- helpers -----------------------------------------------------------------------------------------------
 
@@ -343,22 +343,6 @@ class ChatMagics(Magics, TurnOptions):  # type: ignore[misc,valid-type]
         return _PLACEHOLDER.sub(swap, text)
 
 
-def _model_card(model: Model) -> str:
-    """What `%chat_model` says of the model in use: what the file is, where it is, and what it takes as loaded."""
-    c = model.config
-    shape = f"{c.n_layers} layers, d={c.dim}, window {c.context_length}"
-    try:
-        about = footprint(model.path) if model.path is not None else None
-    except (ChatflowError, OSError):  # (the file is gone since it loaded)
-        about = None
-    if about is None:
-        return f"{c.name}: {c.architecture}, {shape}, loaded as {model.dtype} from {model.path or 'memory'}"
-    dtype = str(model.dtype)
-    taken = size_text(about.weight_bytes(dtype)) if dtype in ITEM_BYTES else "?"
-    return "\n".join([about.summary(), f"  file:   {model.path}",
-                      f"  loaded: as {dtype}, its weights taking {taken} ({shape})"])  # fmt: skip
-
-
 def _show_late(response: Response, view: TurnView, handle: Any, fmt: str) -> None:
     """Add the turn's late events (the session's title) to its display when they arrive."""
     late = response.after_end()
@@ -372,12 +356,6 @@ def _bundle(view: TurnView, fmt: str) -> Any:
     if fmt == "markdown":
         return Markdown(view.markdown())
     return Pretty(view.plain())
-
-
-def _cache_dir() -> str | None:
-    """XLA's compilation cache folder, with ~ for the home folder (None when it is off)."""
-    folder = enable_compilation_cache()
-    return None if folder is None else str(folder).replace(str(Path.home()), "~", 1)
 
 
 def _has_display(shell: Any) -> bool:
