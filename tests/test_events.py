@@ -17,6 +17,7 @@ from jupyter_chatflow.events import (
     Span,
     Timings,
     TokenDelta,
+    ToolCall,
     Trim,
     Usage,
     event_from_dict,
@@ -98,6 +99,7 @@ def test_a_row_stored_before_a_field_existed_reads_it_as_its_default_or_empty_va
     call = event_from_dict({**row, "name": "calculator", "arguments": {"expression": "17*23"}})
     assert (call.name, call.arguments, call.tokens, call.forced_tokens, call.decode_ms) == (
         "calculator", {"expression": "17*23"}, 0, 0, 0.0)  # fmt: skip
+    assert isinstance(call, ToolCall) and (call.arguments_text, call.cut, call.guard) == ("", False, "")
     done = event_from_dict({"type": "completed", "finish_reason": "stop", "text": "391"})
     assert isinstance(done, Completed) and (done.text, done.usage, done.timings) == ("391", Usage(), Timings())
     context = event_from_dict({"type": "context_assembled", "window": 8192})
@@ -167,3 +169,28 @@ def test_usage_and_timings_keep_their_wire_keys_and_read_older_rows():
     assert event_from_dict(json.loads(json.dumps(again))) == event
     cancelled = event_from_dict({"type": "cancelled", "text": "Par", "usage": {}, "timings": {}})
     assert cancelled.usage == Usage() and cancelled.timings == Timings()
+
+
+def test_a_cut_call_keeps_what_was_written_and_its_rule_through_json():
+    """A call max_tokens cut has no parsed arguments: its text as written, its token count and `cut` carry it."""
+    emit = Emitter("turn-1", clock=iter(range(10)).__next__)
+    call = emit(ToolCall(call_id="call_1", name="calculator", arguments={}, constrained=True, tokens=24,
+                         forced_tokens=19, arguments_text='{"expression": "17*', cut=True, guard="repeat"))  # fmt: skip
+    back = event_from_dict(json.loads(json.dumps(call.to_dict())))
+    assert back == call and back.to_dict()["arguments_text"] == '{"expression": "17*'
+
+
+def test_the_events_package_reexports_every_public_name_of_its_modules():
+    """`events` is a package (`base`, `values`, `stages`, …); `from jupyter_chatflow.events import X` reaches every
+    public name any of its modules defines."""
+    import importlib
+    import pkgutil
+
+    import jupyter_chatflow.events as events
+
+    for module in pkgutil.iter_modules(events.__path__):
+        part = importlib.import_module(f"jupyter_chatflow.events.{module.name}")
+        defined = [n for n, v in vars(part).items() if not n.startswith("_") and getattr(v, "__module__", "") ==
+                   part.__name__ and isinstance(v, type)]  # fmt: skip
+        assert all(getattr(events, n) is getattr(part, n) for n in defined), module.name
+    assert set(events.__all__) <= set(vars(events)) and "ToolCall" in events.__all__

@@ -56,6 +56,13 @@ export type MemoryOperation = "remember" | "forget";
  */
 export type PrefillKind = "answer" | "tool_call";
 
+/**
+ * The rule that ended a tool call's string argument the model did not end itself (`pipeline/tools/guards.py`): none;
+ * the model wrote the call's end (`}}</tool_call>`) inside the string, which then ends before it; the string repeated
+ * one piece of text over its last 48 characters, and was closed at the next token.
+ */
+export type CallGuard = "" | "unclosed" | "repeat";
+
 /** Who wrote a session's title: the model, or the user's first words (the model's attempt was unusable). */
 export type TitleSource = "model" | "fallback";
 
@@ -375,11 +382,15 @@ export interface TokenDelta extends BaseEvent {
   computed_at: number;
 }
 
-/** The model asked for a tool; the stream pauses here until the result. */
+/**
+ * The model asked for a tool; the stream pauses here until the result. A call max_tokens `cut` is shown as written and
+ * never run: the turn ends with it (finish_reason "length").
+ */
 export interface ToolCall extends BaseEvent {
   type: "tool_call";
   call_id: string;
   name: string;
+  /** The arguments, parsed ({} for a cut call: its `arguments_text` is what was written of them). */
   arguments: Record<string, unknown>;
   /** True when the arguments were decoded under a JSON-schema token mask. */
   constrained: boolean;
@@ -394,6 +405,12 @@ export interface ToolCall extends BaseEvent {
    * others are the model's choices under the mask.
    */
   forced_tokens: number;
+  /** The arguments as JSON text, as the model wrote them ("": not recorded, a remote turn's or an older one). */
+  arguments_text: string;
+  /** max_tokens ran out before `</tool_call>`: `tokens` were written, `arguments_text` holds them; not run. */
+  cut: boolean;
+  /** The rule that ended one of the string arguments the model did not end itself ("" when it ended them all). */
+  guard: CallGuard;
 }
 
 /** A tool's output or error, which goes back into the context. */

@@ -41,6 +41,18 @@ function answerAttention(requestId: string, layer: number, n: number) {
   };
 }
 const qa = (id: string) => page.host.querySelectorAll(`[data-testid="${id}"]`);
+/** tool.json's turn as if max_tokens had cut its call: the events up to the call, the call cut after 24 tokens, and
+ * the turn's end ("length"); nothing ran it. */
+function cutTurn(): TurnRecord {
+  const at = FIX.tool.events.findIndex((e) => e.type === "tool_call");
+  const call = FIX.tool.events[at];
+  if (call.type !== "tool_call") throw new Error("tool.json has no call");
+  const cut = { ...call, arguments: {}, arguments_text: '{"expression": "17 * 2', tokens: 24, cut: true, guard: "" };
+  const end = completedOf(FIX.tool);
+  const usage = { ...end.usage, completion_tokens: 24 };
+  const done = { ...end, sequence_number: at + 1, finish_reason: "length", text: "", usage } as ChatEvent;
+  return { ...FIX.tool, events: [...FIX.tool.events.slice(0, at), cut as ChatEvent, done], account: undefined };
+}
 
 describe("render from the turns trait", () => {
   it("draws every turn's chips, tool card, badges and the block message", () => {
@@ -139,6 +151,30 @@ describe("safety badges and tool cards", () => {
     expect(card.dataset.callId).toBe("call_e1631c57e804");
     expect(card.querySelectorAll("pre")[1].textContent).toBe("391");
     expect(card.textContent).toContain("977 ms");
+  });
+  it("a call max_tokens cut shows what was written, says it was cut and not run, and has no output", () => {
+    mount({ turns: [cutTurn()] });
+    const cards = [...qa("tool-card")] as HTMLElement[];
+    expect(cards.length).toBe(2);
+    for (const card of cards) {
+      expect(card.classList.contains("cf-tool-cut")).toBe(true);
+      expect(card.querySelector(".cf-tool-args-inline")!.textContent).toBe('{"expression": "17 * 2…');
+      expect(card.querySelector(".cf-tool-out-inline")!.textContent).toBe("cut at max_tokens");
+      expect(card.querySelector(".cf-tool-latency")!.textContent).toBe("not run");
+      expect(card.querySelector('[data-testid="tool-note"]')!.textContent).toBe(
+        "cut at max_tokens after 24 tokens, not run",
+      );
+      expect([...card.querySelectorAll("pre")].map((p) => p.textContent)).toEqual(['{"expression": "17 * 2']);
+    }
+  });
+  it("a call whose string a rule ended names the rule under its arguments", () => {
+    const [card] = summarize(FIX.tool.events).tools;
+    const node = toolCard({ ...card, call: { ...card.call, guard: "unclosed" } });
+    expect(node.querySelector('[data-testid="tool-note"]')!.textContent).toBe(
+      "a string argument ended where the model wrote the call's end inside it",
+    );
+    expect(node.querySelectorAll("pre")[1].textContent).toBe("391"); // it ran as any call does
+    expect(toolCard(card).querySelector('[data-testid="tool-note"]')).toBeNull();
   });
 });
 

@@ -28,12 +28,13 @@ from jupyter_chatflow.events import (
     TurnStarted,
 )
 
+from .calls import GUARD_WORDS, call_note
 from .record import AccountStatus, GaugePart, Interval, RoundAccount, Stage, TurnAccount
 from .timeline import Timeline, timeline, title_source
 from .tokens import gather, generated_note, kept_tokens, round_account
 from .words import ms
 
-__all__ = ["GaugePart", "Interval", "RoundAccount", "Stage", "TurnAccount", "account_of"]
+__all__ = ["GUARD_WORDS", "GaugePart", "Interval", "RoundAccount", "Stage", "TurnAccount", "account_of", "call_note"]
 
 TERMINAL = (Completed, Cancelled, Failed)
 

@@ -34,6 +34,7 @@ from jupyter_chatflow.events import (
     TurnStarted,
 )
 
+from .calls import call_note
 from .record import Interval, Stage, StageKind
 from .words import ms
 
@@ -160,7 +161,8 @@ class Timeline:
         if d is not None and e.compile_ms > 0:
             d.compiles.append(Interval(start_ms=d.start, end_ms=d.start + e.compile_ms))
         how = " (arguments decoded under the JSON-schema mask)" if e.constrained else ""
-        self.end_decode(self.at(e.timestamp), f"ends with the call {e.name}{how}")
+        note = call_note(e)
+        self.end_decode(self.at(e.timestamp), f"ends with the call {e.name}{how}" + (f": {note}" if note else ""))
 
     def end_decode(self, end: float | None = None, detail: str = "") -> None:
         """Closes the decode bar being built at `end` (a tool call) or at its last tick."""

@@ -104,6 +104,9 @@ class RemoteTurn(TurnStages):
                                   "abort): it may be shutting down or out of memory; its log says why.")  # fmt: skip
             if not result.calls:
                 return result.finish_reason if result.finish_reason in ("length", "content_filter") else "stop"
+            if result.finish_reason == "length":  # max_tokens cut the call: shown as written, never run (as a
+                self._cut_calls(result)  # local turn's: pipeline/tools/decode.py)
+                return "length"
             messages += self._run_calls(result)
         return "tool_calls_exhausted"
 
@@ -176,6 +179,12 @@ class RemoteTurn(TurnStages):
                 self.streamer.add(token_of(entry, arrival) if entry is not None else None, piece)
             result.finish_reason = choice.get("finish_reason") or result.finish_reason
             result.finished = result.finished or bool(choice.get("finish_reason"))
+
+    def _cut_calls(self, result: Round) -> None:
+        """The calls a server cut at max_tokens (finish_reason "length"), as their arguments were written."""
+        for call in (result.calls[k] for k in sorted(result.calls)):
+            self._emit(ToolCall(call_id=call["id"], name=call["name"], arguments={}, arguments_text=call["arguments"],
+                                cut=True))  # fmt: skip
 
     def _run_calls(self, result: Round) -> list[dict[str, Any]]:
         """Run each tool the server asked for; the assistant's call message and one tool message per call."""

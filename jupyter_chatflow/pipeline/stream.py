@@ -2,29 +2,41 @@
 
 The engine yields `Step`s; each becomes a `TokenDelta` once the output safety gate releases its text (a gate
 holds back a short tail that could still become an e-mail address or a card number, and redacts what it finds).
-When the model starts a `<tool_call>`, the free-running generation is closed and the call is decoded again under
-a JSON-schema token mask (`ToolCallConstraint`), so its arguments are valid for the tool even from a 135M model.
-The call's fixed beginning (`<tool_call>\n{"name": "calculator", "arguments": {"expression":` for one tool) is
-prefilled with the prompt as the tokenizer spells it; the model decodes the values (and picks a tool's name).
+When the model starts a `<tool_call>`, the free-running generation is closed and the call is written again under
+a JSON-schema token mask by the one tool-call decoder (`tools/decode.py`, which the server uses too), so its
+arguments are valid for the tool even from a 135M model. The call's fixed beginning (`<tool_call>\n{"name":
+"calculator", "arguments": {"expression":` for one tool) is prefilled with the prompt as the tokenizer spells it;
+the model decodes the values (and picks a tool's name). max_tokens bounds the round's answer and its call together
+(`decode.call_room`); a call it cuts is emitted as a `ToolCall` with `cut` set, and nothing runs it.
 """
 
 from __future__ import annotations
 
 import dataclasses
-import re
 import threading
 import time
+import uuid
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import Any, Literal
 
 from jupyter_chatflow.engine.generation import Engine, Generation, Step, tokens_per_s
 from jupyter_chatflow.engine.model import Model
 from jupyter_chatflow.engine.sampling import SamplingParams
-from jupyter_chatflow.events import Event, PrefillDone, PrefillKind, SafetyDecision, Timings, TokenDelta, Usage
+from jupyter_chatflow.events import (
+    Event,
+    PrefillDone,
+    PrefillKind,
+    SafetyDecision,
+    Timings,
+    TokenDelta,
+    ToolCall,
+    Usage,
+)
 
-from .tools import CALL_OPEN, Tool, ToolCallConstraint, ToolCallDetector, ToolCallError, parse_tool_call
+from .tools import Tool
+from .tools.decode import AnswerText, CallDecoder, DecodedCall, call_prompt, call_room
+from .tools.guards import CallGuard
 
-CALL_MAX_TOKENS = 256
 Stage = Literal["safety_input", "memory", "context", "tools", "memory_write"]
 """The stages a turn times itself (`Timings` fields); prefill and decode are its rounds'."""
 
@@ -56,6 +68,19 @@ class Round:
     """Tokens of the call (from `<tool_call>` or the line after it to `</tool_call>`)."""
     call_forced: int = 0
     """Of those, the tokens the grammar fixed (keys, punctuation, a sole tool's name): not the model's choice."""
+    call_arguments: str = ""
+    """The call's arguments as JSON text, as written (what was written of them, for a cut call)."""
+    call_guard: CallGuard = ""
+    """The string rule that ended one of the call's arguments, if one did (`tools/guards.py`)."""
+    cut_name: str = ""
+    """The name of a call max_tokens cut (`call` stays None: there is no call to run)."""
+
+    def tool_call(self, call_id: str, *, cut: bool = False) -> ToolCall:
+        """The round's call as an event (`cut`: max_tokens ended it before `</tool_call>`; nothing runs it)."""
+        name, arguments = self.call if self.call is not None else (self.cut_name, {})
+        return ToolCall(call_id=call_id, name=name, arguments=arguments, constrained=True, decode_ms=self.call_ms,
+                        compile_ms=self.call_compile_ms, tokens=self.call_tokens, forced_tokens=self.call_forced,
+                        arguments_text=self.call_arguments, cut=cut, guard=self.call_guard)  # fmt: skip
 
 
 class Streamer:
@@ -82,31 +107,30 @@ class Streamer:
         `prefix`: steps the answer starts with (a fork); they are shown first, then generation continues after them.
         """
         result = Round(prompt_tokens=len(ids), completion_tokens=len(prefix))
-        detector = ToolCallDetector() if tools else None
+        answer = AnswerText(tools=bool(tools))
         for step in prefix:
-            self._show(result, step, detector.feed(step.text) if detector else step.text, computed_at=0.0)
+            self._show(result, step, answer.shown(step.text, generated=False), computed_at=0.0)
         if prefix and prefix[-1].token_id in self.model.tokenizer.stop_ids:  # a fork that chose to end the answer
             return result
         # the penalty counts the answer (a fork's kept tokens too), not the prompt: see SamplingParams.penalty_from
         room = dataclasses.replace(params, max_tokens=max(params.max_tokens - len(prefix), 1), penalty_from=len(ids))
         generation = self.engine.submit([*ids, *(s.token_id for s in prefix)], room, cancel=self.cancel)
-        streamed, stepped = 0, False  # characters of the answer the steps carried; whether any step came
+        stepped = False  # whether any step came
         for step in generation:
             if step.index == 0:
                 self._prefilled(result, generation, "answer", len(ids))
-            streamed, stepped = streamed + len(step.text), True
-            self._show(result, step, detector.feed(step.text) if detector else step.text)
-            if self.blocked is not None or (detector is not None and detector.started):
+            stepped = True
+            self._show(result, step, answer.shown(step.text))
+            if self.blocked is not None or answer.called:
                 break
         _close(generation)
         if not stepped and generation.usage.prompt_tokens:  # the first token was a stop token: no step, but a prefill
             self._prefilled(result, generation, "answer", len(ids))
         self._count(result, generation)
-        if detector is not None and detector.started and self.blocked is None:
-            return self._call(result, [*ids, *self.model.tokenizer.encode(result.text + CALL_OPEN)], params, tools)
+        if answer.called and self.blocked is None:
+            return self._call(result, call_prompt(ids, result.text, self.model.tokenizer), params, tools)
         if self.blocked is None:  # text held back until the end: a stop-string prefix, a partial "<tool_call"
-            tail = generation.text[streamed:]
-            self._show(result, None, (detector.feed(tail) + detector.flush()) if detector else tail)
+            self._show(result, None, answer.tail(generation.text))
         result.finish_reason = "content_filter" if self.blocked else (generation.finish_reason or "stop")
         return result
 
@@ -116,41 +140,45 @@ class Streamer:
 
     def _call(self, result: Round, ids, params, tools, only=None, include_open=False) -> Round:
         started = time.perf_counter()
-        constraint = ToolCallConstraint(
-            self.model.tokenizer, tools, only=only, include_open=include_open, vocab_size=self.model.config.vocab_size
-        )
-        fixed = constraint.take_forced()  # `<tool_call>\n{"name": …`: prefilled as the tokenizer spells it
-        # (a call with nothing to choose is all fixed: nothing to decode)
-        cancelled = not constraint.is_done() and self._decode_call(result, [*ids, *fixed], constraint, params.seed)
+        decoder = CallDecoder(
+            self.model.tokenizer, tools, only=only, include_open=include_open, vocab_size=self.model.config.vocab_size,
+            room=call_room(params.max_tokens, result.completion_tokens), seed=params.seed,
+        )  # fmt: skip
+        # the fixed beginning (`<tool_call>\n{"name": …`) is prefilled as the tokenizer spells it; a call with
+        # nothing to choose, or no room left, has nothing to decode
+        finish = None if decoder.params is None else self._decode_call(result, [*ids, *decoder.fixed], decoder)
+        call = decoder.finish(finish)
         # every token of the call is the model's output, whether prefilled (fixed), sampled under the mask, or a
         # fixed run that ended it (taken at once, no step): as OpenAI counts a call's tokens in completion_tokens
-        result.completion_tokens += len(constraint.ids)
-        if cancelled:
+        result.completion_tokens += call.tokens
+        if call.status == "cancelled":
             result.finish_reason = "cancelled"
             return result
-        result.call_ms = (time.perf_counter() - started) * 1000
-        result.call_tokens, result.call_forced = len(constraint.ids), constraint.forced
-        text = constraint.text.split(CALL_OPEN, 1)[-1].split("</tool_call>", 1)[0]
-        try:
-            result.call = parse_tool_call(text)
-        except ToolCallError as error:  # cut off by the token limit: the model is told, the turn goes on
-            name = re.search(r'"name"\s*:\s*"([^"]*)"', text)
-            result.call, result.call_error = (name[1] if name else "unknown", {}), str(error)
-        result.finish_reason = "tool_calls"
+        self._called(result, call, (time.perf_counter() - started) * 1000)
         return result
 
-    def _decode_call(self, result: Round, ids: list[int], constraint: ToolCallConstraint, seed: int | None) -> bool:
-        """Decode the rest of a call under its mask after `ids` (the prompt and the call's fixed beginning); True
-        when it was cancelled."""
-        # greedy and unpenalized: a call's JSON repeats its own tokens ({"…": …}), and the mask does the steering
-        call_params = SamplingParams(temperature=0.0, max_tokens=CALL_MAX_TOKENS, seed=seed)
-        generation = self.engine.submit(ids, call_params, constraint, self.cancel)
+    def _called(self, result: Round, call: DecodedCall, ms: float) -> None:
+        """Put a written call into the round: one to run, or one max_tokens cut (emitted here, never run)."""
+        result.call_ms, result.call_tokens, result.call_forced = ms, call.tokens, call.forced
+        result.call_arguments, result.call_guard = call.arguments_text, call.guard
+        if call.status != "cut":
+            result.call, result.call_error, result.finish_reason = (call.name, call.arguments), call.error, "tool_calls"
+            return
+        result.cut_name, result.finish_reason = call.name, "length"
+        if call.name:  # (a call cut before its name is whole is no call: the round just ends at max_tokens)
+            self.emit(result.tool_call(f"call_{uuid.uuid4().hex[:12]}", cut=True))
+
+    def _decode_call(self, result: Round, ids: list[int], decoder: CallDecoder) -> str | None:
+        """Decode the rest of a call under its mask after `ids` (the prompt and the call's fixed beginning); the
+        generation's finish_reason."""
+        assert decoder.params is not None
+        generation = self.engine.submit(ids, decoder.params, decoder.constraint, self.cancel)
         for step in generation:
             if step.index == 0:
                 self._prefilled(result, generation, "tool_call", result.prompt_tokens)
         self._count(result, generation, counted=False)
         result.call_compile_ms = generation.usage.decode_compile_ms
-        return generation.finish_reason == "cancelled"
+        return generation.finish_reason
 
     def _show(self, result: Round, step: Step | None, text: str, computed_at: float | None = None) -> None:
         """Pass a step's visible text through the gate; emit a TokenDelta for each token it releases.

@@ -22,7 +22,7 @@ from collections.abc import Callable, Sequence
 from jupyter_chatflow.engine.generation import Engine, Step
 from jupyter_chatflow.engine.model import Model
 from jupyter_chatflow.engine.sampling import SamplingParams
-from jupyter_chatflow.events import Event, ToolCall
+from jupyter_chatflow.events import Event
 from jupyter_chatflow.store.memory import Memory
 
 from .context import Inputs, assemble
@@ -146,9 +146,7 @@ class Turn(TurnStages):
         name, arguments = result.call
         call_id = f"call_{uuid.uuid4().hex[:12]}"
         started = time.perf_counter()
-        call = ToolCall(call_id=call_id, name=name, arguments=arguments, constrained=True, decode_ms=result.call_ms,
-                        compile_ms=result.call_compile_ms, tokens=result.call_tokens,
-                        forced_tokens=result.call_forced)  # fmt: skip
+        call = result.tool_call(call_id)  # (with the arguments as written and the string rule that ended one)
         error = f"the call could not be read: {result.call_error}" if result.call_error else ""
         outcome = self._vetted_run(call, tools, error)
         self._time("tools", started)

@@ -119,3 +119,29 @@ def test_a_turns_totals_sum_its_rounds():
     assert totals.timings == Timings(context=3.0, tools=7.5, prefill=65.0, decode=210.0, ttft_ms=260.0, total_ms=300.0)
     assert totals.tokens_per_s == pytest.approx(20 / 0.2)  # 20 decode steps in 210 ms, 10 of them compiling
     assert account([], {}, ttft_ms=None, total_ms=1.0).usage == TurnUsage()  # blocked before any round
+
+
+def test_max_tokens_cuts_a_forced_call_which_is_emitted_as_cut_and_not_returned_to_run(tiny_model):
+    """One rule for every entry point (`tools/decode.py`): the round's max_tokens bounds its call, fixed tokens
+    included; a call it cuts is an event marked cut, the round ends "length", and there is no call to run."""
+    events: list = []
+    streamer = Streamer(tiny_model, events.append, threading.Event(), gate=None)
+    fixed = len(tiny_model.tokenizer.encode('<tool_call>\n{"name": "calculator", "arguments": {"expression": "'))
+    params = SamplingParams(temperature=0.0, max_tokens=fixed + 2)  # two tokens of the expression, no more
+    result = streamer.forced(tiny_model.tokenizer.encode("What is 6*7?"), params, [calculator], "calculator")
+    [call] = [e for e in events if isinstance(e, ToolCall)]
+    assert result.call is None and result.finish_reason == "length" and result.completion_tokens == fixed + 2
+    assert call.cut and call.name == "calculator" and call.tokens == fixed + 2 and call.arguments == {}
+    assert call.arguments_text.startswith('{"expression": "') and len(call.arguments_text) > len('{"expression": "')
+
+
+def test_a_round_puts_its_call_in_one_event_with_how_its_writing_ended():
+    written = Round(call=("calculator", {"expression": "17*23"}), call_ms=12.0, call_compile_ms=1.0, call_tokens=26,
+                    call_forced=19, call_arguments='{"expression": "17*23"}', call_guard="unclosed")  # fmt: skip
+    call = written.tool_call("call_1")
+    assert (call.call_id, call.name, call.arguments, call.constrained, call.cut) == (
+        "call_1", "calculator", {"expression": "17*23"}, True, False)  # fmt: skip
+    assert (call.decode_ms, call.compile_ms, call.tokens, call.forced_tokens) == (12.0, 1.0, 26, 19)
+    assert (call.arguments_text, call.guard) == ('{"expression": "17*23"}', "unclosed")
+    cut = Round(cut_name="calculator", call_tokens=30, call_arguments='{"expression": "1').tool_call("c", cut=True)
+    assert (cut.name, cut.arguments, cut.cut, cut.tokens) == ("calculator", {}, True, 30)

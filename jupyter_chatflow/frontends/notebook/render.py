@@ -11,7 +11,7 @@ import html
 from collections.abc import Iterable
 from typing import Any
 
-from jupyter_chatflow.account import TurnAccount, account_of
+from jupyter_chatflow.account import TurnAccount, account_of, call_note
 from jupyter_chatflow.account.words import ms
 from jupyter_chatflow.events import (
     Cancelled,
@@ -249,7 +249,12 @@ class TurnView:
         for call, result in self.tools:
             outcome = "…" if result is None else (f"error: {result.error}" if result.error else result.output)
             ms = f" ({result.latency_ms:.0f} ms)" if result else ""
-            lines.append(f"tool: {call.name}({_short(str(call.arguments))}) → {_short(outcome)}{ms}")
+            note = call_note(call)
+            if call.cut:  # nothing ran: the line shows what was written of the arguments
+                lines.append(f"tool: {call.name}({_short(call.arguments_text)}…) · {note}")
+                continue
+            lines.append(f"tool: {call.name}({_short(str(call.arguments))}) → {_short(outcome)}{ms}"
+                         + (f" · {note}" if note else ""))  # fmt: skip
         return lines
 
     def _speed_line(self) -> str:

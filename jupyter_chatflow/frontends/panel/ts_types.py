@@ -28,9 +28,8 @@ from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any, Literal, Union
 
-from jupyter_chatflow import events
 from jupyter_chatflow.account import record
-from jupyter_chatflow.events import EVENT_TYPES, Event
+from jupyter_chatflow.events import EVENT_TYPES, Event, kinds
 from jupyter_chatflow.settings import sampler_numbers
 
 OUTPUT = Path(__file__).resolve().parents[3] / "js" / "src" / "events.generated.ts"
@@ -51,11 +50,11 @@ def render() -> str:
     event_classes = list(EVENT_TYPES.values())
     values = value_classes(event_classes)
     account = [c for c in value_classes([record.TurnAccount]) if c not in values] + [record.TurnAccount]
-    aliases = {**literal_aliases(events), **literal_aliases(record)}
+    aliases = {**literal_aliases(kinds), **literal_aliases(record)}
     classes = [*values, *event_classes, *account]
     names: dict[Any, str] = {**aliases, Event: "BaseEvent", **{c: c.__name__ for c in classes}}
     alias_docs = {
-        k: v for m in (events, record) for k, v in attribute_docs(ast.parse(inspect.getsource(m)).body).items()
+        k: v for m in (kinds, record) for k, v in attribute_docs(ast.parse(inspect.getsource(m)).body).items()
     }
     blocks = [
         HEADER,

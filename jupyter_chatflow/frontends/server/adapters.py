@@ -152,8 +152,8 @@ def _openai_body(head: dict[str, Any], event: Event, tally: _Tally, entries: _Lo
         if event.text or content:
             logprobs = {"content": content, "refusal": None} if content else None
             yield _chunk(head, {"content": event.text}, logprobs=logprobs)
-    elif isinstance(event, ToolCall):
-        arguments = json.dumps(event.arguments, ensure_ascii=False)
+    elif isinstance(event, ToolCall):  # a cut call: what was written of its arguments, as OpenAI sends it
+        arguments = event.arguments_text if event.cut else json.dumps(event.arguments, ensure_ascii=False)
         call = {"index": tally.tool_calls - 1, "id": event.call_id, "type": "function"}
         yield _chunk(head, {"tool_calls": [call | {"function": {"name": event.name, "arguments": arguments}}]})
 

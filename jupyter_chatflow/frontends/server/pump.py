@@ -113,7 +113,7 @@ class Pump:
                 tokenizer=options.tokenizer, logprobs=options.logprobs,
             )  # fmt: skip
             for item in chunks:
-                self._put(_tool_finish(item) if isinstance(self.stream, ToolStream) and self.stream.call else item)
+                self._put(_tool_finish(item) if self._called() else item)
         finally:
             self._on_end(self.timings)  # before the end is read: the request's log line has its numbers
             with self._ended_lock:
@@ -121,6 +121,11 @@ class Pump:
             for callback in callbacks:
                 callback()
             self._put(_END)
+
+    def _called(self) -> bool:
+        """The answer ended in a call for the client to run (not one max_tokens cut)."""
+        call = self.stream.call if isinstance(self.stream, ToolStream) else None
+        return call is not None and not call.cut
 
     def _put(self, item: object) -> None:
         try:
@@ -142,8 +147,10 @@ class Pump:
         for token, text in tokens.end(self.stream.text) if tokens is not None else ():
             yield emit(self._delta(token, text))
         call = self.stream.call if isinstance(self.stream, ToolStream) else None
-        if call is not None:
-            yield emit(ToolCall(call_id=call.id, name=call.name, arguments=call.arguments, constrained=True))
+        if call is not None:  # (a cut one too: the client gets what was written, and finish_reason "length")
+            yield emit(ToolCall(call_id=call.id, name=call.name, arguments=call.arguments, constrained=True,
+                                tokens=call.tokens, forced_tokens=call.forced, arguments_text=call.arguments_text,
+                                cut=call.cut, guard=call.guard))  # fmt: skip
         yield emit(self._terminal())
 
     def _delta(self, step: Step, text: str) -> TokenDelta:

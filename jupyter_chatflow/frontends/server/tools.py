@@ -3,8 +3,10 @@
 The tools go into the system prompt as `pipeline/tools/calls.py` writes them; calls and results already in the
 conversation go back in as the model wrote and read them. The server never runs a tool: a call ends the answer
 (finish_reason "tool_calls") and the client runs it. "auto" lets the model write freely and, once it writes
-`<tool_call>`, decodes the call under the JSON-schema mask (`ToolCallConstraint`), as the pipeline does;
-"required" or a named tool starts the answer with a constrained call; "none" leaves the tools out.
+`<tool_call>`, decodes the call under the JSON-schema mask; "required" or a named tool starts the answer with a
+constrained call; "none" leaves the tools out. The call is read and written by the pipeline's decoder
+(`pipeline/tools/decode.py`), under its rule for max_tokens: a call max_tokens cuts comes back as OpenAI returns
+one, its partial arguments in `tool_calls` and finish_reason "length".
 """
 
 from __future__ import annotations
@@ -18,26 +20,21 @@ from typing import Any
 from jupyter_chatflow.engine.generation import Step, Usage
 from jupyter_chatflow.engine.sampling import SamplingParams
 from jupyter_chatflow.pipeline.tools import (
-    CALL_OPEN,
     Tool,
-    ToolCallConstraint,
-    ToolCallDetector,
-    ToolCallError,
     ToolError,
     ToolOutcome,
     call_message,
-    parse_tool_call,
     result_message,
     tool_role,
     tools_system_prompt,
 )
+from jupyter_chatflow.pipeline.tools.decode import AnswerText, CallDecoder, DecodedCall, call_prompt, call_room
+from jupyter_chatflow.pipeline.tools.guards import CallGuard
 from jupyter_chatflow.tokenizer.tokenizer import Tokenizer
 
 from .engine import Engine, Stream
 from .errors import bad_request
 from .requests import Message
-
-CALL_MAX_TOKENS = 256  # a call's JSON, at most (as the pipeline's)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -118,13 +115,26 @@ def prompt_messages(messages: Sequence[Message], tools: Tools | None, tokenizer:
     return out
 
 
-@dataclasses.dataclass(frozen=True)
+@dataclasses.dataclass(frozen=True, kw_only=True)
 class MadeCall:
-    """The call an answer ended with: an id for the client's result message, the tool's name and arguments."""
+    """The call an answer ended with: an id for the client's result message, the tool's name and arguments (their
+    text as written: what was written of them when max_tokens `cut` the call)."""
 
     id: str
     name: str
     arguments: dict[str, Any]
+    arguments_text: str = ""
+    cut: bool = False
+    guard: CallGuard = ""
+    tokens: int = 0
+    forced: int = 0
+
+    @classmethod
+    def of(cls, call: DecodedCall) -> MadeCall:
+        """A decoded call with a new id."""
+        return cls(id=f"call_{uuid.uuid4().hex[:24]}", name=call.name, arguments=call.arguments,
+                   arguments_text=call.arguments_text, cut=call.status == "cut", guard=call.guard, tokens=call.tokens,
+                   forced=call.forced)  # fmt: skip
 
 
 class ToolStream:
@@ -166,65 +176,55 @@ class ToolStream:
 
     def _free(self) -> Iterator[Step]:
         """Free text; sets finish_reason unless the model began a call."""
-        detector = ToolCallDetector() if self._tools.choice != "none" else None
+        answer = AnswerText(tools=self._tools.choice != "none")
         stream = self._current = self._engine.submit(self._prompt, self._params, cancel=self._stop)
-        steps, streamed = iter(stream), 0
+        steps = iter(stream)
         for step in steps:
-            streamed += len(step.text)
-            shown = detector.feed(step.text) if detector else step.text
+            shown = answer.shown(step.text)
             self.text += shown
             yield dataclasses.replace(step, text=shown)
-            if detector is not None and detector.started:
+            if answer.called:
                 break
         _close(steps)
         self._add(stream.usage)
-        if detector is None or not detector.started:  # text held back to the end (a stop-string prefix, "<tool")
-            tail = stream.text[streamed:]
-            self.text += (detector.feed(tail) + detector.flush()) if detector else tail
+        if not answer.called:  # text held back to the end (a stop-string prefix, "<tool")
+            self.text += answer.tail(stream.text)
             self.finish_reason = stream.finish_reason
 
     def _constrained(self, include_open: bool) -> Iterator[Step]:
-        """The call, under the mask: after the answer's text and `<tool_call>`, or from the first token."""
+        """The call, under the mask: after the answer's text and `<tool_call>`, or from the first token; within what
+        max_tokens leaves after that text (`decode.call_room`)."""
         only = None if self._tools.choice in ("auto", "required") else self._tools.choice
-        constraint = ToolCallConstraint(self._tokenizer, self._tools.tools, only=only, include_open=include_open,
-                                        vocab_size=self._vocab_size)  # fmt: skip
-        ids = self._prompt if include_open else [*self._prompt, *self._tokenizer.encode(self.text + CALL_OPEN)]
-        fixed = constraint.take_forced()
-        budget = self._call_budget(len(fixed))
-        self.usage.completion_tokens += len(fixed) + min(0, budget)  # (fixed tokens past max_tokens: cut off)
+        ids = self._prompt if include_open else call_prompt(self._prompt, self.text, self._tokenizer)
+        decoder = CallDecoder(self._tokenizer, self._tools.tools, only=only, include_open=include_open,
+                              vocab_size=self._vocab_size, room=call_room(self._params.max_tokens,
+                              self.usage.completion_tokens), seed=self._params.seed)  # fmt: skip
         if self._stop.is_set():
             self.finish_reason = "cancelled"
             return
-        if budget < 0 or (budget == 0 and not constraint.is_done()):  # max_tokens ends it before the call does
-            self.finish_reason = "length"
-            return
-        if not constraint.is_done():
-            # greedy whatever the request's temperature: a call's arguments are a computation, not prose
-            params = SamplingParams(temperature=0.0, max_tokens=budget, seed=self._params.seed)
-            stream = self._current = self._engine.submit([*ids, *fixed], params, constraint, self._stop)
+        finish = None
+        if decoder.params is not None:
+            stream = self._current = self._engine.submit([*ids, *decoder.fixed], decoder.params,
+                                                         decoder.constraint, self._stop)  # fmt: skip
             yield from stream
-            self._add(stream.usage)
-            if stream.finish_reason == "cancelled":
-                self.finish_reason = "cancelled"
-                return
-        text = constraint.text.split(CALL_OPEN, 1)[-1].split("</tool_call>", 1)[0]
-        try:
-            name, arguments = parse_tool_call(text)
-        except ToolCallError:  # cut off by CALL_MAX_TOKENS: no call to hand over, the answer just stops
-            self.finish_reason = "length"
+            self._add(stream.usage, counted=False)
+            finish = stream.finish_reason
+        self._called(decoder.finish(finish))
+
+    def _called(self, call: DecodedCall) -> None:
+        """The answer ends with `call`: run by the client, or cut by max_tokens (returned as written, "length")."""
+        self.usage.completion_tokens += call.tokens  # every token of the call, fixed ones too (as OpenAI counts)
+        if call.status == "cancelled":
+            self.finish_reason = "cancelled"
             return
-        self.call = MadeCall(id=f"call_{uuid.uuid4().hex[:24]}", name=name, arguments=arguments)
-        self.finish_reason = "tool_calls"
+        self.call = MadeCall.of(call) if call.name and call.status in ("complete", "cut") else None
+        self.finish_reason = {"complete": "tool_calls", "cut": "length"}.get(call.status, "stop")
 
-    def _call_budget(self, fixed: int) -> int:
-        """Tokens the call may still sample after its `fixed` ones: CALL_MAX_TOKENS, within what the request's
-        max_tokens leaves after the text before it (negative: max_tokens ends the answer inside the fixed ones)."""
-        return min(CALL_MAX_TOKENS, self._params.max_tokens - self.usage.completion_tokens - fixed)
-
-    def _add(self, usage: Usage) -> None:
-        """Add one round's counts: its prefill is the answer's when it is the first round, else decode time."""
+    def _add(self, usage: Usage, counted: bool = True) -> None:
+        """Add one round's counts (its tokens unless the caller counts them): its prefill is the answer's when it is
+        the first round, else decode time."""
         first, self._rounds = self._rounds == 0, self._rounds + 1
-        self.usage.completion_tokens += usage.completion_tokens
+        self.usage.completion_tokens += usage.completion_tokens if counted else 0
         self.usage.decode_ms += usage.decode_ms + (0.0 if first else usage.prefill_ms)
         if first:
             self.usage.prefill_ms = usage.prefill_ms

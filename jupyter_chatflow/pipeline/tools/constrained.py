@@ -27,6 +27,7 @@ Example:
 
 from __future__ import annotations
 
+import codecs
 import json
 import threading
 import weakref
@@ -38,6 +39,7 @@ import numpy as np
 from jupyter_chatflow.tokenizer.tokenizer import Tokenizer
 
 from .calls import CALL_CLOSE, CALL_OPEN
+from .guards import CallGuard, JsonWatch, repeating, unclosed_end
 from .schema import ToolError
 from .tool import Tool
 
@@ -118,6 +120,7 @@ class GrammarConstraint:
         """Text of the call the model already wrote before decoding was constrained (not part of `ids`)."""
         if prefix and not self._matcher.consume_tokens(tokenizer.encode(prefix)):
             raise ToolError(f"the beginning {prefix!r} does not fit the {self.NAME}; start over.")
+        self._consumed(tokenizer.encode(prefix) if prefix else [])
         self._queue: list[int] = []  # fixed tokens, consumed by the matcher, not yet handed out
         self._heal = b""  # the end of a fixed run: the next token must begin with these bytes
         self._fast_forward()
@@ -154,6 +157,7 @@ class GrammarConstraint:
         if not self._matcher.consume_token(token_id):
             raise self._refused(token_id, self._matcher.get_error())
         self.ids.append(token_id)
+        self._consumed([token_id])
         self._heal = b""
         self._fast_forward()
 
@@ -178,18 +182,23 @@ class GrammarConstraint:
         tokens = self._matcher.compute_ff_tokens()
         if not self._matcher.consume_tokens(tokens):
             raise ToolError(f"the {self.NAME} refused its own fixed text {fixed!r}: {self._matcher.get_error()}")
+        self._consumed(tokens)
         self.forced += len(tokens)
         self._heal = fixed[sum(len(self._vocabulary.tokens[t]) for t in tokens) :]
         if self._heal and not (self._grammar_mask() & self._vocabulary.starting_with(self._heal)).any():
             rest = self.tokenizer.encode(self._heal.decode("utf-8", "replace"))  # no token covers it: spell it out
             if not self._matcher.consume_tokens(rest):
                 raise ToolError(f"the {self.NAME} refused {self._heal!r}: {self._matcher.get_error()}")
+            self._consumed(rest)
             tokens, self._heal, self.forced = [*tokens, *rest], b"", self.forced + len(rest)
         if self._matcher.is_stopped():
             self.ids.extend([*self._queue, *tokens])
             self._queue = []
         else:
             self._queue.extend(tokens)
+
+    def _consumed(self, tokens: list[int]) -> None:
+        """The matcher took `tokens` (fixed or generated): a subclass follows the text here."""
 
     def _begins_heal(self, token_id: int) -> bool:
         tokens = self._vocabulary.tokens
@@ -208,7 +217,8 @@ class GrammarConstraint:
 
 
 class ToolCallConstraint(GrammarConstraint):
-    """A `Constraint` that lets through only tokens continuing a valid call of one of `tools`."""
+    """A `Constraint` that lets through only tokens continuing a valid call of one of `tools`, and ends a string
+    argument the model does not end by the rules of `guards.py` (`guard` says which one did)."""
 
     NAME = "tool-call grammar"
 
@@ -222,8 +232,59 @@ class ToolCallConstraint(GrammarConstraint):
         prefix: str = "",
         vocab_size: int | None = None,
     ):
+        self.guard: CallGuard = ""
+        """The rule that ended a string argument ("unclosed" or "repeat"), "" when the model ended them all."""
+        self._watch = JsonWatch()
+        self._utf8 = codecs.getincrementaldecoder("utf-8")(errors="replace")
+        self._closing = False  # the repeat rule fired: the open string closes at the next token
         grammar = call_grammar(tools, only=only, include_open=include_open)
         super().__init__(tokenizer, grammar, prefix=prefix, vocab_size=vocab_size)
+
+    def allowed(self) -> np.ndarray:
+        """As `GrammarConstraint.allowed`; once a string repeats itself, only tokens that close it."""
+        mask = super().allowed()
+        if self._closing and not self._queue and self._watch.can_close:
+            closing = mask.copy()
+            closing[: len(self._vocabulary.tokens)] &= self._vocabulary.starting_with(b'"')
+            return closing if closing.any() else mask  # (the grammar wants more here: minLength, a pattern)
+        return mask
+
+    def advance(self, token_id: int) -> None:
+        """As `GrammarConstraint.advance`, then the string rules on the string the token wrote into."""
+        super().advance(token_id)
+        if self._closing and not self._watch.in_string:
+            self._closing, self.guard = False, "repeat"
+        if not self._watch.in_string or self._queue:
+            return
+        end = unclosed_end(self._watch.string, self._watch.closers())
+        if end is not None:
+            self._close_unclosed(len(self._watch.string) - end)
+        elif repeating(self._watch.string):
+            self._closing = True
+
+    def _consumed(self, tokens: list[int]) -> None:
+        for token in tokens:
+            self._watch.feed(self._utf8.decode(self._vocabulary.tokens[token]))
+
+    def _close_unclosed(self, drop: int) -> None:
+        """End the call with the open string's last `drop` characters (`}}</tool_call>`) replaced by the quote, the
+        brackets still open and the tag, when the grammar accepts that end (tokens from the first one the change
+        touches are taken back and the new end encoded as the tokenizer encodes it)."""
+        text = self.text
+        target = len(text) - drop
+        kept = len(self.ids)
+        while kept > 0 and len(self.prefix + self.tokenizer.decode(self.ids[:kept])) > target:
+            kept -= 1
+        head = self.prefix + self.tokenizer.decode(self.ids[:kept])
+        end = f'{text[len(head) : target]}"{self._watch.closers()}\n{CALL_CLOSE}'
+        tokens = self.tokenizer.encode(end)
+        matcher = self._matcher.deep_copy()
+        if not text.startswith(head) or matcher.rollback(len(self.ids) - kept) is False:
+            return
+        if not matcher.consume_tokens(tokens) or not matcher.is_stopped():
+            return  # a required argument is still missing: the model writes on
+        self._matcher, self.ids, self.guard = matcher, [*self.ids[:kept], *tokens], "unclosed"
+        self._watch = JsonWatch()
 
 
 def lltokenizer(tokenizer: Tokenizer) -> Any:

@@ -66,3 +66,27 @@ def test_the_speed_line_reads_the_turns_account():
     assert queued.account.stages[0].detail == "waited 300 ms for another sequence's prefill"
     stopped = _turn(Cancelled(text="Par", usage=Usage(completion_tokens=2), timestamp=0.05))  # no first token: none
     assert stopped.details()[-1] == "speed: answer 50 ms · stopped"
+
+
+def test_a_call_max_tokens_cut_reads_as_cut_and_not_run_in_the_cells_lines(wide_model):
+    """Through `Chat.send` as a user calls it: a forced call max_tokens ends inside its string is shown with what was
+    written, said to be cut and not run; no tool ran; the turn ends "length" (the timeline says it too)."""
+    from jupyter_chatflow.pipeline.chat import Chat
+
+    chat = Chat(model=wide_model, session="cut-call", new=True, persist=False)
+    fixed = wide_model.tokenizer.encode('<tool_call>\n{"name": "calculator", "arguments": {"expression": "')
+    response = chat.send("What is 17 * 23?", tools=("calculator",), tool_choice="calculator",
+                         max_tokens=len(fixed) + 3, temperature=0.0)  # fmt: skip
+    events = list(response)
+    [call] = [e for e in events if e.type == "tool_call"]
+    end = response.terminal()
+    assert isinstance(end, Completed) and end.finish_reason == "length" and end.usage.completion_tokens == call.tokens
+    assert call.cut and call.tokens == len(fixed) + 3 and not any(e.type == "tool_result" for e in events)
+    view = TurnView()
+    for event in events:
+        view.add(event)
+    said = f"cut at max_tokens after {call.tokens} tokens, not run"
+    assert f"tool: calculator({call.arguments_text}…) · {said}" in view.details()
+    assert call.arguments_text.startswith('{"expression": "') and len(call.arguments_text) <= 20
+    decode = [s for s in view.account.stages if s.kind == "decode"]
+    assert decode and decode[-1].detail.endswith(said)

@@ -33,6 +33,7 @@ from jupyter_chatflow.frontends.server.adapters import (
     sse,
     sse_frame,
 )
+from jupyter_chatflow.frontends.server.completions import completion
 from jupyter_chatflow.pipeline.response import Response
 
 HEAD = {
@@ -216,6 +217,26 @@ def test_openai_tool_calls_and_content_add_up():
             }
         ]
     }
+
+
+def test_openai_a_cut_call_sends_its_arguments_as_written_then_finishes_with_length():
+    """OpenAI's shape for a call max_tokens cut: a tool_calls delta whose arguments are the unfinished JSON, then
+    the finish chunk "length"; the whole completion carries the same call."""
+    emit = Emitter("turn-1", clock=iter(range(10)).__next__)
+    started = TurnStarted(request_id="req-1", session_id="s", user="Hi", params={}, features={}, created=1.7e9)
+    cut = ToolCall(call_id="call_1", name="calculator", arguments={}, arguments_text='{"expression": "17*2', cut=True,
+                   tokens=24)  # fmt: skip
+    ended = Completed(finish_reason="length", text="", usage=Usage(prompt_tokens=7, completion_tokens=24),
+                      timings=Timings())  # fmt: skip
+    chunks = list(openai_chunks([emit(e) for e in (started, cut, ended)], model="tiny", include_usage=True))
+    [delta] = [c["choices"][0]["delta"]["tool_calls"] for c in chunks[:-1] if c["choices"] and
+               "tool_calls" in c["choices"][0]["delta"]]  # fmt: skip
+    assert delta == [{"index": 0, "id": "call_1", "type": "function",
+                      "function": {"name": "calculator", "arguments": '{"expression": "17*2'}}]  # fmt: skip
+    assert [c["choices"][0]["finish_reason"] for c in chunks[:-1] if c["choices"]][-1] == "length"
+    message = completion(chunks)["choices"][0]
+    assert message["finish_reason"] == "length" and message["message"]["content"] is None
+    assert message["message"]["tool_calls"][0]["function"]["arguments"] == '{"expression": "17*2'
 
 
 @pytest.mark.parametrize(

@@ -47,15 +47,29 @@ NOTE = {"type": "function", "function": {"name": "note", "description": "Write a
         "type": "object", "properties": {"text": {"type": "string"}}, "required": ["text"]}}}  # fmt: skip
 
 
-@pytest.mark.parametrize("max_tokens", [3, 12, 30])
-def test_max_tokens_bounds_a_forced_call_as_it_does_an_answer(client, max_tokens):
-    """An unbounded string argument the tiny model never closes: the call stops at max_tokens (inside the fixed
-    `<tool_call>` scaffold for 3), finish_reason "length" and no call, not at the call's own 256-token cap."""
-    answer = client.chat.completions.create(model="tiny", messages=PROMPT, tools=[NOTE], tool_choice="required",
-                                            temperature=0, max_tokens=max_tokens)  # fmt: skip
+@pytest.mark.parametrize("max_tokens", [3, 30, 60])
+def test_a_call_max_tokens_cuts_comes_back_as_written_with_finish_reason_length(client, max_tokens):
+    """An unbounded string argument the tiny model never closes: max_tokens ends the call (the tiny byte-level
+    vocabulary spells the fixed `<tool_call>\n{"name": "note", "arguments": {"text": "` in 52 tokens: 3 end inside
+    the tag, 30 after the name, 60 inside the string). As OpenAI returns a cut call: the name, once whole, and the
+    arguments written so far, finish_reason "length", streamed and whole alike."""
+    knobs = {"model": "tiny", "messages": PROMPT, "tools": [NOTE], "tool_choice": "required", "temperature": 0,
+             "max_tokens": max_tokens}  # fmt: skip
+    answer = client.chat.completions.create(**knobs)
     choice = answer.choices[0]
-    assert choice.finish_reason == "length" and not choice.message.tool_calls
-    assert answer.usage.completion_tokens == max_tokens
+    assert choice.finish_reason == "length" and answer.usage.completion_tokens == max_tokens
+    chunks = [c for c in client.chat.completions.create(**knobs, stream=True) if c.choices]
+    deltas = [call for c in chunks for call in (c.choices[0].delta.tool_calls or [])]
+    assert [c.choices[0].finish_reason for c in chunks if c.choices[0].finish_reason] == ["length"]
+    if max_tokens == 3:  # `<tool_call>` not even whole: no name, so no call
+        assert not choice.message.tool_calls and not deltas
+        return
+    [call] = choice.message.tool_calls
+    assert call.function.name == "note" and call.id.startswith("call_")
+    written = call.function.arguments
+    assert written == "" if max_tokens == 30 else (written.startswith('{"text": "') and not written.endswith("}"))
+    [streamed] = deltas
+    assert (streamed.function.name, streamed.function.arguments) == ("note", written)  # greedy: the same call
 
 
 def test_a_calls_tokens_have_no_logprobs_as_they_are_not_content(client):

@@ -243,3 +243,60 @@ def test_a_call_with_nothing_to_choose_is_all_fixed(smollm_tokenizer):
     constraint = ToolCallConstraint(smollm_tokenizer, [now], include_open=True)
     assert constraint.is_done() and constraint.take_forced() == []
     assert parse_tool_call(constraint.text) == ("now", {}) and constraint.forced == len(constraint.ids)
+
+
+def _write(constraint: ToolCallConstraint, text: str) -> None:
+    """Advance through `text` as the tokenizer encodes it: as a model would have written it."""
+    for token in constraint.tokenizer.encode(text):
+        constraint.advance(token)
+
+
+def _value(constraint: ToolCallConstraint, text: str) -> None:
+    """Write `text` into the string value the call's fixed beginning opens (whose ` "` it may have left to heal)."""
+    head = constraint.text
+    _write(constraint, ("" if head.endswith('"') else '"' if head.endswith(" ") else ' "') + text)
+
+
+@tool
+def scribble(expression: str) -> str:
+    """Take a note."""  # (no description for the parameter, a schema with no bounds: as users write tools)
+    return expression
+
+
+def test_a_call_ended_inside_its_string_ends_there(tiny_model):
+    """SmolLM2-135M on `calculator(expression)` with no description wrote `"17*23}}</tool_call>` and then on to the
+    token limit (the mask allows `}}` and the tag inside a string). The unclosed rule ends the string before `}}`
+    (the rules read text: the tiny vocabulary shows them as SmolLM2's does)."""
+    constraint = ToolCallConstraint(tiny_model.tokenizer, [scribble], include_open=True)
+    constraint.take_forced()
+    _value(constraint, "17*23}}</tool_call")
+    assert not constraint.is_done() and constraint.guard == ""
+    _write(constraint, ">")
+    assert constraint.is_done() and constraint.guard == "unclosed"
+    assert constraint.text == '<tool_call>\n{"name": "scribble", "arguments": {"expression": "17*23"}}\n</tool_call>'
+    assert parse_tool_call(constraint.text) == ("scribble", {"expression": "17*23"})
+
+
+def test_a_call_ended_inside_a_string_writes_on_while_an_argument_is_missing(tiny_model):
+    @tool
+    def pair(first: str, second: str) -> str:
+        """Two notes."""
+        return first + second
+
+    constraint = ToolCallConstraint(tiny_model.tokenizer, [pair], include_open=True)
+    constraint.take_forced()
+    _value(constraint, "a}}</tool_call>")
+    assert not constraint.is_done() and constraint.guard == ""  # `second` is required: no end there
+
+
+def test_a_string_that_repeats_itself_is_closed_at_the_next_token(tiny_model):
+    constraint = ToolCallConstraint(tiny_model.tokenizer, [scribble], include_open=True)
+    constraint.take_forced()
+    _value(constraint, "17*23 = 422" + ".222" * 8)  # 32 characters of the piece: not yet
+    assert not all(p.startswith('"') for p in _allowed_pieces(constraint))
+    _write(constraint, ".222" * 4)  # 48: the rule closes it
+    allowed = _allowed_pieces(constraint)
+    assert '"' in allowed and all(p.startswith('"') for p in allowed)
+    constraint.advance(tiny_model.tokenizer.encode('"')[0])
+    assert constraint.guard == "repeat" and constraint.is_done()  # `}}\n</tool_call>` is fixed from there
+    assert parse_tool_call(constraint.text) == ("scribble", {"expression": "17*23 = 422" + ".222" * 12})

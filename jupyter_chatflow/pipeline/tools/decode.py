@@ -1,0 +1,174 @@
+"""The one tool-call decoder: the chat pipeline (`pipeline/stream.py`) and the server's /v1/chat/completions
+(`frontends/server/tools.py`) both read and write a model's calls through it.
+
+A round's answer is free text until the model writes `<tool_call>` (tool_choice "auto": `AnswerText` streams the
+text and holds the call's out), or a call from its first token ("required", or a tool named). The call itself is
+written under its JSON-schema mask (`CallDecoder`): the beginning the grammar fixes is prefilled, the rest sampled
+greedily, and `finish` reads what came out (`read_call`, which also reads a whole call's text).
+
+**How max_tokens bounds a call (the one rule).** A call is part of the completion, as OpenAI counts it: its tokens
+(the fixed beginning, those sampled under the mask, the fixed end) are completion tokens, and max_tokens bounds
+them together with the answer's text before the call (`call_room`). Nothing else caps a call. When max_tokens runs
+out before `</tool_call>` the call is *cut*: it comes back with the name (once the model has written it whole) and
+the arguments' text written so far, and finish_reason "length"; nobody runs it. What keeps a call short is its
+schema and the string rules of `guards.py` (a string that repeats itself, the call's end written inside a string).
+
+Example (the caller submits to its own engine):
+    >>> decoder = CallDecoder(tokenizer, tools, only="calculator", include_open=True, vocab_size=vocab,
+    ...                       room=call_room(max_tokens, used=0), seed=None)
+    >>> if decoder.params is not None:
+    ...     generation = engine.submit([*prompt, *decoder.fixed], decoder.params, decoder.constraint, cancel)
+    ...     steps = list(generation)
+    >>> call = decoder.finish(generation.finish_reason if decoder.params is not None else None)
+    >>> call.status, call.name, call.arguments
+    ('complete', 'calculator', {'expression': '17*23'})
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import re
+from collections.abc import Sequence
+from typing import Any, Literal
+
+from jupyter_chatflow.engine.sampling import SamplingParams
+from jupyter_chatflow.tokenizer.tokenizer import Tokenizer
+
+from .calls import CALL_CLOSE, CALL_OPEN, ToolCallDetector, ToolCallError, parse_tool_call
+from .constrained import ToolCallConstraint
+from .guards import CallGuard
+from .tool import Tool
+
+__all__ = ["AnswerText", "CallDecoder", "CallStatus", "DecodedCall", "call_prompt", "call_room", "read_call"]
+
+CallStatus = Literal["complete", "cut", "unreadable", "cancelled"]
+"""How a call's writing ended: `</tool_call>` written; max_tokens ran out first; whole but not a call we can read
+(only without the mask); stopped by the user."""
+
+_NAME = re.compile(r'"name"\s*:\s*"((?:[^"\\]|\\.)*)"')
+_ARGUMENTS = re.compile(r'"(?:arguments|parameters)"\s*:\s*')
+
+
+def call_room(max_tokens: int, used: int) -> int:
+    """The tokens a call may use, fixed ones included: what `max_tokens` leaves after the `used` tokens of the
+    answer before it (0 or less: none; the call is cut before it begins)."""
+    return max_tokens - used
+
+
+def call_prompt(prompt: Sequence[int], text: str, tokenizer: Tokenizer) -> list[int]:
+    """The ids a call written after free `text` is decoded from: the prompt, the text and `<tool_call>` as the
+    tokenizer encodes them (the grammar then starts after the tag)."""
+    return [*prompt, *tokenizer.encode(text + CALL_OPEN)]
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class DecodedCall:
+    """A call as the model wrote it: complete, or cut by max_tokens (partial arguments), with its token counts."""
+
+    status: CallStatus
+    name: str
+    """The tool's name; "" when max_tokens cut the call before the model had written it whole."""
+    arguments: dict[str, Any]
+    """The arguments, parsed ({} unless the call is complete)."""
+    arguments_text: str
+    """The arguments as JSON text: the whole object for a complete call, what was written of it for a cut one."""
+    tokens: int = 0
+    """Tokens of the call, `<tool_call>` (or the line after it) to `</tool_call>` or to the cut: all counted in
+    completion_tokens."""
+    forced: int = 0
+    """Of those, the ones the grammar fixed (keys, punctuation, a sole tool's name)."""
+    guard: CallGuard = ""
+    """The string rule that ended one of its arguments, if one did (`guards.py`)."""
+    error: str = ""
+    """Why an unreadable call could not be read."""
+
+
+def read_call(text: str, *, complete: bool = True) -> DecodedCall:
+    """A call's text (with or without its tags), whole or cut before `</tool_call>`, as a `DecodedCall`.
+
+    >>> cut = read_call('<tool_call>\\n{"name": "calculator", "arguments": {"expression": "17*', complete=False)
+    >>> cut.status, cut.name, cut.arguments_text
+    ('cut', 'calculator', '{"expression": "17*')
+    """
+    body = text.split(CALL_OPEN, 1)[-1].split(CALL_CLOSE, 1)[0]
+    if not complete:
+        name = _NAME.search(body)
+        start = _ARGUMENTS.search(body)
+        arguments = body[start.end() :] if start and name and start.start() > name.end() else ""
+        return DecodedCall(status="cut", name=name[1] if name else "", arguments={}, arguments_text=arguments)
+    try:
+        called, parsed = parse_tool_call(body)
+    except ToolCallError as error:
+        name = _NAME.search(body)
+        return DecodedCall(status="unreadable", name=name[1] if name else "unknown", arguments={},
+                           arguments_text=body.strip(), error=str(error))  # fmt: skip
+    written = json.dumps(parsed, ensure_ascii=False)
+    return DecodedCall(status="complete", name=called, arguments=parsed, arguments_text=written)
+
+
+class CallDecoder:
+    """Writes one call under its JSON-schema mask within `room` tokens (`call_room`); the caller runs the generation.
+
+    `fixed` are the tokens the grammar fixes at the start (prefill them after the prompt); `params` is the
+    generation to submit with `constraint` (None when there is nothing to sample: all fixed, or no room left);
+    `finish(finish_reason)` reads the call once it has ended.
+    """
+
+    def __init__(
+        self, tokenizer: Tokenizer, tools: Sequence[Tool], *, only: str | None, include_open: bool, vocab_size: int,
+        room: int, seed: int | None,
+    ):  # fmt: skip
+        self.tokenizer, self.room = tokenizer, room
+        self.constraint = ToolCallConstraint(tokenizer, tools, only=only, include_open=include_open,
+                                             vocab_size=vocab_size)  # fmt: skip
+        self.fixed = self.constraint.take_forced()
+        left = room - len(self.fixed)
+        # greedy and unpenalized whatever the request's sampling: a call's JSON repeats its own tokens ({"…": …})
+        # and its arguments are a computation, not prose; the mask does the steering
+        sample = left > 0 and not self.constraint.is_done()
+        self.params = SamplingParams(temperature=0.0, max_tokens=left, seed=seed) if sample else None
+
+    def finish(self, finish_reason: str | None) -> DecodedCall:
+        """The call, once its generation (if any) has ended with `finish_reason`."""
+        constraint = self.constraint
+        ids, forced, guard = constraint.ids, constraint.forced, constraint.guard
+        if finish_reason == "cancelled":
+            return DecodedCall(status="cancelled", name="", arguments={}, arguments_text="", tokens=len(ids))
+        if constraint.is_done() and len(ids) <= self.room:
+            call = read_call(constraint.text)
+        else:  # max_tokens ran out first, maybe inside the fixed text: the call up to its last token that fits
+            kept = ids[: max(self.room, 0)]
+            call = read_call(constraint.prefix + self.tokenizer.decode(kept), complete=False)
+            ids, forced = kept, min(forced, len(kept))
+        return dataclasses.replace(call, tokens=len(ids), forced=forced, guard=guard)
+
+
+class AnswerText:
+    """The free text of an answer step by step, with a call's text held out: `shown(step_text)` is what a step
+    shows (a partial `<tool_call` waits until it is known not to be one); `called` turns True once the model has
+    opened a call (stop generating there); `tail(text)` is what the finished generation still held back."""
+
+    def __init__(self, tools: bool):
+        self._detector = ToolCallDetector() if tools else None
+        self._streamed = 0  # characters of the generation's text the steps carried
+
+    @property
+    def called(self) -> bool:
+        """The model wrote `<tool_call>`: its call is decoded under the mask from here."""
+        return self._detector is not None and self._detector.started
+
+    def shown(self, text: str, *, generated: bool = True) -> str:
+        """The answer text a step's `text` shows (`generated`: the text is the generation's that `tail` reads,
+        not a fork's kept step from before it)."""
+        self._streamed += len(text) if generated else 0
+        return self._detector.feed(text) if self._detector is not None else text
+
+    def tail(self, text: str) -> str:
+        """At the end of a generation whose whole text is `text`: the answer text no step showed (text held back
+        for a stop string that never came, a partial `<tool_call` that was not one)."""
+        rest = text[self._streamed :]
+        self._streamed = len(text)
+        if self._detector is None:
+            return rest
+        return self._detector.feed(rest) + self._detector.flush()
