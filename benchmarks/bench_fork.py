@@ -23,13 +23,13 @@ ROOT = Path(__file__).resolve().parents[1]
 CHILD = """
 import json, sys, tempfile
 from jupyter_chatflow.pipeline.chat import Chat
-from jupyter_chatflow.engine.model import Model
+from jupyter_chatflow.engine.runner import Runner
 from jupyter_chatflow.events import PrefillDone
 from jupyter_chatflow.store.database import Database
 
 if sys.argv[1] == "peer":
-    general = Model._prefill_and_sample
-    Model._prefill_and_sample = lambda self, run, reused, c: general(self, run, max(reused - 1, 0), c)
+    general = Runner.prefill
+    Runner.prefill = lambda self, run, reused, c=None: general(self, run, max(reused - 1, 0), c)
 chat = Chat(session="bench-fork", new=True, db=Database(tempfile.mktemp()))
 options = {"temperature": 0, "max_tokens": 120, "memory": False}
 chat.send("Count from 1 to 20, one number per line.", **options).events()

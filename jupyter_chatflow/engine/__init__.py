@@ -1,3 +1,4 @@
-"""The model as a generator: `Model` (prefill, decode, attention replay), sampling, constrained decoding,
-the prompt cache, and `load_model`.
+"""The model as a generator: `Model` (batch-1 generation, attention replay) on a `Runner` (the compiled programs,
+the weights, the prompt cache and the per-sequence primitives), the `Scheduler` that batches sequences (a pure
+`plan` and a thin loop), sampling, constrained decoding, and `load_model`.
 """

@@ -262,7 +262,19 @@ class _Stop(threading.Event):
 
 
 class Engine(Protocol):
-    """What runs a generation: `Model` (alone, on the iterating thread) or `Scheduler` (batched with others)."""
+    """What runs generations, for the pipeline and the server alike: `Model` (each alone, on the thread that
+    iterates it) or `Scheduler` (batched with others on a thread of its own). `submit` raises `GenerationError` for
+    a prompt it cannot take; what it returns is iterated once, from any thread."""
+
+    @property
+    def queued(self) -> int:
+        """Sequences submitted and not yet decoding (always 0 for `Model`: it never queues)."""
+        ...
+
+    @property
+    def active(self) -> int:
+        """Sequences decoding now."""
+        ...
 
     def submit(
         self,
@@ -271,3 +283,7 @@ class Engine(Protocol):
         constraint: Constraint | None = None,
         cancel: threading.Event | None = None,
     ) -> Generation: ...
+
+    def close(self) -> None:
+        """Stop taking sequences; the unfinished ones end as cancelled (nothing to stop for `Model`)."""
+        ...

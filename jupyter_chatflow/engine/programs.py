@@ -9,6 +9,7 @@ callbacks on every call, a plain list in C++.)
 from __future__ import annotations
 
 import collections
+import contextlib
 import ctypes
 import ctypes.util
 import functools
@@ -77,19 +78,17 @@ def sample_rows_after(graphdef, state, hidden, last, knobs, seen, key_data, allo
     return _sample_next(model, rows, knobs, seen, key, jnp.zeros_like(last), allowed)
 
 
-def decode_step(graphdef, state, cache, token, pos, seen, knobs, key, step, allowed):
-    """One decode step: forward one token per row at `pos`, sample the next; returns its keys/values too."""
+def decode_rows(graphdef, state, cache, token, pos, seen, knobs, key_data, step, allowed):
+    """One decode step of a batch of independent sequences: token [b] forwarded at its row's position `pos` [b]
+    (the cache [b, k, T, e] per layer), the next sampled with the row's own knobs [b, 5], key (`key_data` [b, 2],
+    `jax.random.key_data` of each row's key), `step` [b] and mask `allowed` [b, V]; returns (the sampler's output,
+    the step's keys/values [b, k, 1, e] per layer, `seen` [b, V] with the new tokens marked). `Model.generate` runs
+    it with one row: the program a scheduler's single row runs too."""
     model = nnx.merge(graphdef, state)
-    hidden, chunk, _ = model(token[:, None], pos, cache)
+    hidden, chunk, _ = model(token[:, None], pos, cache)  # hidden [b, 1, d]
+    key = jax.random.wrap_key_data(key_data)
     out, seen = _sample_next(model, hidden[:, 0], knobs, seen, key, step, allowed)
     return out, chunk, seen
-
-
-def decode_rows(graphdef, state, cache, token, pos, seen, knobs, key_data, step, allowed):
-    """`decode_step` for a batch of independent sequences: each row at its own position `pos` [b] and `step` [b],
-    with its own knobs [b, 5] and key (`key_data` [b, 2], `jax.random.key_data` of each row's key)."""
-    key = jax.random.wrap_key_data(key_data)
-    return decode_step(graphdef, state, cache, token, pos, seen, knobs, key, step, allowed)
 
 
 @functools.partial(jax.jit, donate_argnums=(0,), static_argnums=(3,))
@@ -162,7 +161,7 @@ class Programs:
         self.layer = serial(jitted.layer)
         self.sample_after, self.logits = serial(jitted.sample_after), serial(jitted.logits)
         self.sample_rows_after = serial(jitted.sample_rows_after)
-        self.decode_step, self.decode_rows = serial(jitted.decode_step), serial(jitted.decode_rows)
+        self.decode_rows = serial(jitted.decode_rows)
         self.write, self.write_row, self.read_row = serial(write), serial(write_row), serial(read_row)
         self.select_rows, self.set_row, self.rows = serial(select_rows), serial(set_row), serial(rows)
 
@@ -248,7 +247,6 @@ class _Jitted:
         self.sample_after = jax.jit(bind(sample_after), donate_argnums=(4,))
         self.sample_rows_after = jax.jit(bind(sample_rows_after), donate_argnums=(4,))
         self.logits = jax.jit(bind(logits))
-        self.decode_step = jax.jit(bind(decode_step), donate_argnums=(4,))
         self.decode_rows = jax.jit(bind(decode_rows), donate_argnums=(4,))
 
 
@@ -269,6 +267,18 @@ def _jitted_for(architecture: tuple) -> _Jitted:
             _recent.remove(jitted)
         _recent.append(jitted)
         return jitted
+
+
+def release_all() -> None:
+    """Let go of every compiled program of this process (`jax.clear_caches()`: every model's, and any other JAX
+    code's) and give the memory back to the OS; each program compiles again (or loads from the persistent XLA
+    cache) at its next call."""
+    with _shared_lock, contextlib.ExitStack() as held:
+        for jitted in {id(j): j for j in [*_shared.values(), *_recent]}.values():
+            held.enter_context(jitted.lock)  # (no program runs or compiles meanwhile)
+            jitted.decode_ready.clear()
+        jax.clear_caches()
+    release_freed_memory()
 
 
 def release_freed_memory() -> None:

@@ -41,7 +41,7 @@ CHECK_ENV_VAR = "CHATFLOW_MEMORY_CHECK"
 ITEM_BYTES = {"float32": 4, "bfloat16": 2, "float16": 2}
 # The engine's constants the first turn's memory follows (tests check they match engine/model.py and prompt_cache.py,
 # which import JAX: this module must not, so `chatflow model info` stays fast).
-FIRST_CACHE = 1024  # engine.model.MIN_CACHE: the positions of a first KV cache
+FIRST_CACHE = 512  # engine.chunks.MIN_CACHE: the positions of a first KV cache
 PROMPT_CACHE_BYTES = 64 << 20  # engine.prompt_cache.DEFAULT_MAX_BYTES: the kept KV caches' bound
 PROGRAMS_BYTES = 192 << 20
 """XLA's compiled prefill and decode programs and their working buffers, beyond the KV and prompt caches: a first

@@ -10,6 +10,7 @@ import numpy as np
 import pytest
 
 from jupyter_chatflow import GenerationError, SamplingParams
+from jupyter_chatflow.engine import chunks
 from jupyter_chatflow.engine import model as engine
 
 
@@ -171,11 +172,12 @@ def test_a_cache_sized_for_its_prompt_grows_while_decoding_with_the_same_answer(
     prompt = [1, *(30 + k % 200 for k in range(40))]
     tiny_model.prompt_cache.clear()
     full = list(tiny_model.generate(prompt, max_tokens=300, temperature=0.0, ignore_eos=True))
-    monkeypatch.setattr(engine, "MIN_CACHE", 64)
+    monkeypatch.setattr(chunks, "MIN_CACHE", 64)
     tiny_model.prompt_cache.clear()
     grown = list(tiny_model.generate(prompt, max_tokens=300, temperature=0.0, ignore_eos=True))
     [entry] = tiny_model.prompt_cache._entries
-    assert tiny_model._length(engine.room(len(prompt))) == 128 and entry.cache.length == 512  # 128 -> 256 -> 512
+    first = chunks.cache_length(chunks.room(len(prompt)), tiny_model.config.context_length)
+    assert first == 128 and entry.cache.length == 512  # 128 -> 256 -> 512
     assert [s.token_id for s in grown] == [s.token_id for s in full]
     np.testing.assert_allclose([s.logprob for s in grown], [s.logprob for s in full], atol=1e-4)
 

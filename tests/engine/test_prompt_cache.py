@@ -5,6 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from jupyter_chatflow.engine.chunks import cache_length
 from jupyter_chatflow.engine.prompt_cache import MIN_KEPT_LENGTH, PromptCache, shared_prefix
 
 PROMPT = [1, 50, 60, 70, 80, 90, 100, 110]
@@ -49,13 +50,13 @@ def test_same_prompt_again_computes_one_token(model):
 
 def test_one_token_after_a_cached_prefix_runs_as_a_decode_step_with_the_same_numbers(model):
     [cold] = list(model.generate(PROMPT, max_tokens=1, temperature=0.0))  # run to its end: the cache is kept
-    calls = []
-    decode_step = model._programs.decode_step
-    model._programs.decode_step = lambda *args: calls.append(args) or decode_step(*args)
+    calls, programs = [], model.runner._programs  # (white-box: which program ran)
+    decode_rows = programs.decode_rows
+    programs.decode_rows = lambda *args: calls.append(args) or decode_rows(*args)
     try:
         [warm] = list(model.generate(PROMPT, max_tokens=1, temperature=0.0))
     finally:
-        model._programs.decode_step = decode_step
+        programs.decode_rows = decode_rows
     assert len(calls) == 1  # the one computed token went through the decode program (no new prefill shape)
     assert warm.token_id == cold.token_id and warm.logprob == pytest.approx(cold.logprob, abs=1e-4)
     assert [a.token_id for a in warm.top_alternatives] == [a.token_id for a in cold.top_alternatives]
@@ -109,7 +110,7 @@ def test_only_the_newest_entry_keeps_its_full_length_and_a_cut_one_still_serves_
     first, _ = greedy(model, PROMPT)
     greedy(model, [1, 2, 3])  # another conversation: the first one's entry is cut to the power of two holding it
     older, newest = model.prompt_cache._entries
-    assert newest.cache.length == model._length(1)
+    assert newest.cache.length == cache_length(1, model.config.context_length)
     assert older.cache.length == MIN_KEPT_LENGTH == older.kept_length and older.ids.size <= MIN_KEPT_LENGTH
     follow_up = [*PROMPT, *first, 120, 130]
     warm, usage = greedy(model, follow_up, n=60)  # grown back to full length to go on past the cut

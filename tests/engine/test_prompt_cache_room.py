@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from jupyter_chatflow.engine import model as engine
+from jupyter_chatflow.engine import chunks
 from jupyter_chatflow.engine.prompt_cache import PromptCache
 
 
@@ -36,7 +36,7 @@ def test_a_short_prompt_that_branches_off_a_long_cache_gets_a_cache_of_its_own_l
     """A short conversation that branches off a long prompt's cache copies the shared part into a cache of the
     positions it needs (the long one is cut, and stays): carried on at the long one's full length, it left no
     room to copy for the title's branch, which then took it."""
-    monkeypatch.setattr(engine, "MIN_CACHE", 64)
+    monkeypatch.setattr(chunks, "MIN_CACHE", 64)
     run(model, [1, 2, 3, 4, *range(30, 230)])  # a long prompt: a cache of 512 positions (its answer's room too)
     [long] = model.prompt_cache._entries
     assert long.cache.length == 512
@@ -45,7 +45,8 @@ def test_a_short_prompt_that_branches_off_a_long_cache_gets_a_cache_of_its_own_l
     run(model, conversation)  # shares 4 tokens with the long one
     entry = model.prompt_cache._entries[-1]
     assert list(entry.ids[:8]) == conversation
-    assert entry.cache.length <= model._length(engine.room(len(conversation))) < 512 and len(model.prompt_cache) == 2
+    own_length = chunks.cache_length(chunks.room(len(conversation)), model.config.context_length)
+    assert entry.cache.length <= own_length < 512 and len(model.prompt_cache) == 2
     assert run(model, [1, 2, 3, 4, 90, 91]).reused_tokens == 4  # the title: a copy of its length fits, of 512 not
     follow_up = run(model, [*conversation, 60, 61, 62])
     assert follow_up.reused_tokens >= len(conversation)

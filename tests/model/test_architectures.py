@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 
 from jupyter_chatflow import SamplingParams, load_model
-from jupyter_chatflow.engine import model as engine
+from jupyter_chatflow.engine import chunks as engine
 from jupyter_chatflow.engine.scheduler import Scheduler
 
 ARCHS = Path(__file__).parent / "archs"

@@ -87,7 +87,7 @@ def test_what_a_load_needs_follows_how_it_goes(tiny_path):
     assert bytes_needed(about, "bfloat16", LoadPlan(weights_cache=False), NOTHING_MORE) == f32 + bf16
     assert bytes_needed(about, "float32", LoadPlan(weights_cache=False), NOTHING_MORE) == 2 * f32
     assert bytes_needed(about, "bfloat16", LoadPlan(on_host=False), NOTHING_MORE) == f32  # (weights on the device)
-    first_turn = 2 * about.kv_bytes(1024) + (64 << 20) + (192 << 20)
+    first_turn = 2 * about.kv_bytes(512) + (64 << 20) + (192 << 20)
     assert bytes_needed(about, "float32", LoadPlan(prepared=True)) == f32 + first_turn
 
 
@@ -196,8 +196,8 @@ def test_the_default_models_summary(real_model_path):
 
 def test_figures_that_would_read_the_same_are_given_in_mib(tiny_path):
     about, plan = footprint(tiny_path), LoadPlan(prepared=True)
-    need = bytes_needed(about, "float32", plan)  # 257.3 MiB: "0.25 GiB", as 256.8 MiB would read
-    said = r"needs 257\.3 MiB as float32 \(256\.7 MiB as bfloat16\) and 256\.8 MiB are available \(test\): load it"
+    need = bytes_needed(about, "float32", plan)  # 256.8 MiB: "0.25 GiB", as 256.3 MiB would read
+    said = r"needs 256\.8 MiB as float32 \(256\.4 MiB as bfloat16\) and 256\.3 MiB are available \(test\): free"
     with pytest.raises(ModelTooLargeError, match=said):
         memory.check_fits(about, "float32", plan, available=Available(need - MIB // 2, "test"))
 

@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 from jupyter_chatflow import load_model
-from jupyter_chatflow.engine import model as engine
+from jupyter_chatflow.engine import chunks as engine
 from jupyter_chatflow.model.gguf_file import read_gguf
 from jupyter_chatflow.model.transformer import KVCache
 from jupyter_chatflow.model.weights import unpermute_rotary

@@ -468,7 +468,7 @@ def test_chats_on_one_model_share_its_scheduler_and_their_turns_decode_together(
     alone = [first.send("Hello there", **knobs).text(), second.send("Good morning", **knobs).text()]
     scheduler = first.scheduler
     for length in (MIN_ROW_CACHE, 2 * MIN_ROW_CACHE):  # (else the second waits while they compile: on a cold XLA
-        wide_model._programs.warm(2, length, wide_model.config, wide_model.dtype)  # cache, past the first's end)
+        wide_model.runner.warm(2, length)  # cache, past the first's end)
     busiest, step = [], scheduler._batch.step
 
     def counted(rows, *rest):

@@ -135,9 +135,10 @@ def test_a_long_answers_title_arrives_mid_answer_from_the_same_scheduler(wide_mo
     """As ChatGPT's web client receives it: the title event comes while the answer still streams; its generation
     shares the answer's decode steps (two rows of the chat's scheduler)."""
     chat = Chat(model=wide_model, db=Database(tmp_path / "t.db"), session="t")
-    # a process's first batch of 2 compiles beside the answer before the title may join (`Scheduler._held`): done
+    # a process's first batch of 2 compiles beside the answer before the title may join (`engine/plan.py`: a
+    # newcomer waits while its batch compiles): done
     # here first, so a busy machine's slow compile cannot outlast the answer
-    wide_model._programs.warm(2, MIN_ROW_CACHE, wide_model.config, wide_model.dtype)
+    wide_model.runner.warm(2, MIN_ROW_CACHE)
     busiest, step = [], chat.scheduler._batch.step
 
     def counted(rows, *rest):

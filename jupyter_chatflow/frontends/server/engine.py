@@ -1,4 +1,5 @@
-"""What the server needs of the engine: the shape of `engine/scheduler.py`'s `Scheduler` (continuous batching).
+"""What the server needs of the engine: `Engine` (the package's one protocol, `engine/generation.py`: `Scheduler`
+batches, `Model` runs alone) and `Stream`, what the server reads from a submitted sequence or its own wrappers.
 
 The HTTP layer only calls `Engine.submit` and iterates what it returns, from a thread of its own per request; it
 reads `queued` and `active` for /metrics and the queue's limit. Tests wrap the Scheduler in this shape (to pace it).
@@ -6,13 +7,12 @@ reads `queued` and `active` for /metrics and the queue's limit. Tests wrap the S
 
 from __future__ import annotations
 
-import threading
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator
 from typing import Protocol
 
-from jupyter_chatflow.engine.constraint import Constraint
-from jupyter_chatflow.engine.generation import Step, Usage
-from jupyter_chatflow.engine.sampling import SamplingParams
+from jupyter_chatflow.engine.generation import Engine, Step, Usage
+
+__all__ = ["Engine", "Stream"]
 
 
 class Stream(Protocol):
@@ -34,27 +34,3 @@ class Stream(Protocol):
     def __iter__(self) -> Iterator[Step]: ...
 
     def cancel(self) -> None: ...
-
-
-class Engine(Protocol):
-    """Takes sequences and runs them; `submit` raises `GenerationError` for a prompt it cannot take."""
-
-    @property
-    def queued(self) -> int:
-        """Sequences submitted and not yet decoding."""
-        ...
-
-    @property
-    def active(self) -> int:
-        """Sequences decoding now (slots in use)."""
-        ...
-
-    def submit(
-        self,
-        prompt_ids: Sequence[int],
-        params: SamplingParams | None = None,
-        constraint: Constraint | None = None,
-        cancel: threading.Event | None = None,
-    ) -> Stream: ...
-
-    def close(self) -> None: ...

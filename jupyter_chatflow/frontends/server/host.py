@@ -69,7 +69,7 @@ class ModelHost:
     def _warm(self) -> None:
         """Compile (or read from the XLA cache) the prefill and the batch-of-one decode before any request; other
         batch sizes compile when that many streams first run together, on a thread of their own while the running
-        streams go on (`Scheduler._held`)."""
+        streams go on (`engine/plan.py`: a newcomer waits while its batch compiles)."""
         assert self.model is not None and self.engine is not None
         prompt = self.model.tokenizer.apply_chat_template([{"role": "user", "content": "Hi"}])
         list(self.engine.submit(prompt, SamplingParams(temperature=0.0, max_tokens=3, ignore_eos=True)))

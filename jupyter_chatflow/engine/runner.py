@@ -1,0 +1,296 @@
+"""The runner: one model's compiled programs, its weights and its prompt cache, behind documented primitives.
+
+Everything that runs the transformer goes through a `Runner` (`model.runner`); nothing else touches the programs.
+One sequence, as `Model.generate` drives it:
+
+    run = runner.start(prompt, params)               # its state: random key, knobs, the tokens seen
+    reused = runner.take_cache(run)                  # its KV cache: the prompt cache's longest prefix, or a new one
+    for width, last in runner.prefill(run, reused):  # one chunk per iteration ([1, 128] or [1, 16] tokens)
+        pass                                         # (a scheduler decodes other rows in between)
+    first = run.host(run.out)                        # the token the prefill sampled
+    runner.decode(run, step=1)                       # token [1] at its position: keys/values written, next sampled
+    runner.release(run)                              # its keys/values to the prompt cache
+
+Many sequences, as `Scheduler` drives them: `batch()` (rows decoded together: `Batch.join`, `step`, `read`,
+`free`, `resize`), `prefill_group(runs)` (short prompts prefilled as one chunk), `shared_prefix` and
+`copy_prefix` (the prompt cache's longest prefix of a prompt, measured or copied into a row), `keep` (a cache to
+the prompt cache). Passes that sample nothing (`Model.logits`, `attention`): `scratch_cache`, `reusing_cache`,
+`forward`; `hidden_states` (a layer's states of a short text, for a classifier over them). Programs:
+`decode_ready` and `warm` (a batch shape compiled before it is needed), and `release_programs` (every compiled
+program and cached prefix let go: what a notebook calls when a chapter is done).
+
+The prompt cache is shared by every thread that runs sequences (a scheduler's loop, `Model.generate` callers);
+the runner's lock guards it, never a program call (JAX programs are pure: each pass runs on a cache of its own).
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import Callable, Iterator, Sequence
+from typing import Any
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from jupyter_chatflow.errors import GenerationError
+from jupyter_chatflow.model.config import ModelConfig
+from jupyter_chatflow.model.transformer import KVCache, Transformer
+
+from . import prefill_group
+from .batch import Batch
+from .chunks import MIN_BUCKET, PREFILL_CHUNK, bucket, cache_length, prefill_chunks, room
+from .constraint import Constraint
+from .generation import RawStep
+from .programs import Programs, release_all, release_freed_memory
+from .prompt_cache import MIN_KEPT_LENGTH, PromptCache
+from .run import Run
+from .sampling import SamplingParams
+
+_log = logging.getLogger(__name__)
+OnChunk = Callable[[int, int, jax.Array, jax.Array], None]
+"""on_chunk(start, real size, hidden [1, w, d], the probed layer's queries [1, h, w, e]) after each prefill chunk."""
+
+
+class Runner:
+    """One model's compiled programs, weights and prompt cache, and the primitives that run sequences on them."""
+
+    def __init__(self, config: ModelConfig, transformer: Transformer):
+        self.config = config
+        self.dtype = transformer.embed[...].dtype
+        self._programs = Programs(transformer)
+        self._weights = self._programs.weights  # the transformer's arrays, as the programs take them
+        self.prompt_cache = PromptCache()
+        """Caches kept after each pass, keyed by the ids they hold: a prompt starting with one is not computed again."""
+        self._lock = threading.Lock()
+        self._anything = jax.device_put(np.ones((1, config.vocab_size), bool))  # the mask of no constraint
+
+    @property
+    def weight_bytes(self) -> int:
+        """Memory of the weights the programs read."""
+        return sum(w.nbytes for w in self._weights)
+
+    # --- one sequence ---------------------------------------------------------------------------------------------
+
+    def check_prompt(self, prompt_ids: Sequence[int]) -> np.ndarray:
+        """The prompt as int32 [T], or GenerationError saying what is wrong with it."""
+        prompt = np.asarray(prompt_ids, dtype=np.int32).reshape(-1)
+        if prompt.size == 0:
+            raise GenerationError("The prompt is empty: pass at least one token id.")
+        if prompt.size >= self.config.context_length:
+            raise GenerationError(
+                f"The prompt has {prompt.size} tokens but the model's window is {self.config.context_length}: "
+                "shorten the prompt or drop earlier turns."
+            )
+        if prompt.min() < 0 or prompt.max() >= self.config.vocab_size:
+            raise GenerationError(f"Prompt token ids must be in [0, {self.config.vocab_size}).")
+        return prompt
+
+    def budget(self, prompt: np.ndarray, params: SamplingParams) -> int:
+        """How many tokens may be generated after `prompt`: max_tokens, or what is left of the window."""
+        return min(params.max_tokens, self.config.context_length - prompt.size)
+
+    def start(self, prompt: np.ndarray, params: SamplingParams) -> Run:
+        """A sequence's state before its prefill: its random key, its knobs, the tokens seen (the prompt's from
+        `params.penalty_from` on: those the repetition penalty counts). No cache yet."""
+        seed = params.seed if params.seed is not None else int(np.random.default_rng().integers(2**31))
+        seen = np.zeros((1, self.config.vocab_size), bool)
+        seen[0, prompt[params.penalty_from :]] = True
+        return Run(prompt, jax.random.key(seed), params.as_array(), seen)
+
+    def take_cache(self, run: Run) -> int:
+        """Give `run` a KV cache of its own (the prompt cache's longest prefix of its prompt, or a new one); returns
+        how many leading prompt tokens it holds already (not computed again)."""
+        run.cache, reused = self._take(run.prompt, room(run.prompt.size))
+        return reused
+
+    def prefill(self, run: Run, reused: int, constraint: Constraint | None = None) -> Iterator[tuple[int, bool]]:
+        """Prefill `run`'s prompt after its first `reused` tokens, one chunk per iteration, yielding (the chunk's
+        width, whether it was the last); the last chunk also samples the first token into `run.out` (under the
+        constraint's mask). A single token after a cached prefix (a fork, a prompt prewarmed all but its end) is a
+        decode step: that program is compiled already, where a first 16-wide prefill would cost ~1 s of compiling."""
+        *head, (start, tokens, size) = prefill_chunks(run.prompt, run.cache.length, reused)
+        if not head and size == 1:
+            self._feed(run, tokens[:, 0], start, 0, self.mask(constraint))
+            yield 1, True
+            return
+        for part in head:
+            run.cache = self.forward(run.cache, [part])  # (a failure below must not leave a consumed cache behind)
+            yield part[1].shape[1], False
+        cache = run.cache
+        hidden, chunk, _ = self._programs.forward(self._weights, cache, tokens, np.int32(start), 0)
+        run.cache = self._programs.write(cache, chunk, np.int32(start))
+        run.out, run.seen = self._programs.sample_after(
+            self._weights, hidden, np.int32(size - 1), run.knobs, run.seen, run.key, self.mask(constraint)
+        )
+        yield tokens.shape[1], True
+
+    def decode(self, run: Run, step: int, allowed: jax.Array | None = None) -> None:
+        """Decode step `step` (1, 2, …) of `run`: its last sampled token (`run.out`, still on the device) through the
+        one-row decode program, its keys/values written, the next token sampled into `run.out` among `allowed`
+        ([1, V], from `mask`; None: any). The host is not waited for: the next step can be dispatched first."""
+        self._feed(run, run.out.token, run.prompt.size + step - 1, step, self._anything if allowed is None else allowed)
+        run.fed += 1
+
+    def _feed(self, run: Run, token: Any, pos: int, step: int, allowed: jax.Array) -> None:
+        """token [1] at `pos` through `decode_rows` (a batch of one row), the next one sampled; a full cache first
+        grows to the next length (a cache is sized for its prompt, not for max_tokens)."""
+        if pos >= run.cache.length:
+            run.cache = self._grow(run.cache, cache_length(pos + 1, self.config.context_length))
+        at = np.array([pos], np.int32)
+        run.out, chunk, run.seen = self._programs.decode_rows(
+            self._weights, run.cache, token, at, run.seen, run.row_knobs, run.key_data, np.array([step], np.int32),
+            allowed,
+        )  # fmt: skip
+        run.cache = self._programs.write(run.cache, chunk, at)
+        self._programs.decoded(1, run.cache.length)  # (a scheduler's single row of this length needs no compile)
+
+    def mask(self, constraint: Constraint | None) -> jax.Array:
+        """The constraint's mask of allowed tokens now, [1, V] on the device (all True without one)."""
+        allowed = None if constraint is None else constraint.allowed()
+        return self._anything if allowed is None else jax.device_put(np.asarray(allowed, bool)[None])
+
+    def release(self, run: Run) -> None:
+        """`run` is done: the keys/values it wrote go to the prompt cache (`keep`)."""
+        self.keep(run.cache, run.written())
+
+    def keep(self, cache: KVCache, ids: np.ndarray) -> None:
+        """Give a cache holding `ids` to the prompt cache, and the memory freed since (caches cut or let go, a cache
+        grown by copying) back to the OS: glibc keeps freed heap pages otherwise (<1 ms)."""
+        if not cache.keys[0].is_deleted():  # a program that failed mid-call may have consumed it
+            with self._lock:
+                self.prompt_cache.put(ids, cache)
+        release_freed_memory()
+
+    def shared_prefix(self, prompt: np.ndarray) -> int:
+        """How many leading tokens of `prompt` the prompt cache holds now (the entry is left in place)."""
+        with self._lock:
+            return self.prompt_cache.longest(prompt)[1]
+
+    def copy_prefix(self, prompt: np.ndarray, cache: KVCache, row: int) -> tuple[KVCache, int]:
+        """`cache` (a batch's, donated) with the prompt cache's longest prefix of `prompt` copied into row `row`,
+        and that prefix's length (the entry stays cached: a copy, not a take)."""
+        with self._lock:  # the copy is dispatched before anyone can take the entry (and donate its arrays)
+            entry, reused = self.prompt_cache.longest(prompt)
+            if entry is None:
+                return cache, 0
+            length = min(bucket(reused, MIN_KEPT_LENGTH), entry.cache.length, cache.length)
+            return self._programs.write_row(cache, entry.cache, np.int32(row), length), reused
+
+    def _take(self, prompt: np.ndarray, needed: int) -> tuple[KVCache, int]:
+        """A cache of its own for one pass, and the prefix of `prompt` it holds. The lock guards only the prompt
+        cache: passes run side by side, each on its own cache."""
+        with self._lock:
+            return self.prompt_cache.take(prompt, cache_length(needed, self.config.context_length), self._grow)
+
+    def _grow(self, cache: KVCache | None, length: int) -> KVCache:
+        """A new cache of `length` positions, holding a copy of `cache` at its start. What the prompt cache just
+        freed (entries cut) goes back to the OS first: freed on other threads' heaps, glibc would not reuse it."""
+        release_freed_memory()
+        empty = KVCache.zeros(self.config, 1, length, self.dtype)
+        return empty if cache is None else self._programs.write(empty, cache, np.int32(0))
+
+    # --- passes that sample nothing ---------------------------------------------------------------------------------
+
+    def scratch_cache(self, ids: np.ndarray) -> KVCache:
+        """A cache for a pass over `ids` that needs every position computed (reusing a prefix would skip some)."""
+        cache, _ = self._take(ids[:1], room(ids.size))  # a one-token "prompt" shares no prefix worth using
+        return cache
+
+    def reusing_cache(self, ids: np.ndarray) -> tuple[KVCache, int]:
+        """A cache for a pass over `ids` holding the prompt cache's longest prefix of them, and its length."""
+        return self._take(ids, room(ids.size))
+
+    def forward(
+        self, cache: KVCache, chunks: Sequence[tuple[int, np.ndarray, int]] | Iterator[tuple[int, np.ndarray, int]],
+        probe_layer: int = 0, on_chunk: OnChunk | None = None,
+    ) -> KVCache:  # fmt: skip
+        """Run `chunks` ((start, tokens [1, w], size), from `prefill_chunks`) through every layer into `cache`
+        (donated; the filled cache is returned), sampling nothing; `on_chunk` sees each."""
+        for start, tokens, size in chunks:
+            at = np.int32(start)
+            hidden, chunk, queries = self._programs.forward(self._weights, cache, tokens, at, probe_layer)
+            cache = self._programs.write(cache, chunk, at)
+            if on_chunk is not None:
+                on_chunk(start, size, hidden, queries)
+        return cache
+
+    def logits_of(self, hidden: jax.Array) -> np.ndarray:
+        """Vocabulary logits [s, V] of one row's hidden states [1, s, d]."""
+        return np.asarray(self._programs.logits(self._weights, hidden))[0]
+
+    def attention_rows(self, queries: jax.Array, cache: KVCache, layer: int, start: int) -> jax.Array:
+        """float16 attention probabilities [1, h, w, T] of a chunk's queries [1, h, w, e] (at `start`) of `layer`
+        over the keys `cache` holds."""
+        window, cap = self.config.window_of(layer), self.config.attn_softcap
+        return self._programs.rows(queries, cache.keys[layer], np.int32(start), window, cap)
+
+    def hidden_states(self, ids: Sequence[int], layer: int, width: int | None = None) -> np.ndarray:
+        """The hidden states [t, d] after the first `layer` layers for the tokens `ids` at positions 0.. (features
+        for a classifier over the model's own states), kept nowhere: one chunk zero-padded to `width` (default the
+        prefill chunk that holds them: the chat's programs) over an empty cache of the first length."""
+        width = width or (PREFILL_CHUNK if len(ids) > MIN_BUCKET else MIN_BUCKET)
+        if not 0 < len(ids) <= width:
+            raise GenerationError(f"hidden_states takes 1 to {width} tokens; got {len(ids)}")
+        tokens = np.zeros((1, width), np.int32)
+        tokens[0, : len(ids)] = ids
+        start, length = np.int32(0), cache_length(width, self.config.context_length)
+        empty = jnp.zeros((1, self.config.n_kv_heads, length, self.config.head_dim), self.dtype)  # (nothing read)
+        x, cos, sin = self._programs.embed_chunk(self._weights, tokens, start)  # x [1, width, d]
+        for leaves in self._programs.layers[:layer]:
+            x, _keys, _values, _queries = self._programs.layer(leaves, x, cos, sin, empty, empty, start)
+        return np.asarray(x[0, : len(ids)], np.float32)
+
+    # --- many sequences ---------------------------------------------------------------------------------------------
+
+    def batch(self) -> Batch:
+        """An empty batch of rows on this runner's programs (`Batch.resize` gives it rows)."""
+        return Batch(self._programs, self.config, self.dtype)
+
+    def fits_group(self, prompt: np.ndarray) -> bool:
+        """Whether `prompt` can be prefilled in a group (`prefill_group.fits`)."""
+        return prefill_group.fits(prompt, self.shared_prefix(prompt))
+
+    def prefill_group(self, runs: Sequence[Run]) -> list[tuple[RawStep, int] | None]:
+        """Prefill several started runs as one chunk (`prefill_group.prefill`): per run, (its first token, the
+        prefix reused) with `run.cache` set, or None where it must be prefilled alone."""
+        return prefill_group.prefill(self, self._programs, runs)
+
+    # --- programs ---------------------------------------------------------------------------------------------------
+
+    def decode_ready(self, rows: int, length: int) -> bool:
+        """Whether a batch of `rows` x `length` decodes without compiling first."""
+        return self._programs.decode_ready(rows, length)
+
+    def warm(self, rows: int, length: int) -> None:
+        """Compile (or load from the persistent XLA cache) the decode programs of a batch of `rows` x `length` on
+        this thread, running nothing and taking no lock (a scheduler calls it beside a decoding batch)."""
+        self._programs.warm(rows, length, self.config, self.dtype)
+
+    def warm_in_background(self, rows: int, length: int, done: Callable[[bool], None]) -> threading.Thread:
+        """`warm` on a thread of its own (returned, started); `done(compiled)` is called on it at the end (False: the
+        compile failed, and the batch's first step will compile the programs on its own thread instead)."""
+
+        def compile_them() -> None:
+            try:
+                self.warm(rows, length)
+            except Exception:
+                _log.debug("compiling the decode programs of %d x %d rows failed", rows, length, exc_info=True)
+                done(False)
+            else:
+                done(True)
+
+        thread = threading.Thread(target=compile_them, name="chatflow-warm", daemon=True)
+        thread.start()
+        return thread
+
+    def release_programs(self) -> None:
+        """Let go of every compiled program (this process's: `jax.clear_caches()`) and every prompt cache entry,
+        and give that memory back to the OS: ~50-80 MiB per decode program compiled. The next generation compiles
+        what it needs again (or loads it from the persistent XLA cache, ~1 s for the default model). For a
+        notebook chapter that is done (`model.runner.release_programs()`); a generation running meanwhile is not
+        disturbed, only slowed by the compile it then needs."""
+        with self._lock:
+            self.prompt_cache.clear()
+        release_all()
