@@ -112,7 +112,10 @@ class Chat:
         self.system = system or ("" if self._model is None else default_system(self._model.tokenizer.chat_template))
         self.persist = persist
         self.policy = policy or SafetyPolicy()  # (its lexicon is built now, not in the first turn's time)
-        """Guards and PII actions of the safety layers (e.g. with `ModelGuard`); the request picks the mode."""
+        """Guards and PII actions of the safety layers (e.g. with `ModelGuard`); the request picks the mode. The
+        input layer's intent probe is the one trained for the chat's model (`SafetyPolicy.with_model`)."""
+        if self._model is not None:
+            self.policy = self.policy.with_model(self._model)
         self.session = self.sessions.open(session, new=new)
         self._worker = ThreadPoolExecutor(max_workers=1, thread_name_prefix="chatflow-engine")
         self._prewarmer = ThreadPoolExecutor(max_workers=1, thread_name_prefix="chatflow-prewarm")
@@ -139,6 +142,7 @@ class Chat:
         window = model.config.context_length
         self.context_window = _window(None if self._asked_window is None else min(self._asked_window, window), window)
         self._model, self.scheduler = model, shared_scheduler(model)
+        self.policy = self.policy.with_model(model)
 
     @property
     def title(self) -> str:

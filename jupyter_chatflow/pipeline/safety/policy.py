@@ -11,7 +11,10 @@ Layers and their default guards:
   for injected instructions (`injection`: each cut out whole, from its marker's sentence or block), active markup
   (flagged) and PII (redacted).
 
-`model_guard` (off by default; e.g. `ModelGuard(model=model)`) is added to the input and model layers.
+`model_guard` (off by default; e.g. `ModelGuard(model=model)`) is added to the input and model layers. The intent
+probe (`intent.IntentGuard`, over the chat's own model) is added to the input layer by `with_model`, when a probe was
+trained for that model file; a hazard frame's block on a text the probe reads as plainly benign is lowered to a flag
+(`intent.reconcile`). Without a probe the input decision says the layer ran on rules alone.
 Mode "input" runs only the input layer; "off" runs nothing and returns texts unchanged.
 
 >>> policy = SafetyPolicy(mode="all")
@@ -35,6 +38,7 @@ from .gate import OutputGate
 from .guards import Guard, PiiGuard, RefusalGuard, RuleGuard
 from .hazards import ANSWER_FRAMES, HAZARD_FRAMES
 from .injection import InjectionGuard
+from .intent import VETO, IntentGuard, model_key, reconcile
 from .pii import redact_spans
 from .rules import CODE_RULES, INJECTION_RULES, MARKUP_RULES
 
@@ -71,6 +75,14 @@ class SafetyPolicy:
     """Guards for tool arguments; None: code-abuse rules that block, and PII (flagged)."""
     model_guard: Guard | None = None
     """An extra guard for the input and model layers, e.g. `ModelGuard(model=model)`; off by default."""
+    intent: Guard | None = None
+    """The intent probe on the input layer (`IntentGuard`); `with_model` sets it from the chat's model."""
+    intent_probe: bool = True
+    """Whether `with_model` adds the intent probe (False: the input layer is the rules alone)."""
+    intent_note: str = ""
+    """Why the input layer runs without the intent probe (added to the input decision's reason)."""
+    veto: float = VETO
+    """P(harmful) below which the intent probe lowers a hazard frame's block to a flag (0: never)."""
 
     def __post_init__(self) -> None:
         if self.mode not in MODES:
@@ -86,6 +98,19 @@ class SafetyPolicy:
         if self.mode != "off":
             prepare(HAZARD_FRAMES)  # the lexicon is built here, once per process, not in the first scan
 
+    def with_model(self, model: Any) -> SafetyPolicy:
+        """This policy with the intent probe trained for `model`'s file on the input layer (an intent guard of
+        one's own stays); a model without a probe gets the rules alone and a note saying so."""
+        if not self.intent_probe or (self.intent is not None and not isinstance(self.intent, IntentGuard)):
+            return self
+        if isinstance(self.intent, IntentGuard) and self.intent.model is model:
+            return self
+        guard = IntentGuard.for_model(model)
+        note = (
+            "" if guard else f"No intent probe was trained for {model_key(model)}: the input layer is the rules alone."
+        )
+        return dataclasses.replace(self, intent=guard, intent_note=note)
+
     def runs(self, layer: str) -> bool:
         """Whether `layer` is scanned in this mode."""
         return self.mode == "all" or (self.mode == "input" and check_layer(layer) == "input")
@@ -95,7 +120,8 @@ class SafetyPolicy:
         if layer in self.guards:
             return tuple(self.guards[layer])
         extra = (self.model_guard,) if self.model_guard is not None and layer in ("input", "model") else ()
-        return default_guards(layer, self.pii_actions.get(layer, "redact")) + extra
+        intent = (self.intent,) if self.intent is not None and layer == "input" else ()
+        return default_guards(layer, self.pii_actions.get(layer, "redact")) + intent + extra
 
     def scan_input(self, text: str) -> tuple[list[SafetyDecision], str | None]:
         """The input layer's decisions and the text the model may see (redacted), or None if blocked."""
@@ -154,8 +180,13 @@ class SafetyPolicy:
     def _check(self, layer: str, text: str) -> tuple[SafetyDecision, list[Span]]:
         """Every guard of `layer` on `text`, merged into one decision; and the spans of guards that redact."""
         decisions = [guard.check(text, layer=layer) for guard in self.guards_for(layer)]
+        if layer == "input":
+            decisions = reconcile(decisions, self.veto)
         cuts = [s for d in decisions if d.action == "redact" for s in d.spans]
-        return merge(decisions, layer=layer), cuts
+        merged = merge(decisions, layer=layer)
+        if layer == "input" and self.intent_note and "input" not in self.guards:
+            merged = dataclasses.replace(merged, reason=f"{merged.reason} {self.intent_note}")
+        return merged, cuts
 
 
 def _skipped(layer: SafetyLayer) -> SafetyDecision:

@@ -1,0 +1,90 @@
+"""The input layer on the held-out split, per category: the rules alone, the intent probe alone, and both joined.
+
+`evaluate(model)` runs every row of `data/intent/heldout.jsonl` through three input layers on the chat's own model
+(each a `SafetyPolicy` in mode "input"): the rules alone (`intent_probe=False`), the probe alone (its guard only),
+and the layer a chat runs (rules, PII, the probe, `intent.reconcile`). It times the probe's pass per prompt.
+`markdown(report)` is the README's table; `benchmarks/bench_safety.py` prints it and writes the JSON.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import statistics
+import time
+from collections.abc import Sequence
+from typing import Any
+
+from .intent import IntentGuard
+from .intent_data import HELDOUT, Example, Tally, load, tally
+from .policy import SafetyPolicy
+from .taxonomy import describe
+
+__all__ = ["LAYERS", "Report", "evaluate", "markdown"]
+
+LAYERS = ("rules", "probe", "input layer")
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class Report:
+    """Tallies per layer and category, the actions per row, and the probe's time per prompt."""
+
+    tallies: dict[str, dict[str, Tally]]
+    actions: dict[str, list[str]]
+    """Per layer, the action on each row, in the file's order."""
+    probe_ms: list[float]
+    """The probe's own pass, per prompt."""
+    layer_ms: list[float]
+    """The whole input layer (rules, PII, probe), per prompt."""
+    threshold: float
+    examples: list[Example]
+
+    def timing(self) -> dict[str, float]:
+        """Median and 95th percentile milliseconds per prompt, of the probe and of the whole input layer."""
+        p95 = lambda values: sorted(values)[int(0.95 * (len(values) - 1))]  # noqa: E731
+        return {"probe_ms_median": statistics.median(self.probe_ms), "probe_ms_p95": p95(self.probe_ms),
+                "layer_ms_median": statistics.median(self.layer_ms), "layer_ms_p95": p95(self.layer_ms)}  # fmt: skip
+
+
+def evaluate(model: Any, examples: Sequence[Example] | None = None) -> Report:
+    """The three input layers on `examples` (the held-out split by default)."""
+    rows = list(load(HELDOUT) if examples is None else examples)
+    guard = IntentGuard.for_model(model)
+    if guard is None:
+        raise ValueError(f"No intent probe for this model file ({model.path}): train one first.")
+    policies = {
+        "rules": SafetyPolicy(mode="input", intent_probe=False),
+        "probe": SafetyPolicy(mode="input", guards={"input": (guard,)}),
+        "input layer": SafetyPolicy(mode="input", intent=guard),
+    }
+    actions: dict[str, list[str]] = {name: [] for name in LAYERS}
+    times: dict[str, list[float]] = {name: [] for name in LAYERS}
+    for example in rows:
+        for name, policy in policies.items():
+            started = time.perf_counter()
+            actions[name].append(policy.scan_input(example.text)[0][0].action)
+            times[name].append((time.perf_counter() - started) * 1000)
+    return Report(
+        tallies={name: tally(zip(rows, actions[name], strict=True)) for name in LAYERS}, actions=actions,
+        probe_ms=times["probe"], layer_ms=times["input layer"], threshold=guard.probe.threshold, examples=rows,
+    )  # fmt: skip
+
+
+def markdown(report: Report) -> str:
+    """Per category: recall and benign blocked for the rules, the probe and the input layer, and benign flagged."""
+    head = "| category | " + " | ".join(f"{n}: recall | {n}: benign blocked" for n in LAYERS)
+    lines = [head + " | input layer: benign flagged |", "|---" * (2 + 2 * len(LAYERS)) + "|"]
+    for category in report.tallies["input layer"]:
+        if category == "none":
+            continue
+        cells = []
+        for name in LAYERS:
+            got = report.tallies[name][category]
+            cells += [_rate(got.caught, got.harmful), _rate(got.blocked, got.benign)]
+        layer = report.tallies["input layer"][category]
+        label = "**all**" if category == "all" else f"{category} {describe(category)}"
+        lines.append(f"| {label} | {' | '.join(cells)} | {_rate(layer.flagged, layer.benign)} |")
+    return "\n".join(lines)
+
+
+def _rate(part: int, whole: int) -> str:
+    return f"{100 * part / whole:.0f} % ({part}/{whole})" if whole else "–"

@@ -1,0 +1,140 @@
+"""Train the intent probe for a model file, and choose its threshold, without looking at the held-out split.
+
+Features are the mean hidden states of the model's middle layer (`layer = n_layers // 2`: on SmolLM2-135M, layer
+15 of 30 separated harmful from benign requests best in 5-fold cross-validation on the training pool, AUC 0.990,
+against 0.985 for 12 and 0.988 for 18, 0.95–0.98 for 6, 9, 21, 24 and 30, and 0.984 for the last token's state;
+the text wrapped in the chat template scored 0.992, not worth its extra tokens and a template per model). The
+probe is an L2 logistic regression over benign and S1–S14 (`probe.fit`). Its threshold is the one, among
+`THRESHOLDS`, with the highest recall of the whole input layer (rules, probe and `intent.reconcile`) at most
+`MAX_BLOCKED` of benign rows blocked, by 5-fold cross-validation on the rows of `train.jsonl` (rows the rules
+were never tuned on).
+
+    python -m jupyter_chatflow.pipeline.safety.train_probe                  # the default model, into the cache
+    python -m jupyter_chatflow.pipeline.safety.train_probe --model PATH     # any model file, into the cache
+    python -m jupyter_chatflow.pipeline.safety.train_probe --ship           # the package's probe (data/intent/)
+
+A probe in the cache folder (`intent.probe_folder()`) is used by every chat on that model file from then on.
+Training runs the model over about 2,200 requests: about a minute for SmolLM2-135M on two CPU cores.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import time
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from jupyter_chatflow.events import SafetyDecision
+
+from .decisions import merge
+from .intent import VETO, model_key, probe_folder, reconcile, verdict
+from .intent_data import Example, Tally, tally, training_pool
+from .policy import SafetyPolicy
+from .probe import BENIGN, Probe, features, fit
+from .tables import DATA
+from .taxonomy import HAZARDS
+
+__all__ = ["CLASSES", "L2", "MAX_BLOCKED", "THRESHOLDS", "featurize", "layer_action", "main", "train"]
+
+CLASSES = (BENIGN, *(c.code for c in HAZARDS))
+L2 = 3.0
+"""The penalty: 1, 3, 10 and 100 gave cross-validated AUCs within 0.002 of each other; 3 the best."""
+THRESHOLDS = tuple(round(0.3 + 0.05 * i, 2) for i in range(14))  # 0.3 … 0.95
+MAX_BLOCKED = 0.03
+"""The share of benign training rows the chosen threshold may block (cross-validated): the target is 5 %."""
+FOLDS = 5
+
+
+def featurize(model: Any, examples: Sequence[Example], layer: int) -> np.ndarray:
+    """The probe's features of each example (its first window: training requests are short): [n, d]."""
+    return np.stack([features(model, example.text, layer)[0] for example in examples])
+
+
+def rule_decisions(examples: Sequence[Example]) -> list[list[SafetyDecision]]:
+    """Each input guard's decision on each example, without the probe (the rules, PII)."""
+    guards = SafetyPolicy(mode="input", intent_probe=False).guards_for("input")
+    return [[guard.check(example.text, layer="input") for guard in guards] for example in examples]
+
+
+def layer_action(rules: Sequence[SafetyDecision], probabilities: np.ndarray, probe: Probe, veto: float = VETO) -> str:
+    """The input layer's action from the other guards' decisions and the probe's probabilities, joined as
+    `SafetyPolicy` joins them (`intent.reconcile`, then the strongest action)."""
+    decisions = reconcile([*rules, verdict(probabilities, probe, layer="input")], veto)
+    return merge(decisions, layer="input").action
+
+
+def cross_validate(x: np.ndarray, labels: Sequence[str], *, l2: float = L2, seed: int = 0) -> np.ndarray:
+    """Out-of-fold class probabilities [n, classes] from `FOLDS`-fold cross-validation."""
+    order = np.random.default_rng(seed).permutation(len(labels))
+    out = np.zeros((len(labels), len(CLASSES)))
+    for fold in range(FOLDS):
+        test = order[fold::FOLDS]
+        train = np.setdiff1d(order, test)
+        probe = _probe(x[train], [labels[i] for i in train], l2=l2, layer=0)
+        out[test] = probe.probabilities(x[test])
+    return out
+
+
+def choose_threshold(
+    examples: Sequence[Example], probabilities: np.ndarray, rules: Sequence[Sequence[SafetyDecision]], probe: Probe
+) -> tuple[float, dict[float, Tally]]:
+    """The threshold with the highest cross-validated recall of the input layer at most `MAX_BLOCKED` of benign rows
+    blocked (the highest such threshold among equals), and the whole layer's tally at each threshold."""
+    totals = {}
+    for threshold in THRESHOLDS:
+        candidate = dataclasses.replace(probe, threshold=threshold)
+        actions = [layer_action(r, p, candidate) for r, p in zip(rules, probabilities, strict=True)]
+        totals[threshold] = tally(zip(examples, actions, strict=True))["all"]
+    allowed = [t for t in THRESHOLDS if totals[t].blocked_rate <= MAX_BLOCKED] or [THRESHOLDS[-1]]
+    best = max(allowed, key=lambda t: (totals[t].recall, t))
+    return best, totals
+
+
+def train(model: Any, *, layer: int | None = None, l2: float = L2, log: Any = print) -> Probe:
+    """A probe for `model`, its threshold chosen by cross-validation on the training pool's `train.jsonl` rows."""
+    layer = model.config.n_layers // 2 if layer is None else layer
+    pool = training_pool()
+    started = time.perf_counter()
+    x = featurize(model, pool, layer)
+    log(f"features of {len(pool)} requests, layer {layer}: {time.perf_counter() - started:.0f} s")
+    labels = [e.label for e in pool]
+    fresh = [i for i, e in enumerate(pool) if e.id.startswith("train-")]  # rows the rules were never tuned on
+    out_of_fold = cross_validate(x, labels, l2=l2)[fresh]
+    probe = dataclasses.replace(_probe(x, labels, l2=l2, layer=layer), model=model_key(model))
+    examples = [pool[i] for i in fresh]
+    threshold, totals = choose_threshold(examples, out_of_fold, rule_decisions(examples), probe)
+    for t, total in totals.items():
+        log(f"  threshold {t:.2f}: recall {total.recall:.3f}, benign blocked {total.blocked_rate:.3f} (5-fold)")
+    log(f"chosen threshold {threshold:.2f}")
+    return dataclasses.replace(probe, threshold=threshold)
+
+
+def _probe(x: np.ndarray, labels: Sequence[str], *, l2: float, layer: int) -> Probe:
+    weights, bias, mean, scale = fit(x, labels, CLASSES, l2=l2)
+    return Probe(weights=weights, bias=bias, mean=mean, scale=scale, layer=layer, classes=CLASSES)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Train a probe for a model file and write it where `IntentGuard.for_model` finds it."""
+    from jupyter_chatflow.engine.loader import load_model
+
+    parser = argparse.ArgumentParser(prog="python -m jupyter_chatflow.pipeline.safety.train_probe")
+    parser.add_argument("--model", help="a GGUF file or a known model's name (default: the default model)")
+    parser.add_argument("--ship", action="store_true", help="write into the package's data/intent/ folder")
+    args = parser.parse_args(argv)
+    model = load_model(args.model)
+    probe = train(model)
+    folder = DATA / "intent" if args.ship else probe_folder()
+    folder.mkdir(parents=True, exist_ok=True)
+    path = Path(folder) / f"{probe.model}.npz"
+    probe.save(path)
+    print(f"wrote {path}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,93 @@
+"""The intent guard on the tiny model: its decision, how it joins the rules, which probe a model gets, the events."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import numpy as np
+import pytest
+
+from jupyter_chatflow.pipeline.chat import Chat
+from jupyter_chatflow.pipeline.safety import SafetyPolicy
+from jupyter_chatflow.pipeline.safety.intent import IntentGuard, model_key, probe_path, reconcile, verdict
+from jupyter_chatflow.pipeline.safety.probe import BENIGN, Probe, features, fit
+from jupyter_chatflow.pipeline.safety.train_probe import CLASSES
+from jupyter_chatflow.store.database import Database
+
+HARMFUL = ["zzzz qqqq xxxx", "qqqq zzzz xxxx zzzz", "xxxx zzzz qqqq qqqq", "zzzz zzzz xxxx qqqq"]
+BENIGN_TEXTS = ["the cat sat on the mat", "a walk in the park", "the sun is out today", "tea with a friend"]
+
+
+@pytest.fixture(scope="module")
+def probe(tiny_model) -> Probe:
+    """A probe for the tiny model that reads strings of z, q and x as S9 (its features tell them apart)."""
+    x = np.vstack([features(tiny_model, t, 1)[0] for t in HARMFUL + BENIGN_TEXTS])
+    weights, bias, mean, scale = fit(x, ["S9"] * 4 + [BENIGN] * 4, CLASSES, l2=0.1)
+    return Probe(weights=weights, bias=bias, mean=mean, scale=scale, layer=1, classes=CLASSES, threshold=0.5,
+                 model=model_key(tiny_model))  # fmt: skip
+
+
+def test_the_guard_blocks_what_the_probe_reads_as_harmful_and_scores_it(tiny_model, probe):
+    guard = IntentGuard(model=tiny_model, probe=probe)
+    blocked = guard.check("zzzz xxxx qqqq zzzz", layer="input")
+    assert (blocked.action, blocked.guard, blocked.categories) == ("block", "intent", ("S9",))
+    assert blocked.scores["harmful"] > 0.5 and blocked.scores["S9"] > 0.5 and blocked.latency_ms > 0
+    assert "Indiscriminate Weapons" in blocked.replacement and "P(harmful) = " in blocked.reason
+    allowed = guard.check("the cat is on the mat", layer="input")
+    assert (allowed.action, allowed.categories) == ("allow", ()) and allowed.scores["harmful"] < 0.5
+
+
+def test_s6_is_flagged_not_blocked(probe):
+    row = np.zeros(len(CLASSES))
+    row[CLASSES.index("S6")] = 0.9
+    row[0] = 0.1
+    decision = verdict(row, probe, layer="input")
+    assert (decision.action, decision.categories, decision.replacement) == ("flag", ("S6",), "")
+
+
+def test_a_plainly_benign_reading_lowers_a_hazard_frames_block_to_a_flag(probe):
+    rules = SafetyPolicy(mode="input", intent_probe=False).guards_for("input")
+    text = "Explain how a phishing email works."  # the S2 phishing frame blocks it
+    decisions = [g.check(text, layer="input") for g in rules]
+    assert decisions[0].action == "block" and decisions[0].categories == ("S2",)
+    benign, harmful = np.eye(len(CLASSES))[0], np.eye(len(CLASSES))[CLASSES.index("S2")]
+    lowered = reconcile([*decisions, verdict(benign, probe, layer="input")])
+    assert lowered[0].action == "flag" and "Not blocked: the intent probe reads a benign request" in lowered[0].reason
+    kept = reconcile([*decisions, verdict(0.985 * benign + 0.015 * harmful, probe, layer="input")])
+    assert kept[0].action == "block"  # P(harmful) = 0.015: not below the veto (0.01)
+    child = dataclasses.replace(decisions[0], categories=("S4",))  # the gravest categories are never lowered
+    assert reconcile([child, verdict(benign, probe, layer="input")])[0].action == "block"
+
+
+def test_a_model_without_a_probe_runs_rules_alone_and_says_so(tiny_model, tmp_path, monkeypatch):
+    monkeypatch.setenv("CHATFLOW_SAFETY_CACHE", str(tmp_path))
+    assert probe_path(tiny_model) is None and IntentGuard.for_model(tiny_model) is None
+    policy = SafetyPolicy().with_model(tiny_model)
+    decision = policy.scan_input("hello there")[0][0]
+    assert policy.intent is None and decision.guard == "rules+pii"
+    assert "No intent probe was trained for tiny-" in decision.reason and "rules alone" in decision.reason
+    assert SafetyPolicy(intent_probe=False).with_model(tiny_model).intent_note == ""
+
+
+def test_a_probe_in_the_cache_folder_is_found_for_its_model_file(tiny_model, probe, tmp_path, monkeypatch):
+    monkeypatch.setenv("CHATFLOW_SAFETY_CACHE", str(tmp_path))
+    probe.save(tmp_path / f"{model_key(tiny_model)}.npz")
+    policy = SafetyPolicy().with_model(tiny_model)
+    assert isinstance(policy.intent, IntentGuard) and policy.intent.probe.layer == 1
+    assert policy.with_model(tiny_model) is policy  # bound once
+    wrong = dataclasses.replace(probe, weights=probe.weights[:, :8], mean=probe.mean[:8], scale=probe.scale[:8])
+    wrong.save(tmp_path / f"{model_key(tiny_model)}.npz")
+    assert IntentGuard.for_model(tiny_model) is None  # trained on another hidden size: not used
+
+
+def test_the_input_decision_in_the_turns_events_carries_the_probe(tiny_model, probe, tmp_path):
+    policy = SafetyPolicy(intent=IntentGuard(model=tiny_model, probe=probe))
+    chat = Chat(model=tiny_model, db=Database(tmp_path / "chat.db"), session="intent", policy=policy, persist=False)
+    events = list(chat.send("zzzz qqqq xxxx qqqq", max_tokens=4))
+    [decision] = [e for e in events if e.type == "safety_decision"]
+    assert (decision.layer, decision.action, decision.guard) == ("input", "block", "rules+pii+intent")
+    assert decision.categories == ("S9",) and decision.scores["harmful"] > 0.5
+    assert events[-1].type == "completed" and events[-1].finish_reason == "content_filter"
+    events = list(chat.send("the cat sat on the mat", max_tokens=4))
+    [decision] = [e for e in events if e.type == "safety_decision" and e.layer == "input"]
+    assert decision.action == "allow" and 0.0 <= decision.scores["harmful"] < 0.5

@@ -1,0 +1,84 @@
+"""The intent probe's mechanics on the tiny random model: hidden states, features, windows, training, files."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from jupyter_chatflow.pipeline.safety import SafetyConfigError
+from jupyter_chatflow.pipeline.safety.intent_data import HELDOUT, TRAIN, load, tally, training_pool
+from jupyter_chatflow.pipeline.safety.probe import (
+    BENIGN,
+    MAX_WINDOWS,
+    WINDOW,
+    Probe,
+    features,
+    fit,
+    hidden_states,
+    windows,
+)
+from jupyter_chatflow.pipeline.safety.train_probe import CLASSES
+
+
+def test_hidden_states_are_causal_and_ignore_the_padding(tiny_model):
+    ids = tiny_model.tokenizer.encode("the quick brown fox jumps over the lazy dog again and again")
+    assert 16 < len(ids) <= WINDOW  # padded to the wide chunk
+    whole = hidden_states(tiny_model, ids, 2)
+    head = hidden_states(tiny_model, ids[:10], 2)  # padded to 16
+    assert whole.shape == (len(ids), tiny_model.config.dim) and whole.dtype == np.float32
+    np.testing.assert_allclose(head, whole[:10], rtol=1e-4, atol=1e-4)  # a token sees only the tokens before it
+    assert not np.allclose(hidden_states(tiny_model, ids, 1), whole)  # another layer, other states
+
+
+def test_features_average_each_window_leaving_out_the_first_token(tiny_model):
+    text = "the cat sat on the mat"
+    ids = tiny_model.tokenizer.encode(text)
+    [row] = features(tiny_model, text, 1)
+    np.testing.assert_allclose(row, hidden_states(tiny_model, ids, 1)[1:].mean(axis=0), rtol=1e-5, atol=1e-6)
+    long = features(tiny_model, "a" * (WINDOW * 20), 1)  # the byte-level vocabulary: one token a character or so
+    assert long.shape == (MAX_WINDOWS, tiny_model.config.dim)
+
+
+def test_windows_keep_the_first_and_last_of_a_long_text():
+    ids = list(range(WINDOW * 10 + 5))
+    cut = windows(ids)
+    assert len(cut) == MAX_WINDOWS and cut[0][0] == 0 and cut[-1][-1] == ids[-1]
+    assert all(len(w) <= WINDOW for w in cut) and windows([]) == [[]]
+
+
+def test_fit_separates_what_is_separable_and_the_file_round_trips(tmp_path):
+    rng = np.random.default_rng(0)
+    x = np.vstack([rng.normal(0, 1, (40, 8)), rng.normal(3, 1, (40, 8))])
+    labels = [BENIGN] * 40 + ["S9"] * 40
+    weights, bias, mean, scale = fit(x, labels, CLASSES, l2=1.0)
+    probe = Probe(weights=weights, bias=bias, mean=mean, scale=scale, layer=3, classes=CLASSES, threshold=0.7)
+    p = probe.probabilities(x)
+    assert p.shape == (80, 15) and np.allclose(p.sum(axis=1), 1.0)
+    assert (p[:40, 0] > 0.5).all() and (p[40:, CLASSES.index("S9")] > 0.5).all()
+    probe.save(tmp_path / "p.npz")
+    again = Probe.load(tmp_path / "p.npz")
+    assert (again.layer, again.threshold, again.classes, again.dim) == (3, 0.7, CLASSES, 8)
+    np.testing.assert_allclose(again.probabilities(x), p, rtol=1e-5, atol=1e-6)
+    with pytest.raises(SafetyConfigError, match="classes start with"):
+        Probe(weights=weights, bias=bias, mean=mean, scale=scale, layer=3, classes=CLASSES[::-1])
+
+
+def test_the_held_out_split_is_kept_out_of_training():
+    held, train = load(HELDOUT), load(TRAIN)
+    assert len(held) == 700 and len(train) == 1457
+    per = tally((e, "allow") for e in held)
+    assert all(per[c].harmful == 25 and per[c].benign == 25 for c in CLASSES[1:])
+    pool = training_pool(held)
+    texts = {e.text.lower() for e in held}
+    assert not texts & {e.text.lower() for e in pool}
+    assert len(pool) == 2152  # train.jsonl and eval.jsonl's input rows, less 44 within 60 % of a held-out row's words
+    assert {e.label for e in pool} == set(CLASSES)
+
+
+def test_a_tally_counts_catches_blocks_and_flags():
+    held = load(HELDOUT)
+    s6 = [e for e in held if e.category == "S6"]
+    by = tally((e, "flag") for e in s6)["S6"]  # S6 expects a flag: caught; a benign row flagged, not blocked
+    assert (by.recall, by.blocked_rate, by.flagged_rate) == (1.0, 0.0, 1.0)
+    s9 = tally((e, "flag") for e in held if e.category == "S9")["S9"]
+    assert s9.recall == 0.0  # S9 expects a block
