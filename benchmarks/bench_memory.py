@@ -3,7 +3,9 @@
 Binder gives a user 1-2 GiB in all (Jupyter and the kernel), so the kernel must stay well under that. This script
 runs, in a fresh process, the stages the quickstart notebook runs and reports after each one the resident set
 (RSS, from /proc) and the process's peak (`ru_maxrss`), plus what the engine itself holds: the weights, the
-prompt cache's KV caches, and every live JAX buffer. Peaks are what a memory limit kills on.
+prompt cache's KV caches, and every live JAX buffer. Peaks are what a memory limit kills on. The last stage lets
+go of every compiled program and the prompt cache (`model.runner.release_programs()`, as the tour's chapters do
+when a section is done), so the RSS it gives back is what those held.
 
     python benchmarks/bench_memory.py [--out bench-results/memory.json]
 """
@@ -34,7 +36,7 @@ def engine_mib(model) -> dict[str, float]:
     """What the engine holds: weights, prompt cache, and all live JAX buffers (MiB)."""
     import jax
 
-    weights = sum(w.nbytes for w in model._weights)
+    weights = model.runner.weight_bytes
     live = sum(a.nbytes for a in jax.live_arrays())
     return {
         "weights_mib": round(weights / MIB, 1),
@@ -72,13 +74,16 @@ def main() -> None:
     stage("tool turn", model)
     chat.send("My e-mail is jane.doe@example.com, please repeat it.", max_tokens=40).events()
     stage("third turn (history)", model)
-    ids = list(chat.history()[-1].events[4]["ids"]) if chat.history() else []
+    turns = chat.history()
+    ids = next((list(e.ids) for e in turns[-1].events if e.type == "tokenized"), []) if turns else []
     if ids:
         model.attention(ids, 0)
         stage("attention map of the last prompt", model)
     long = "Tell me a long story. " + "The dragon flew over the hills and rested by the river. " * 120
     chat.send(long, max_tokens=64).events()
     stage("a 1.5k-token prompt", model)
+    model.runner.release_programs()  # what a tour chapter calls when a section is done with its programs
+    stage("model.runner.release_programs()", model)
     Path(args.out).parent.mkdir(parents=True, exist_ok=True)
     Path(args.out).write_text(json.dumps(rows, indent=1))
 
