@@ -2,6 +2,8 @@
 
 Every import counts, those inside functions too. A module may import its own subpackage's modules and those of
 lower layers, never a higher layer or another package of its own layer, and no import cycle exists anywhere.
+And no module reaches into another's private members: a name that starts with one underscore is used only in the
+module that defines it (what another module needs is public, documented and tested as such).
 """
 
 from __future__ import annotations
@@ -87,3 +89,45 @@ def test_no_import_cycles():
     for name in sorted(GRAPH):
         if name not in seen:
             visit(name, [name])
+
+
+def _names_defined(tree: ast.AST) -> set[str]:
+    """Every name a module binds: functions, classes, attributes it assigns, variables, parameters."""
+    names: set[str] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef):
+            names.add(node.name)
+        elif isinstance(node, ast.Attribute) and isinstance(node.ctx, ast.Store):
+            names.add(node.attr)
+        elif isinstance(node, ast.Name) and isinstance(node.ctx, ast.Store):
+            names.add(node.id)
+        elif isinstance(node, ast.arg):
+            names.add(node.arg)
+    return names
+
+
+TREES = {name: ast.parse(path.read_text()) for name, path in MODULES.items()}
+DEFINED = {name: _names_defined(tree) for name, tree in TREES.items()}
+
+
+def _private(name: str) -> bool:
+    return name.startswith("_") and not name.startswith("__")
+
+
+@pytest.mark.parametrize("name", sorted(MODULES))
+def test_no_module_uses_another_modules_private_names(name):
+    """`from .model import _Run` or `model._take_cache(…)`, where `_Run`/`_take_cache` are another module's, is a
+    reach into its internals. (A private attribute the module itself defines is its own, and so is one on `self`,
+    a base class's; one that no module of the package defines, such as `os._Environ`, is a library's, not checked
+    here.)"""
+    elsewhere = {n for other, names in DEFINED.items() if other != name for n in names if _private(n)}
+    own = DEFINED[name]
+    wrong = []
+    for node in ast.walk(TREES[name]):
+        if isinstance(node, ast.ImportFrom):
+            wrong += [f"line {node.lineno}: imports {a.name}" for a in node.names if _private(a.name)]
+        elif isinstance(node, ast.Attribute) and _private(node.attr) and node.attr in elsewhere - own:
+            if isinstance(node.value, ast.Name) and node.value.id in ("self", "cls"):
+                continue  # (a subclass's own use of what its base class keeps for subclasses)
+            wrong.append(f"line {node.lineno}: {ast.unparse(node)}")
+    assert not wrong, f"{name} uses other modules' private names: " + "; ".join(wrong)
