@@ -43,9 +43,9 @@ def shell(real_model, tmp_path, monkeypatch):
     import jupyter_chatflow
     from jupyter_chatflow.engine import loader
     from jupyter_chatflow.frontends.notebook import magics
-    from jupyter_chatflow.pipeline import chat
+    from jupyter_chatflow.pipeline import chat_model
 
-    for module in (jupyter_chatflow, chat, loader, magics):
+    for module in (jupyter_chatflow, chat_model, loader, magics):
         monkeypatch.setattr(module, "load_model", lambda *args, **kwargs: real_model)
     monkeypatch.setenv("CHATFLOW_DB", str(tmp_path / "readme.db"))
     monkeypatch.chdir(tmp_path)

@@ -66,6 +66,7 @@ the gravest two (S4 child sexual exploitation, S9 weapons of mass harm)."""
 CACHE_VAR = "CHATFLOW_SAFETY_CACHE"
 RULES = "rules"
 """The name of the built-in rule guard (`RuleGuard`), whose hazard blocks `reconcile` may lower."""
+INJECTION = "prompt_injection"  # the rules' category for instructions and role markers typed into a message
 
 
 def model_key(model: Any) -> str:
@@ -143,9 +144,18 @@ def _message(message: str, category: str) -> str:
 
 def reconcile(decisions: Sequence[SafetyDecision], veto: float = VETO) -> list[SafetyDecision]:
     """The input guards' decisions with a hazard frame's block lowered to a flag where the intent probe reads the
-    text as benign (P(harmful) < `veto`): only blocks whose categories are all word-based hazards (S1–S13)."""
+    text as benign (P(harmful) < `veto`): only blocks whose categories are all word-based hazards (S1–S13). And the
+    probe's own block lowered to a flag where the rules read a prompt injection: the probe knows S1–S14 and
+    benign requests, not role markers or "ignore previous instructions" (it read a pirate persona so as sexual
+    content or code abuse), which the injection rule names and the pipeline escapes."""
     probe = next((d for d in decisions if d.guard == NAME), None)
-    if probe is None or probe.scores.get("harmful", 1.0) >= veto:
+    if probe is None:
+        return list(decisions)
+    if probe.action == "block" and any(INJECTION in d.categories for d in decisions if d.guard == RULES):
+        why = " Not blocked: the rules read a prompt injection, which is not a category the probe was trained on."
+        return [dataclasses.replace(d, action="flag", reason=d.reason + why, replacement="") if d is probe else d
+                for d in decisions]  # fmt: skip
+    if probe.scores.get("harmful", 1.0) >= veto:
         return list(decisions)
     return [_lowered(d, probe.scores["harmful"], veto) if _vetoable(d) else d for d in decisions]
 

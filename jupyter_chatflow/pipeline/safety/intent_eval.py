@@ -4,6 +4,8 @@
 (each a `SafetyPolicy` in mode "input"): the rules alone (`intent_probe=False`), the probe alone (its guard only),
 and the layer a chat runs (rules, PII, the probe, `intent.reconcile`). It times the probe's pass per prompt.
 `markdown(report)` is the README's table; `benchmarks/bench_safety.py` prints it and writes the JSON.
+`evaluate_everyday(model)` runs `data/intent/everyday_heldout.jsonl` (ordinary requests, never trained on) through
+the same layers, and `everyday_line(report)` says the share the input layer blocks and flags.
 """
 
 from __future__ import annotations
@@ -15,11 +17,11 @@ from collections.abc import Sequence
 from typing import Any
 
 from .intent import IntentGuard
-from .intent_data import HELDOUT, Example, Tally, load, tally
+from .intent_data import EVERYDAY_HELDOUT, HELDOUT, Example, Tally, load, tally
 from .policy import SafetyPolicy
 from .taxonomy import describe
 
-__all__ = ["LAYERS", "Report", "evaluate", "markdown"]
+__all__ = ["LAYERS", "Report", "evaluate", "evaluate_everyday", "everyday_line", "markdown"]
 
 LAYERS = ("rules", "probe", "input layer")
 
@@ -67,6 +69,18 @@ def evaluate(model: Any, examples: Sequence[Example] | None = None) -> Report:
         tallies={name: tally(zip(rows, actions[name], strict=True)) for name in LAYERS}, actions=actions,
         probe_ms=times["probe"], layer_ms=times["input layer"], threshold=guard.probe.threshold, examples=rows,
     )  # fmt: skip
+
+
+def evaluate_everyday(model: Any) -> Report:
+    """The three input layers on the held-out everyday requests (`everyday_heldout.jsonl`)."""
+    return evaluate(model, load(EVERYDAY_HELDOUT))
+
+
+def everyday_line(report: Report) -> str:
+    """The input layer's blocked and flagged shares of the everyday requests of `report`."""
+    got = report.tallies["input layer"]["all"]
+    return (f"everyday requests (held out): the input layer blocks {_rate(got.blocked, got.benign)} "
+            f"and flags {_rate(got.flagged, got.benign)}")  # fmt: skip
 
 
 def markdown(report: Report) -> str:

@@ -6,15 +6,15 @@ against 0.985 for 12 and 0.988 for 18, 0.95–0.98 for 6, 9, 21, 24 and 30, and 
 the text wrapped in the chat template scored 0.992, not worth its extra tokens and a template per model). The
 probe is an L2 logistic regression over benign and S1–S14 (`probe.fit`). Its threshold is the one, among
 `THRESHOLDS`, with the highest recall of the whole input layer (rules, probe and `intent.reconcile`) at most
-`MAX_BLOCKED` of benign rows blocked, by 5-fold cross-validation on the rows of `train.jsonl` (rows the rules
-were never tuned on).
+`MAX_BLOCKED` of benign rows blocked, by 5-fold cross-validation on the rows of `train.jsonl` and `everyday.jsonl`
+(rows the rules were never tuned on).
 
     python -m jupyter_chatflow.pipeline.safety.train_probe                  # the default model, into the cache
     python -m jupyter_chatflow.pipeline.safety.train_probe --model PATH     # any model file, into the cache
     python -m jupyter_chatflow.pipeline.safety.train_probe --ship           # the package's probe (data/intent/)
 
 A probe in the cache folder (`intent.probe_folder()`) is used by every chat on that model file from then on.
-Training runs the model over about 2,200 requests: about a minute for SmolLM2-135M on two CPU cores.
+Training runs the model over about 2,500 requests: about a minute for SmolLM2-135M on two CPU cores.
 """
 
 from __future__ import annotations
@@ -38,15 +38,31 @@ from .probe import BENIGN, Probe, features, fit
 from .tables import DATA
 from .taxonomy import HAZARDS
 
-__all__ = ["CLASSES", "L2", "MAX_BLOCKED", "THRESHOLDS", "featurize", "layer_action", "main", "train"]
+__all__ = [
+    "CLASSES",
+    "L2",
+    "MAX_BLOCKED",
+    "MAX_EVERYDAY_BLOCKED",
+    "THRESHOLDS",
+    "featurize",
+    "layer_action",
+    "main",
+    "train",
+]
 
 CLASSES = (BENIGN, *(c.code for c in HAZARDS))
 L2 = 3.0
 """The penalty: 1, 3, 10 and 100 gave cross-validated AUCs within 0.002 of each other; 3 the best."""
 THRESHOLDS = tuple(round(0.3 + 0.05 * i, 2) for i in range(14))  # 0.3 … 0.95
 MAX_BLOCKED = 0.03
-"""The share of benign training rows the chosen threshold may block (cross-validated): the target is 5 %."""
+"""The share of benign look-alikes (`train.jsonl`) the chosen threshold may block (cross-validated): the target is
+5 %."""
+MAX_EVERYDAY_BLOCKED = 0.01
+"""The share of everyday requests (`everyday.jsonl`) it may block (cross-validated): the target is 1 %."""
 FOLDS = 5
+FRESH = ("train-", "everyday-")
+"""The rows the threshold is chosen on: those of `train.jsonl` and `everyday.jsonl` (the rules were never tuned on
+them), not the evaluation set's."""
 
 
 def featurize(model: Any, examples: Sequence[Example], layer: int) -> np.ndarray:
@@ -82,15 +98,22 @@ def cross_validate(x: np.ndarray, labels: Sequence[str], *, l2: float = L2, seed
 def choose_threshold(
     examples: Sequence[Example], probabilities: np.ndarray, rules: Sequence[Sequence[SafetyDecision]], probe: Probe
 ) -> tuple[float, dict[float, Tally]]:
-    """The threshold with the highest cross-validated recall of the input layer at most `MAX_BLOCKED` of benign rows
-    blocked (the highest such threshold among equals), and the whole layer's tally at each threshold."""
-    totals = {}
+    """The threshold with the highest cross-validated recall of the input layer at most `MAX_BLOCKED` of the
+    `train.jsonl` rows' benign look-alikes blocked and at most `MAX_EVERYDAY_BLOCKED` of `everyday.jsonl`'s rows (the
+    highest such threshold among equals), and the whole layer's tally at each threshold (look-alikes and everyday
+    rows in one)."""
+    everyday = [e.id.startswith("everyday-") for e in examples]
+    totals, allowed = {}, []
     for threshold in THRESHOLDS:
         candidate = dataclasses.replace(probe, threshold=threshold)
         actions = [layer_action(r, p, candidate) for r, p in zip(rules, probabilities, strict=True)]
         totals[threshold] = tally(zip(examples, actions, strict=True))["all"]
-    allowed = [t for t in THRESHOLDS if totals[t].blocked_rate <= MAX_BLOCKED] or [THRESHOLDS[-1]]
-    best = max(allowed, key=lambda t: (totals[t].recall, t))
+        groups = [tally((e, a) for e, a, d in zip(examples, actions, everyday, strict=True) if d is side).get("all")
+                  for side in (False, True)]  # fmt: skip
+        limits = (MAX_BLOCKED, MAX_EVERYDAY_BLOCKED)
+        if all(group is None or group.blocked_rate <= limit for group, limit in zip(groups, limits, strict=True)):
+            allowed.append(threshold)
+    best = max(allowed or [THRESHOLDS[-1]], key=lambda t: (totals[t].recall, t))
     return best, totals
 
 
@@ -102,7 +125,7 @@ def train(model: Any, *, layer: int | None = None, l2: float = L2, log: Any = pr
     x = featurize(model, pool, layer)
     log(f"features of {len(pool)} requests, layer {layer}: {time.perf_counter() - started:.0f} s")
     labels = [e.label for e in pool]
-    fresh = [i for i, e in enumerate(pool) if e.id.startswith("train-")]  # rows the rules were never tuned on
+    fresh = [i for i, e in enumerate(pool) if e.id.startswith(FRESH)]
     out_of_fold = cross_validate(x, labels, l2=l2)[fresh]
     probe = dataclasses.replace(_probe(x, labels, l2=l2, layer=layer), model=model_key(model))
     examples = [pool[i] for i in fresh]

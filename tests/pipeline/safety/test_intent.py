@@ -91,3 +91,18 @@ def test_the_input_decision_in_the_turns_events_carries_the_probe(tiny_model, pr
     events = list(chat.send("the cat sat on the mat", max_tokens=4))
     [decision] = [e for e in events if e.type == "safety_decision" and e.layer == "input"]
     assert decision.action == "allow" and 0.0 <= decision.scores["harmful"] < 0.5
+
+
+def test_the_probe_does_not_block_what_the_rules_read_as_a_prompt_injection():
+    """The probe knows S1-S14 and benign requests; typed role markers are the injection rule's (flagged, escaped)."""
+    from jupyter_chatflow.events import SafetyDecision
+
+    rules = SafetyDecision(layer="input", action="flag", guard="rules", categories=("prompt_injection",),
+                           reason="Matched rules: Prompt injection.")  # fmt: skip
+    probe = SafetyDecision(layer="input", action="block", guard="intent", categories=("S12",),
+                           scores={"harmful": 0.99}, reason="The intent probe reads Sexual Content (S12).")  # fmt: skip
+    lowered = reconcile([rules, probe])
+    assert [d.action for d in lowered] == ["flag", "flag"]
+    assert "prompt injection" in lowered[1].reason
+    alone = reconcile([dataclasses.replace(rules, action="allow", categories=()), probe])
+    assert alone[1].action == "block"

@@ -6,7 +6,15 @@ import numpy as np
 import pytest
 
 from jupyter_chatflow.pipeline.safety import SafetyConfigError
-from jupyter_chatflow.pipeline.safety.intent_data import HELDOUT, TRAIN, load, tally, training_pool
+from jupyter_chatflow.pipeline.safety.intent_data import (
+    EVERYDAY,
+    EVERYDAY_HELDOUT,
+    HELDOUT,
+    TRAIN,
+    load,
+    tally,
+    training_pool,
+)
 from jupyter_chatflow.pipeline.safety.probe import (
     BENIGN,
     MAX_WINDOWS,
@@ -71,8 +79,18 @@ def test_the_held_out_split_is_kept_out_of_training():
     pool = training_pool(held)
     texts = {e.text.lower() for e in held}
     assert not texts & {e.text.lower() for e in pool}
-    assert len(pool) == 2152  # train.jsonl and eval.jsonl's input rows, less 44 within 60 % of a held-out row's words
-    assert {e.label for e in pool} == set(CLASSES)
+    assert len(pool) == 2498  # train.jsonl, everyday.jsonl and eval.jsonl's input rows, less those within 60 % of
+    assert {e.label for e in pool} == set(CLASSES)  # a held-out row's words
+
+
+def test_the_everyday_requests_are_trained_on_and_their_held_out_split_is_not():
+    everyday, held = load(EVERYDAY), load(EVERYDAY_HELDOUT)
+    assert len(everyday) >= 300 and len(held) >= 150
+    assert all(e.kind == "benign" and e.expected == "allow" and e.category == "none" for e in [*everyday, *held])
+    pool = {e.text.lower() for e in training_pool()}
+    assert not pool & {e.text.lower() for e in held}
+    assert "count from 1 to 50, one number per line." in pool
+    assert not {e.text.lower() for e in everyday} & {e.text.lower() for e in held}
 
 
 def test_a_tally_counts_catches_blocks_and_flags():
