@@ -146,7 +146,7 @@ def reconcile(decisions: Sequence[SafetyDecision], veto: float = VETO) -> list[S
     """The input guards' decisions with a hazard frame's block lowered to a flag where the intent probe reads the
     text as benign (P(harmful) < `veto`): only blocks whose categories are all word-based hazards (S1–S13). And the
     probe's own block lowered to a flag where the rules read a prompt injection: the probe knows S1–S14 and
-    benign requests, not role markers or "ignore previous instructions" (it read a pirate persona so as sexual
+    benign requests, not role markers or "ignore previous instructions" (it read a harmless persona so as sexual
     content or code abuse), which the injection rule names and the pipeline escapes."""
     probe = next((d for d in decisions if d.guard == NAME), None)
     if probe is None:
