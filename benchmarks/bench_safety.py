@@ -1,14 +1,18 @@
 """The safety input layer on the held-out split, per category: the rules, the intent probe, and both joined.
 
 Every row of `jupyter_chatflow/pipeline/safety/data/intent/heldout.jsonl` (25 harmful requests and 25 benign
-look-alikes per Llama Guard 3 category, written for evaluation only) goes through the rules alone, the intent probe
+look-alikes per Llama Guard 3 category, written for evaluation only, since read and tuned against: a development
+set now), or of the file `--heldout` names, goes through the rules alone, the intent probe
 alone and the input layer a chat runs (rules + PII + probe); the table gives recall (a harmful request blocked, or
 flagged for S6) and the share of benign look-alikes blocked, per category, and the input layer's flagged share.
 Also: the probe's milliseconds per prompt (its extra pass over the middle layer of the chat's own model), the
 share of held-out everyday requests (`everyday_heldout.jsonl`, never trained on) the input layer blocks and flags,
 and the four requests issue 23 names.
 
-    python benchmarks/bench_safety.py [--out bench-results/safety.json]
+    python benchmarks/bench_safety.py [--heldout PATH] [--out bench-results/safety.json]
+
+`--heldout PATH` scores another file of requests in the same format (JSON lines with `id`, `category` S1–S14,
+`kind` harmful | benign, `expected` block | flag | allow, `text`) instead of the shipped `heldout.jsonl`.
 """
 
 from __future__ import annotations
@@ -19,6 +23,7 @@ from pathlib import Path
 
 from jupyter_chatflow import load_model
 from jupyter_chatflow.pipeline.safety import SafetyPolicy
+from jupyter_chatflow.pipeline.safety.intent_data import HELDOUT
 from jupyter_chatflow.pipeline.safety.intent_eval import evaluate, evaluate_everyday, everyday_line, markdown
 
 ISSUE_EXAMPLES = (
@@ -32,10 +37,12 @@ ISSUE_EXAMPLES = (
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--heldout", type=Path, default=HELDOUT, help="the requests to score (default: %(default)s)")
     parser.add_argument("--out", type=Path, default=Path("bench-results/safety.json"))
     args = parser.parse_args()
     model = load_model()
-    report = evaluate(model)
+    report = evaluate(model, args.heldout)
+    print(f"{args.heldout}: {len(report.examples)} requests\n")
     print(markdown(report))
     timing = report.timing()
     probe, layer = timing["probe_ms_median"], timing["layer_ms_median"]
@@ -56,7 +63,8 @@ def main() -> int:
     tallies = {layer: {c: vars(t) for c, t in per.items()} for layer, per in report.tallies.items()}
     daily = vars(everyday.tallies["input layer"]["all"])
     args.out.write_text(json.dumps({"tallies": tallies, "timing": timing, "threshold": report.threshold,
-                                    "everyday_heldout": daily, "issue_examples": issue}, indent=1))  # fmt: skip
+                                    "everyday_heldout": daily, "issue_examples": issue,
+                                    "heldout": str(args.heldout)}, indent=1))  # fmt: skip
     print(f"wrote {args.out}")
     return 0
 

@@ -44,21 +44,27 @@ _PIECES = re.compile(r"\s*\S+|\s+")
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
 class Row:
-    """One example of the evaluation set."""
+    """One example of the evaluation set, or one labelled request of the intent probe's files (`data/intent/`,
+    which have no `style`, `split` or `round`)."""
 
     id: str
     text: str
     category: str
     kind: str
-    style: str
     expected: str
-    split: str
+    style: str = ""
+    split: str = ""
     layer: str = "input"
     round: int = 1
     """1: before the frames; 2: after their first version (tuned on: dev); 3: after that (fresh, later read);
     4: before the lexicons were generalised, scored once after; 5: letters and templates (dev), written after a
     greeting the model wrote was blocked as S7."""
     must_remove: tuple[str, ...] = ()
+
+    @property
+    def label(self) -> str:
+        """What the intent probe learns: "benign", or the hazard category of a harmful request."""
+        return "benign" if self.kind == "benign" else self.category
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
@@ -94,11 +100,12 @@ class Score:
 
 
 def load(path: Path = DATA) -> list[Row]:
-    """The rows of an evaluation file."""
+    """The rows of an evaluation file (fields a `Row` does not have, such as a note, are left out)."""
+    fields = {field.name for field in dataclasses.fields(Row)}
     rows = []
     for line in path.read_text(encoding="utf-8").splitlines():
         if line.strip():
-            record = json.loads(line)
+            record = {key: value for key, value in json.loads(line).items() if key in fields}
             record["must_remove"] = tuple(record.get("must_remove", ()))
             rows.append(Row(**record))
     return rows

@@ -1,6 +1,7 @@
 """The input layer on the held-out split, per category: the rules alone, the intent probe alone, and both joined.
 
-`evaluate(model)` runs every row of `data/intent/heldout.jsonl` through three input layers on the chat's own model
+`evaluate(model)` runs every row of `data/intent/heldout.jsonl` (or of another file in its format:
+`evaluate(model, Path(...))`) through three input layers on the chat's own model
 (each a `SafetyPolicy` in mode "input"): the rules alone (`intent_probe=False`), the probe alone (its guard only),
 and the layer a chat runs (rules, PII, the probe, `intent.reconcile`). It times the probe's pass per prompt.
 `markdown(report)` is the README's table; `benchmarks/bench_safety.py` prints it and writes the JSON.
@@ -14,10 +15,11 @@ import dataclasses
 import statistics
 import time
 from collections.abc import Sequence
+from pathlib import Path
 from typing import Any
 
 from .intent import IntentGuard
-from .intent_data import EVERYDAY_HELDOUT, HELDOUT, Example, Tally, load, tally
+from .intent_data import EVERYDAY_HELDOUT, HELDOUT, Row, Tally, load, tally
 from .policy import SafetyPolicy
 from .taxonomy import describe
 
@@ -38,7 +40,7 @@ class Report:
     layer_ms: list[float]
     """The whole input layer (rules, PII, probe), per prompt."""
     threshold: float
-    examples: list[Example]
+    examples: list[Row]
 
     def timing(self) -> dict[str, float]:
         """Median and 95th percentile milliseconds per prompt, of the probe and of the whole input layer."""
@@ -47,9 +49,10 @@ class Report:
                 "layer_ms_median": statistics.median(self.layer_ms), "layer_ms_p95": p95(self.layer_ms)}  # fmt: skip
 
 
-def evaluate(model: Any, examples: Sequence[Example] | None = None) -> Report:
-    """The three input layers on `examples` (the held-out split by default)."""
-    rows = list(load(HELDOUT) if examples is None else examples)
+def evaluate(model: Any, examples: Sequence[Row] | Path | None = None) -> Report:
+    """The three input layers on `examples`: rows, or a file of rows in `data/intent/`'s format (the held-out split,
+    `heldout.jsonl`, by default)."""
+    rows = load(examples or HELDOUT) if examples is None or isinstance(examples, Path) else list(examples)
     guard = IntentGuard.for_model(model)
     if guard is None:
         raise ValueError(f"No intent probe for this model file ({model.path}): train one first.")

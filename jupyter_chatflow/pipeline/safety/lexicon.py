@@ -225,10 +225,10 @@ def _tokens(text: str, repairs: Repairs | None = None) -> _Tokens:
     lemmas = [_LEMMAS[word] for word in words]
     extra: dict[int, tuple[str, ...]] = {}
     for at, word in enumerate(words):
-        base = lemmas[at]
+        base, previous = lemmas[at], lemmas[at - 1] if at else ""
         if base.isdigit():
             extra[at] = _number_keys(int(base) if len(base) <= 6 else 10**6)
-        elif word[0].isupper() and word != "I" and not _starts_sentence(text, starts[at], lemmas[at - 1] if at else ""):
+        elif word[0].isupper() and not _pronoun_i(word) and not _starts_sentence(text, starts[at], previous):
             extra[at] = () if _code_identifier(text, starts[at], starts[at] + len(word)) else ("<name>",)
         elif base in _NUMBER_WORDS:
             value = number_value(lemmas, at)
@@ -237,6 +237,11 @@ def _tokens(text: str, repairs: Repairs | None = None) -> _Tokens:
             extra[at] = (fixed,)
     ends = [start + len(word) for start, word in zip(starts, words, strict=True)]
     return _Tokens(lemmas=lemmas, starts=starts, ends=ends, extra=extra)
+
+
+def _pronoun_i(word: str) -> bool:
+    """ "I" and its contractions ("I'm", "I'd", "I've", "I'll"): capitalized, but nobody's name."""
+    return word.split("'")[0].split("\u2019")[0] == "I"
 
 
 def _number_keys(value: int) -> tuple[str, ...]:

@@ -37,7 +37,8 @@ _FRAME_KEYS = frozenset({"name", "anchor", "triggers", "benign", "unless", "acti
 
 
 def shared_cues() -> dict[str, Cue]:
-    """The cues every category uses (request, write, detail, evasion, person, self, explain), by name."""
+    """The cues every category uses (request, write, detail, evasion, person, self, explain,
+    receiving_end), by name."""
     return _shared(DATA / "cues.json")
 
 

@@ -7,7 +7,7 @@ the text wrapped in the chat template scored 0.992, not worth its extra tokens a
 probe is an L2 logistic regression over benign and S1–S14 (`probe.fit`). Its threshold is the one, among
 `THRESHOLDS`, with the highest recall of the whole input layer (rules, probe and `intent.reconcile`) at most
 `MAX_BLOCKED` of benign rows blocked, by 5-fold cross-validation on the rows of `train.jsonl` and `everyday.jsonl`
-(rows the rules were never tuned on).
+(not the evaluation set's rows, which the rules were first written against).
 
     python -m jupyter_chatflow.pipeline.safety.train_probe                  # the default model, into the cache
     python -m jupyter_chatflow.pipeline.safety.train_probe --model PATH     # any model file, into the cache
@@ -32,7 +32,7 @@ from jupyter_chatflow.events import SafetyDecision
 
 from .decisions import merge
 from .intent import VETO, model_key, probe_folder, reconcile, verdict
-from .intent_data import Example, Tally, tally, training_pool
+from .intent_data import Row, Tally, tally, training_pool
 from .policy import SafetyPolicy
 from .probe import BENIGN, Probe, features, fit
 from .tables import DATA
@@ -61,16 +61,16 @@ MAX_EVERYDAY_BLOCKED = 0.01
 """The share of everyday requests (`everyday.jsonl`) it may block (cross-validated): the target is 1 %."""
 FOLDS = 5
 FRESH = ("train-", "everyday-")
-"""The rows the threshold is chosen on: those of `train.jsonl` and `everyday.jsonl` (the rules were never tuned on
-them), not the evaluation set's."""
+"""The rows the threshold is chosen on: those of `train.jsonl` and `everyday.jsonl`, not the evaluation set's (which
+the rules were first written against)."""
 
 
-def featurize(model: Any, examples: Sequence[Example], layer: int) -> np.ndarray:
+def featurize(model: Any, examples: Sequence[Row], layer: int) -> np.ndarray:
     """The probe's features of each example (its first window: training requests are short): [n, d]."""
     return np.stack([features(model, example.text, layer)[0] for example in examples])
 
 
-def rule_decisions(examples: Sequence[Example]) -> list[list[SafetyDecision]]:
+def rule_decisions(examples: Sequence[Row]) -> list[list[SafetyDecision]]:
     """Each input guard's decision on each example, without the probe (the rules, PII)."""
     guards = SafetyPolicy(mode="input", intent_probe=False).guards_for("input")
     return [[guard.check(example.text, layer="input") for guard in guards] for example in examples]
@@ -96,7 +96,7 @@ def cross_validate(x: np.ndarray, labels: Sequence[str], *, l2: float = L2, seed
 
 
 def choose_threshold(
-    examples: Sequence[Example], probabilities: np.ndarray, rules: Sequence[Sequence[SafetyDecision]], probe: Probe
+    examples: Sequence[Row], probabilities: np.ndarray, rules: Sequence[Sequence[SafetyDecision]], probe: Probe
 ) -> tuple[float, dict[float, Tally]]:
     """The threshold with the highest cross-validated recall of the input layer at most `MAX_BLOCKED` of the
     `train.jsonl` rows' benign look-alikes blocked and at most `MAX_EVERYDAY_BLOCKED` of `everyday.jsonl`'s rows (the

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+
 import numpy as np
 import pytest
 
@@ -73,13 +75,13 @@ def test_fit_separates_what_is_separable_and_the_file_round_trips(tmp_path):
 
 def test_the_held_out_split_is_kept_out_of_training():
     held, train = load(HELDOUT), load(TRAIN)
-    assert len(held) == 700 and len(train) == 1457
+    assert len(held) == 700 and len(train) == 1828  # 1,457 at first, then a second round of paraphrases and look-alikes
     per = tally((e, "allow") for e in held)
     assert all(per[c].harmful == 25 and per[c].benign == 25 for c in CLASSES[1:])
     pool = training_pool(held)
     texts = {e.text.lower() for e in held}
     assert not texts & {e.text.lower() for e in pool}
-    assert len(pool) == 2498  # train.jsonl, everyday.jsonl and eval.jsonl's input rows, less those within 60 % of
+    assert len(pool) == 2929  # train.jsonl, everyday.jsonl and eval.jsonl's input rows, less those within 60 % of
     assert {e.label for e in pool} == set(CLASSES)  # a held-out row's words
 
 
@@ -100,3 +102,16 @@ def test_a_tally_counts_catches_blocks_and_flags():
     assert (by.recall, by.blocked_rate, by.flagged_rate) == (1.0, 0.0, 1.0)
     s9 = tally((e, "flag") for e in held if e.category == "S9")["S9"]
     assert s9.recall == 0.0  # S9 expects a block
+
+
+def test_a_file_in_the_format_loads_its_input_rows_with_labels(tmp_path):
+    """`intent_data.load` reads any file of this format (a fresh split too) through `evaluate.load`: extra fields
+    are left out, output and tool rows skipped, and a row's label is its category or "benign"."""
+    rows = [
+        {"id": "f-1", "category": "S9", "kind": "harmful", "expected": "block", "text": "x", "note": "by hand"},
+        {"id": "f-2", "category": "S9", "kind": "benign", "expected": "allow", "text": "y"},
+        {"id": "f-3", "category": "S9", "kind": "harmful", "expected": "block", "text": "z", "layer": "output"},
+    ]
+    (tmp_path / "fresh.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
+    loaded = load(tmp_path / "fresh.jsonl")
+    assert [(r.id, r.label, r.expected) for r in loaded] == [("f-1", "S9", "block"), ("f-2", "benign", "allow")]
