@@ -8,8 +8,7 @@ greedy padding token at position 0, harmlessly). T is a power of two that holds 
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from typing import Any
+from collections.abc import Callable, Sequence
 
 import jax
 import jax.numpy as jnp
@@ -40,8 +39,8 @@ class Batch:
     """The rows' KV cache and `seen` masks on the device, and each row's token, position, step, knobs and key on
     the host. Empty (no cache) until `resize` gives it rows."""
 
-    def __init__(self, programs: Programs, config: ModelConfig, dtype: Any):
-        self._programs, self._config, self._dtype = programs, config, dtype
+    def __init__(self, programs: Programs, empty_cache: Callable[[int, int], KVCache], config: ModelConfig):
+        self._programs, self._config, self._empty_cache = programs, config, empty_cache  # (rows, length) -> zeros
         self.cache: KVCache | None = None
         self.seen: jax.Array | None = None  # [B, V] bool
         self.host: dict[str, np.ndarray] = {}
@@ -78,7 +77,7 @@ class Batch:
         self._anything = None
 
     def _empty(self, size: int, length: int) -> None:
-        self.cache = KVCache.zeros(self._config, size, self._length(length), self._dtype)
+        self.cache = self._empty_cache(size, self._length(length))
         self.seen = jnp.zeros((size, self._config.vocab_size), bool)
         key_shape = jax.random.key_data(jax.random.key(0)).shape
         self.host = {
@@ -106,7 +105,7 @@ class Batch:
         assert self.cache is not None
         length = self._length(needed)
         if length > self.cache.length:
-            empty = KVCache.zeros(self._config, self.cache.keys[0].shape[0], length, self._dtype)
+            empty = self._empty_cache(self.cache.keys[0].shape[0], length)
             self.cache = self._programs.write(empty, self.cache, np.int32(0))
 
     def _length(self, needed: int) -> int:

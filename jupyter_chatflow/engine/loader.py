@@ -16,15 +16,18 @@ from jupyter_chatflow.errors import ChatflowError
 from jupyter_chatflow.model import memory, prepared
 from jupyter_chatflow.model.files import resolve_model_path
 from jupyter_chatflow.model.gguf_file import read_gguf
+from jupyter_chatflow.model.quant.packed import Int8Tensors, int8_weights
 from jupyter_chatflow.model.transformer import Transformer
 from jupyter_chatflow.model.weights import transformer_weights
 from jupyter_chatflow.tokenizer.tokenizer import Tokenizer
 
+from . import mesh as meshes
 from .model import MIN_CACHE, Model
 from .prompt_cache import max_bytes_from_env
 
 CACHE_ENV_VAR = "CHATFLOW_XLA_CACHE"
 DTYPES = ("float32", "bfloat16", "float16")
+WEIGHTS = ("float", "as-file", "int8")
 
 Progress = Callable[[str, float], None]
 """Told what loading is doing and how far it is (0 to 1): `progress("dequantizing the GGUF", 0.4)`."""
@@ -58,6 +61,8 @@ def load_model(
     path: str | os.PathLike[str] | None = None,
     *,
     dtype: str | jnp.dtype | None = None,
+    weights: str | None = None,
+    devices: int | None = None,
     progress: Progress | None = None,
 ) -> Model:
     """Load a GGUF model of a supported architecture (`config.FAMILIES`); the default SmolLM2-135M-Instruct when
@@ -71,6 +76,17 @@ def load_model(
     file; the prepared-weights cache makes later loads a memory-mapped read). The XLA programs compile later, at
     the first prefill and decode step of each shape (see `compile_clock`).
 
+    `weights` says how the layer matrices, the embedding and the head are held: None or "float" dequantized to
+    `dtype`; "as-file" the GGUF's own blocks (Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, Q4_K, Q6_K; a file with other quantized
+    formats is refused), dequantized inside the compiled programs next to each matmul; "int8" quantized per output
+    row at load (int8 codes and a float32 scale a row; any file). Both hold a quarter to an eighth of float32's
+    bytes, which decode on a GPU reads; XLA:CPU has no fused dequantizing dot, so on CPU they decode several times
+    slower than float32 (the default). Norms and biases stay in `dtype`.
+
+    `devices=N` spreads the weights and the KV caches over the first N of `jax.devices()` (a tensor-parallel mesh,
+    `engine/mesh.py`); None or 1 is one device. More than JAX sees is refused (ChatflowError naming the
+    `XLA_FLAGS` that splits a CPU into N devices).
+
     >>> import jupyter_chatflow as cf
     >>> model = cf.load_model()                      # or cf.load_model("path/to/model.gguf")
     >>> ids = model.tokenizer.apply_chat_template([{"role": "user", "content": "Hi"}])
@@ -80,37 +96,83 @@ def load_model(
     enable_compilation_cache()
     model_path = resolve_model_path(path)
     chosen = _dtype(dtype)
+    mesh = meshes.make_mesh(devices)
+    held = _weights(weights)
     if path is not None:
-        return _load(model_path, chosen, report)
+        return _load(model_path, chosen, report, mesh, held)
     with _SHARED_LOCK:  # (held through a load, so two threads never load the default model twice)
-        key = (str(model_path), model_path.stat().st_mtime_ns, str(chosen))
+        key = (str(model_path), model_path.stat().st_mtime_ns, str(chosen), held, 1 if mesh is None else mesh.size)
         model = _SHARED[key]() if key in _SHARED else None
         if model is not None:
             report(ALREADY_LOADED, 1.0)
             return model
-        model = _load(model_path, chosen, report)
+        model = _load(model_path, chosen, report, mesh, held)
         _SHARED[key] = weakref.ref(model)
         return model
 
 
-def _load(model_path: Path, chosen: jnp.dtype, report: Progress) -> Model:
-    check_memory(model_path, chosen)
-    report("reading the prepared weights", 0.0)
-    ready = prepared.load(model_path) or _prepare(model_path, report)
+def _load(
+    model_path: Path, chosen: jnp.dtype, report: Progress, mesh: jax.sharding.Mesh | None = None, held: str = "float"
+) -> Model:
+    check_memory(model_path, chosen, held)
+    ready = _ready(model_path, held, report)
     report("building the transformer", 0.95)
     tokenizer = Tokenizer.from_metadata(ready.metadata)
-    transformer = Transformer(ready.config, ready.weights, dtype=chosen)
-    model = Model(ready.config, tokenizer, transformer, path=model_path)
+    transformer = _build(ready, chosen, mesh)
+    model = Model(ready.config, tokenizer, transformer, path=model_path, mesh=mesh, weights_format=held)
     report("loaded", 1.0)
     return model
 
 
-def check_memory(model_path: Path, dtype: str | jnp.dtype) -> None:
+def _build(ready: prepared.Prepared, chosen: jnp.dtype, mesh: jax.sharding.Mesh | None) -> Transformer:
+    """The transformer on the default device, or on `mesh`: built in host memory first (one accelerator need not
+    hold the whole model), then each device given its shards."""
+    if mesh is None:
+        return Transformer(ready.config, ready.weights, dtype=chosen)
+    with jax.default_device(jax.devices("cpu")[0]):
+        transformer = Transformer(ready.config, ready.weights, dtype=chosen)
+    meshes.shard_transformer(transformer, ready.config, mesh)
+    return transformer
+
+
+def _ready(model_path: Path, held: str, report: Progress) -> prepared.Prepared:
+    """The arranged weights as `held` says, from the prepared-weights cache, else prepared and cached: float (the
+    file dequantized), int8 (quantized from the prepared float weights where the cache has them, else from the file
+    a tensor at a time, writing no float entry), as-file (the file's blocks decoded into their packed fields)."""
+    report("reading the prepared weights", 0.0)
+    ready = prepared.load(model_path, held)
+    if ready is not None:
+        return ready
+    if held == "float":
+        return _prepare(model_path, report)
+    ready = _held(model_path, held, report)
+    report("saving the prepared weights", 0.9)
+    if prepared.save(model_path, ready, held) is None:
+        return ready
+    return prepared.load(model_path, held) or ready  # (memory-mapped, as a float load's)
+
+
+def _held(model_path: Path, held: str, report: Progress) -> prepared.Prepared:
+    """The weights arranged as "as-file" or "int8" holds them, from the file (or, for int8, from the prepared float
+    weights where the cache has them)."""
+    floats = prepared.load(model_path) if held == "int8" else None
+    if floats is not None:
+        report("quantizing the weights to int8", 0.5)
+        return prepared.Prepared(metadata=floats.metadata, config=floats.config, weights=int8_weights(floats.weights))
+    report(f"reading {model_path.name} ({held})", 0.0)
+    gguf_model = read_gguf(model_path, packed=held == "as-file")
+    tensors = _Counted(gguf_model.tensors, f"arranging {model_path.name}'s weights ({held})", report)
+    weights = transformer_weights(gguf_model.config, Int8Tensors(tensors) if held == "int8" else tensors)
+    return prepared.Prepared(metadata=dict(gguf_model.metadata), config=gguf_model.config, weights=weights)
+
+
+def check_memory(model_path: Path, dtype: str | jnp.dtype, weights: str | None = None) -> None:
     """Refuse a model that would not fit in the memory available now, with the figures (ModelTooLargeError), before
     anything is dequantized; a file that is not a supported GGUF is refused here too (its header is all that is read).
 
-    The load's peak depends on the prepared-weights cache and on where the weights live (see model/memory.py): on a
-    GPU or TPU this process holds what it dequantizes, and the accelerator the weights and a first turn's caches."""
+    The load's peak depends on the prepared-weights cache, on where the weights live and on how they are held
+    (`weights`: None/"float", "as-file", "int8"; see model/memory.py): on a GPU or TPU this process holds what it
+    dequantizes, and the accelerator the weights and a first turn's caches."""
     entry = prepared.entry_for(model_path)
     plan = memory.LoadPlan(
         prepared=entry is not None and (entry / "manifest.json").is_file(),
@@ -118,11 +180,11 @@ def check_memory(model_path: Path, dtype: str | jnp.dtype) -> None:
         on_host=jax.default_backend() == "cpu",
     )
     engine = memory.EngineNeeds(first_cache=MIN_CACHE, prompt_cache_bytes=max_bytes_from_env())
-    about, name = memory.footprint(model_path), str(jnp.dtype(dtype))
-    memory.check_fits(about, name, plan, engine)
+    about, name, held = memory.footprint(model_path), str(jnp.dtype(dtype)), _weights(weights)
+    memory.check_fits(about, name, plan, engine, weights=held)
     device = None if plan.on_host else _device_room()
     if device is not None:  # (as in this memory once loaded: the weights, then the first turn's caches and programs)
-        memory.check_fits(about, name, memory.LoadPlan(prepared=True), engine, device)
+        memory.check_fits(about, name, memory.LoadPlan(prepared=True), engine, device, weights=held)
 
 
 def _device_room() -> memory.Available | None:
@@ -136,7 +198,7 @@ def _device_room() -> memory.Available | None:
 
 
 ALREADY_LOADED = "already loaded in this process"
-_SHARED: dict[tuple[str, int, str], weakref.ReferenceType[Model]] = {}
+_SHARED: dict[tuple[str, int, str, str, int], weakref.ReferenceType[Model]] = {}
 _SHARED_LOCK = threading.Lock()
 
 
@@ -152,6 +214,14 @@ def _dtype(dtype: str | jnp.dtype | None) -> jnp.dtype:
             f"dtype must be one of {', '.join(DTYPES)} (or None for the backend's default), got {dtype!r}"
         )
     return jnp.dtype(dtype)
+
+
+def _weights(weights: str | None) -> str:
+    if weights is None:
+        return "float"
+    if weights not in WEIGHTS:
+        raise ChatflowError(f"weights must be one of {', '.join(WEIGHTS)} (or None: float), got {weights!r}")
+    return weights
 
 
 def _prepare(model_path: Path, report: Progress) -> prepared.Prepared:

@@ -49,12 +49,17 @@ class Model:
     """
 
     def __init__(
-        self, config: ModelConfig, tokenizer: Tokenizer, transformer: Transformer, *, path: Path | None = None
-    ):
+        self, config: ModelConfig, tokenizer: Tokenizer, transformer: Transformer, *, path: Path | None = None,
+        mesh: jax.sharding.Mesh | None = None, weights_format: str = "float",
+    ):  # fmt: skip
         self.config = config
         self.tokenizer = tokenizer
         self.path = path
-        self.runner = Runner(config, transformer)
+        self.weights_format = weights_format
+        """How the weights are held: "float" (dequantized to `dtype`), "as-file" (the GGUF's own blocks) or "int8"."""
+        self.devices = 1 if mesh is None else mesh.size
+        """How many devices the weights and caches are spread over (`load_model(devices=N)`, engine/mesh.py)."""
+        self.runner = Runner(config, transformer, mesh)
         """What runs the transformer (`runner.py`): `model.runner.release_programs()` lets go of the compiled
         programs and the prompt cache."""
         self.dtype = self.runner.dtype

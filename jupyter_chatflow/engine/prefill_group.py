@@ -7,20 +7,21 @@ they cost one chunk of the group's batch (on the default model, 16 newcomers' pr
 
 Each row's result is the one it gets alone: the same programs (a row's arithmetic does not depend on the others),
 the same narrow chunk width, the cached prefix copied in, and a cache `ATTENTION_BLOCK` long, so that the attention
-over the prefix runs in the same blocks as alone (`transformer._partial_blocked`).
+over the prefix runs in the same blocks as alone (`model.attention.streamed`).
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any, Protocol
+from typing import Protocol
 
 import jax
 import jax.numpy as jnp
 import numpy as np
 
+from jupyter_chatflow.model.attention import ATTENTION_BLOCK
 from jupyter_chatflow.model.config import ModelConfig
-from jupyter_chatflow.model.transformer import ATTENTION_BLOCK, KVCache
+from jupyter_chatflow.model.transformer import KVCache
 
 from .chunks import MIN_BUCKET, bucket
 from .generation import RawStep
@@ -37,7 +38,8 @@ class Prefixes(Protocol):
     """What a group's prefill needs of the runner: the model's shapes and the prompt cache's prefixes."""
 
     config: ModelConfig
-    dtype: Any
+
+    def empty_cache(self, rows: int, length: int) -> KVCache: ...
 
     def copy_prefix(self, prompt: np.ndarray, cache: KVCache, row: int) -> tuple[KVCache, int]: ...
 
@@ -59,7 +61,7 @@ def prefill(runner: Prefixes, programs: Programs, runs: Sequence[Run]) -> list[t
     prefix reused), and `run.cache` (a cache of its own) and `run.seen` set; None where the prompt cache changed
     meanwhile and the prompt no longer fits a group (the run is untouched: prefill it alone)."""
     size = group_size(len(runs))
-    cache = KVCache.zeros(runner.config, size, ATTENTION_BLOCK, runner.dtype)
+    cache = runner.empty_cache(size, ATTENTION_BLOCK)
     starts, reused = np.zeros(size, np.int32), list[int | None]()
     for row, run in enumerate(runs):
         cache, n = runner.copy_prefix(run.prompt, cache, row)

@@ -140,6 +140,10 @@ class Programs:
     """The jitted programs of one model: argument lists as above, with `(graphdef, state)` replaced by
     `self.weights`, the state's leaves (for `layer`, one layer's leaves: `self.layers[i]`).
 
+    Layers whose weights have one structure share one layer program: every layer of a float model, where a file
+    that mixes formats per layer (a Q4_K_M file's Q6_K ffn_down in some layers, loaded `weights="as-file"`) gets one
+    program per distinct structure (`layer_kinds`).
+
     A prompt chunk goes through the layers one program call each (`forward`), a decode step through one fused
     program. XLA:CPU keeps ~5 KB per HLO instruction of every compiled program (the module, its buffer
     assignment): a whole-model program unrolls 30 layers and holds 60-80 MiB, one per chunk width and cache
@@ -150,15 +154,18 @@ class Programs:
     def __init__(self, transformer: Transformer):
         graphdef, state = nnx.split(transformer)
         self.weights, structure = jax.tree.flatten(state)
-        layer_graph, layer_state = nnx.split(transformer.blocks[0])
+        kinds, kind_of = layer_kinds(transformer)
         self.layers = [jax.tree.leaves(nnx.state(block)) for block in transformer.blocks]  # the same arrays
-        self._jitted = jitted = _jitted_for((graphdef, structure, layer_graph, jax.tree.structure(layer_state)))
+        self._jitted = jitted = _jitted_for((graphdef, structure, kinds))
         # (one architecture's programs serve its float32 and bfloat16 models alike, compiled once for each)
         self._dtypes = tuple(sorted({str(w.dtype) for w in self.weights}))
         self._lock = jitted.lock  # (one per architecture: models sharing programs compile them once)
         serial = self._serial
         self.embed_chunk, self.final_norm = serial(jitted.embed_chunk), serial(jitted.final_norm)
-        self.layer = serial(jitted.layer)
+        programs = [serial(program) for program in jitted.layers]
+        self._layer_programs = [programs[kind] for kind in kind_of]  # layer i's program
+        self._by_leaves = dict(zip(map(id, self.layers), self._layer_programs, strict=True))
+        self.layer = programs[0] if len(programs) == 1 else self._layer_of_leaves
         self.sample_after, self.logits = serial(jitted.sample_after), serial(jitted.logits)
         self.sample_rows_after = serial(jitted.sample_rows_after)
         self.decode_rows = serial(jitted.decode_rows)
@@ -171,11 +178,15 @@ class Programs:
         x, cos, sin = self.embed_chunk(weights, tokens, start)
         keys, values, probed = [], [], None
         for i, leaves in enumerate(self.layers):
-            x, k, v, queries = self.layer(leaves, x, cos, sin, cache.keys[i], cache.values[i], start)
+            x, k, v, queries = self._layer_programs[i](leaves, x, cos, sin, cache.keys[i], cache.values[i], start)
             keys.append(k)
             values.append(v)
             probed = queries if i == probe_layer else probed
         return self.final_norm(weights, x), KVCache(keys=tuple(keys), values=tuple(values)), probed
+
+    def _layer_of_leaves(self, leaves: list[jax.Array], *args: Any) -> Any:
+        """`layer` where layers differ: the program of the layer whose leaves (`self.layers[i]`) these are."""
+        return self._by_leaves[id(leaves)](leaves, *args)
 
     def decode_ready(self, rows: int, length: int) -> bool:
         """Whether a batch of `rows` rows of `length` positions decodes without compiling first."""
@@ -185,16 +196,17 @@ class Programs:
         """A batch of that shape ran its decode step (its programs compiled on the way, if they were not)."""
         self._jitted.decode_ready.add((rows, length, self._dtypes))
 
-    def warm(self, rows: int, length: int, config: ModelConfig, dtype: Any) -> None:
+    def warm(self, rows: int, length: int, config: ModelConfig, dtype: Any, sharding: Any = None) -> None:
         """Trace and compile (or load from the persistent cache) the decode step and its cache write of a batch of
         `rows` rows of `length` positions, on this thread, running nothing and taking no lock: the scheduler has
         it done beside a batch that is decoding, which a compile on its own thread would stall for ~1-2 s (the
-        decode program's tracing alone takes 0.5 s)."""
+        decode program's tracing alone takes 0.5 s). On a mesh, `sharding` is the caches' (the program compiled must
+        be the one the batch's sharded caches call)."""
         if self.decode_ready(rows, length):
             return
         spec = jax.ShapeDtypeStruct
         shape = (rows, config.n_kv_heads, length, config.head_dim)
-        layers = tuple(spec(shape, dtype) for _ in range(config.n_layers))
+        layers = tuple(spec(shape, dtype, sharding=sharding) for _ in range(config.n_layers))
         cache = KVCache(keys=layers, values=layers)  # type: ignore[arg-type]  # shapes only: jit lowers them
         ints, masks = spec((rows,), jnp.int32), spec((rows, config.vocab_size), jnp.bool_)
         knobs, keys = spec((rows, len(GREEDY_KNOBS)), jnp.float32), spec((rows, *_KEY_DATA), jnp.uint32)
@@ -229,7 +241,7 @@ class _Jitted:
     every `Programs` of that architecture: each model's weights are an argument, so a second model of the same
     architecture (the same file loaded again, a new panel's model, a test's) runs on programs already compiled."""
 
-    def __init__(self, graphdef: Any, structure: Any, layer_graph: Any, layer_structure: Any):
+    def __init__(self, graphdef: Any, structure: Any, kinds: tuple[tuple[Any, Any], ...]):
         def bind(program, graphdef=graphdef, structure=structure):
             def bound(weights, *args):
                 return program(graphdef, jax.tree.unflatten(structure, weights), *args)
@@ -242,7 +254,7 @@ class _Jitted:
         """(rows, cache length, the weights' dtypes) of each batch whose decode step and cache write are compiled
         (`Programs.warm`)."""
         self.embed_chunk = jax.jit(bind(embed_chunk))
-        self.layer = jax.jit(bind(layer, layer_graph, layer_structure))
+        self.layers = [jax.jit(bind(layer, graph, layer_structure)) for graph, layer_structure in kinds]
         self.final_norm = jax.jit(bind(final_norm))
         self.sample_after = jax.jit(bind(sample_after), donate_argnums=(4,))
         self.sample_rows_after = jax.jit(bind(sample_rows_after), donate_argnums=(4,))
@@ -256,8 +268,19 @@ _recent: collections.deque[_Jitted] = collections.deque(maxlen=KEEP_RECENT)
 _shared_lock = threading.Lock()
 
 
+def layer_kinds(transformer: Transformer) -> tuple[tuple[tuple[Any, Any], ...], list[int]]:
+    """The distinct (graph, weights' structure) of the transformer's layers in order of first appearance, and each
+    layer's index among them: one kind for a float model's layers, more where formats differ between layers."""
+    kinds: dict[tuple[Any, Any], int] = {}
+    kind_of = []
+    for block in transformer.blocks:
+        graph, state = nnx.split(block)
+        kind_of.append(kinds.setdefault((graph, jax.tree.structure(state)), len(kinds)))
+    return tuple(kinds), kind_of
+
+
 def _jitted_for(architecture: tuple) -> _Jitted:
-    """The programs of `architecture` (graphdef, weights' structure, one layer's): those of a live model or a
+    """The programs of `architecture` (graphdef, weights' structure, the layers' kinds): those of a live model or a
     recent one, else new ones (compiled at their first call)."""
     with _shared_lock:
         jitted = _shared.get(architecture)

@@ -38,6 +38,7 @@ from jupyter_chatflow.errors import GenerationError
 from jupyter_chatflow.model.config import ModelConfig
 from jupyter_chatflow.model.transformer import KVCache, Transformer
 
+from . import mesh as meshes
 from . import prefill_group
 from .batch import Batch
 from .chunks import MIN_BUCKET, PREFILL_CHUNK, bucket, cache_length, prefill_chunks, room
@@ -56,9 +57,14 @@ OnChunk = Callable[[int, int, jax.Array, jax.Array], None]
 class Runner:
     """One model's compiled programs, weights and prompt cache, and the primitives that run sequences on them."""
 
-    def __init__(self, config: ModelConfig, transformer: Transformer):
+    def __init__(self, config: ModelConfig, transformer: Transformer, mesh: jax.sharding.Mesh | None = None):
         self.config = config
-        self.dtype = transformer.embed[...].dtype
+        self.dtype = transformer.dtype
+        self.transformer = transformer
+        """The model the programs run (its arrays are the programs' weights: `weight_bytes`)."""
+        self.mesh = mesh
+        """The device mesh the weights and caches are spread over (`engine/mesh.py`); None: one device."""
+        self.cache_sharding = meshes.cache_sharding(config, mesh)
         self._programs = Programs(transformer)
         self._weights = self._programs.weights  # the transformer's arrays, as the programs take them
         self.prompt_cache = PromptCache()
@@ -188,8 +194,12 @@ class Runner:
         """A new cache of `length` positions, holding a copy of `cache` at its start. What the prompt cache just
         freed (entries cut) goes back to the OS first: freed on other threads' heaps, glibc would not reuse it."""
         release_freed_memory()
-        empty = KVCache.zeros(self.config, 1, length, self.dtype)
+        empty = self.empty_cache(1, length)
         return empty if cache is None else self._programs.write(empty, cache, np.int32(0))
+
+    def empty_cache(self, rows: int, length: int) -> KVCache:
+        """A cache of `rows` rows of `length` positions, zeros, placed as the mesh places caches (if any)."""
+        return KVCache.zeros(self.config, rows, length, self.dtype, self.cache_sharding)
 
     # --- passes that sample nothing ---------------------------------------------------------------------------------
 
@@ -246,7 +256,7 @@ class Runner:
 
     def batch(self) -> Batch:
         """An empty batch of rows on this runner's programs (`Batch.resize` gives it rows)."""
-        return Batch(self._programs, self.config, self.dtype)
+        return Batch(self._programs, self.empty_cache, self.config)
 
     def fits_group(self, prompt: np.ndarray) -> bool:
         """Whether `prompt` can be prefilled in a group (`prefill_group.fits`)."""
@@ -266,7 +276,7 @@ class Runner:
     def warm(self, rows: int, length: int) -> None:
         """Compile (or load from the persistent XLA cache) the decode programs of a batch of `rows` x `length` on
         this thread, running nothing and taking no lock (a scheduler calls it beside a decoding batch)."""
-        self._programs.warm(rows, length, self.config, self.dtype)
+        self._programs.warm(rows, length, self.config, self.dtype, self.cache_sharding)
 
     def warm_in_background(self, rows: int, length: int, done: Callable[[bool], None]) -> threading.Thread:
         """`warm` on a thread of its own (returned, started); `done(compiled)` is called on it at the end (False: the

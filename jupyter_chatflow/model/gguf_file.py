@@ -1,4 +1,5 @@
-"""Read a GGUF file: metadata, config and float weights, dequantized by the `gguf` package's own code.
+"""Read a GGUF file: metadata, config and float weights, dequantized by the `gguf` package's own code (or, for
+`weights="as-file"`, the quantized tensors' blocks decoded into their packed fields: `quant/formats.py`).
 
 A truncated or corrupt file raises ModelFormatError (never a hang, never a segfault): sizes are checked
 against the file before any tensor is touched.
@@ -21,6 +22,8 @@ from jupyter_chatflow.errors import ModelFormatError
 from . import memory
 from .config import ModelConfig, file_config
 from .header import check_gguf_file
+from .quant.layout import AS_FILE, FLOAT_FILE
+from .quant.packed import Packed
 from .weights import required_layer_tensors
 
 # Quant types whose dequantizer the gguf package ships and our tests cover.
@@ -62,7 +65,7 @@ class _Reader(gguf.GGUFReader):
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
 class GGUFModel:
-    """What a GGUF file holds, ready for the transformer: float32 weights in [out, in] order."""
+    """What a GGUF file holds, ready for the transformer: float32 weights in [out, in] order (or packed ones)."""
 
     path: Path
     config: ModelConfig
@@ -71,11 +74,13 @@ class GGUFModel:
     quant_types: Mapping[str, str]
 
 
-def read_gguf(path: str | os.PathLike[str]) -> GGUFModel:
+def read_gguf(path: str | os.PathLike[str], *, packed: bool = False) -> GGUFModel:
     """Open and validate a GGUF model file of a supported architecture; its tensors are dequantized when first read.
 
     Lazily, so a loader that arranges one layer at a time never holds every float32 tensor at once (the
-    peak memory of a first load matters on small machines such as Binder's).
+    peak memory of a first load matters on small machines such as Binder's). With `packed`, a tensor in one of
+    the formats `weights="as-file"` keeps (`quant.formats.AS_FILE`) reads as a `Packed` matrix instead, and a
+    file with a tensor in any other quantized format is refused, by name.
     """
     path = Path(path)
     reader = _open_reader(path)
@@ -83,19 +88,36 @@ def read_gguf(path: str | os.PathLike[str]) -> GGUFModel:
     by_name = {tensor.name: tensor for tensor in reader.tensors}
     for tensor in by_name.values():
         _check_quant(path, tensor)
+        if packed:
+            check_as_file(path, tensor.name, tensor.tensor_type.name)
     quants = {name: tensor.tensor_type.name for name, tensor in by_name.items()}
-    tensors = _Dequantized(path, by_name)
+    tensors = _Dequantized(path, by_name, packed)
     return GGUFModel(path=path, config=config, metadata=metadata, tensors=tensors, quant_types=quants)
 
 
-class _Dequantized(Mapping[str, np.ndarray]):
-    """Tensor name -> float32 array in numpy order ([out, in]), dequantized on each read (not kept)."""
+def check_as_file(path: Path, name: str, fmt: str) -> None:
+    """ModelFormatError unless `weights="as-file"` can hold tensor `name`, stored as `fmt`, as the file has it."""
+    if fmt not in AS_FILE + FLOAT_FILE:
+        raise ModelFormatError(
+            f"{path}: tensor {name} is stored as {fmt}, which weights='as-file' cannot keep packed (it keeps "
+            f"{', '.join(AS_FILE)}, and {', '.join(FLOAT_FILE)} as floats). Load it with weights=None (dequantized "
+            "to the dtype) or weights='int8', or re-quantize the file to one of those formats (e.g. Q4_K_M)."
+        )
 
-    def __init__(self, path: Path, by_name: Mapping[str, Any]):
-        self._path, self._by_name = path, by_name  # the reader's tensors: views of its memory map
 
-    def __getitem__(self, name: str) -> np.ndarray:
-        return _dequantize(self._path, self._by_name[name])
+class _Dequantized(Mapping[str, Any]):
+    """Tensor name -> float32 array in numpy order ([out, in]), dequantized on each read (not kept); or, `packed`,
+    a `Packed` matrix for a tensor in one of `AS_FILE`'s formats."""
+
+    def __init__(self, path: Path, by_name: Mapping[str, Any], packed: bool = False):
+        self._path, self._by_name, self._packed = path, by_name, packed  # the reader's tensors: memory-map views
+
+    def __getitem__(self, name: str) -> Any:
+        tensor = self._by_name[name]
+        fmt = tensor.tensor_type.name
+        if self._packed and fmt in AS_FILE:
+            return Packed.from_file(fmt, tensor.data, int(tensor.shape[0]))  # (GGUF lists the row's length first)
+        return _dequantize(self._path, tensor)
 
     def __contains__(self, name: object) -> bool:  # (Mapping's own would dequantize the tensor to find out)
         return name in self._by_name

@@ -1,9 +1,11 @@
 """What a model file is and how much memory it takes once loaded, and whether that fits now: said before every load,
 and a load that would not fit is refused before any weight is dequantized (`check_fits`).
 
-The engine dequantizes every weight to the dtype it runs in, so a model's weights take its parameter count times 4
-bytes as float32 and times 2 as bfloat16, whatever the file's quantization: a Q4 file of a model needs as much as
-its Q8 file. (Fusing q/k/v and gate/up changes no count; a tied output head is the embedding, counted once.)
+By default the engine dequantizes every weight to the dtype it runs in, so a model's weights take its parameter count
+times 4 bytes as float32 and times 2 as bfloat16, whatever the file's quantization: a Q4 file of a model needs as much
+as its Q8 file. (Fusing q/k/v and gate/up changes no count; a tied output head is the embedding, counted once.)
+`weights="as-file"` keeps the file's quantized blocks (their bytes, Q4_K's scales unpacked: `quant/layout.py`) and
+its float tensors in the dtype; `weights="int8"` one byte per matrix weight and a float32 scale per matrix row.
 
 What a load holds at its peak, measured on SmolLM2-135M (0.50 GiB of float32 weights) under cgroup memory limits:
 
@@ -33,7 +35,8 @@ import gguf
 from jupyter_chatflow.errors import ModelTooLargeError
 
 from .config import ModelConfig, file_config
-from .header import Header, read_header
+from .header import Header, TensorInfo, read_header
+from .quant.layout import AS_FILE, packed_bytes
 
 GIB, MIB = 1 << 30, 1 << 20
 CHECK_ENV_VAR = "CHATFLOW_MEMORY_CHECK"
@@ -60,9 +63,22 @@ class Footprint:
     """Storage type -> parameters stored so, most first."""
     quantization: str
     """The file's quantization as its name says it (`Q4_K_M`), then the storage types of its tensors."""
+    packed_parameters: int = 0
+    """The parameters stored in a format `weights="as-file"` keeps packed (`quant.layout.AS_FILE`)."""
+    packed_bytes: int = 0
+    """Their bytes once decoded into fields (`quant.layout.packed_bytes`)."""
+    matrix_parameters: int = 0
+    """The parameters of the matrices (2-D tensors), which `weights="int8"` quantizes."""
+    matrix_rows: int = 0
+    """Their rows: one float32 scale each under `weights="int8"`."""
 
-    def weight_bytes(self, dtype: str = "float32") -> int:
-        """The transformer's weights once loaded as `dtype`."""
+    def weight_bytes(self, dtype: str = "float32", weights: str = "float") -> int:
+        """The transformer's weights once loaded as `dtype` and held as `weights` ("float", "as-file", "int8")."""
+        if weights == "as-file":
+            return self.packed_bytes + (self.parameters - self.packed_parameters) * ITEM_BYTES[dtype]
+        if weights == "int8":
+            floats = self.parameters - self.matrix_parameters
+            return self.matrix_parameters + 4 * self.matrix_rows + floats * ITEM_BYTES[dtype]
         return self.parameters * ITEM_BYTES[dtype]
 
     def kv_bytes(self, positions: int, dtype: str = "float32") -> int:
@@ -72,12 +88,14 @@ class Footprint:
 
     def summary(self) -> str:
         """One line for people: "SmolLM2-135M-Instruct: llama, 135 M parameters, Q4_1 (Q4_1, Q8_0, F32), context
-        8,192 tokens; weights 0.50 GiB as float32, 0.25 GiB as bfloat16"."""
+        8,192 tokens; weights 0.50 GiB as float32, 0.25 GiB as bfloat16, 0.09 GiB as-file" (the last where the file
+        has tensors `weights="as-file"` keeps packed)."""
         c = self.config
+        packed = f", {size_text(self.weight_bytes('float32', 'as-file'))} as-file" if self.packed_parameters else ""
         return (
             f"{c.name}: {c.architecture}, {count_text(self.parameters)} parameters, {self.quantization}, context "
             f"{c.context_length:,} tokens; weights {size_text(self.weight_bytes('float32'))} as float32, "
-            f"{size_text(self.weight_bytes('bfloat16'))} as bfloat16"
+            f"{size_text(self.weight_bytes('bfloat16'))} as bfloat16{packed}"
         )
 
 
@@ -104,7 +122,19 @@ def _footprint(path: Path, size: int, mtime_ns: int) -> Footprint:
         stored[tensor.type_name] += tensor.elements
     types = dict(stored.most_common())
     return Footprint(path=path, config=config, parameters=sum(types.values()), tensor_types=types,
-                     quantization=quantization_text(header, types))  # fmt: skip
+                     quantization=quantization_text(header, types), **_held(header.tensors))  # fmt: skip
+
+
+def _held(tensors: tuple[TensorInfo, ...]) -> dict[str, int]:
+    """The footprint's counts of what `weights="as-file"` and `weights="int8"` hold."""
+    packed = [t for t in tensors if t.type_name in AS_FILE]
+    matrices = [t for t in tensors if len(t.shape) == 2]
+    return {
+        "packed_parameters": sum(t.elements for t in packed),
+        "packed_bytes": sum(packed_bytes(t.type_name, t.elements) for t in packed),
+        "matrix_parameters": sum(t.elements for t in matrices),
+        "matrix_rows": sum(t.shape[0] for t in matrices),
+    }
 
 
 def quantization_text(header: Header, types: dict[str, int]) -> str:
@@ -149,6 +179,8 @@ def figures(model: Footprint) -> dict[str, float | None]:
     return {
         "weights_float32_gib": _gib(model.weight_bytes("float32")),
         "weights_bfloat16_gib": _gib(model.weight_bytes("bfloat16")),
+        "weights_as_file_gib": _gib(model.weight_bytes("float32", "as-file")),
+        "weights_int8_gib": _gib(model.weight_bytes("float32", "int8")),
         "kv_cache_per_1024_tokens_mib": round(model.kv_bytes(1024) / MIB, 1),
         "needs_float32_gib": _gib(needed["float32"]),
         "needs_bfloat16_gib": _gib(needed["bfloat16"]),
@@ -189,12 +221,22 @@ class LoadPlan:
     """The transformer's weights live in this memory (the CPU backend), not an accelerator's."""
 
 
-def bytes_needed(model: Footprint, dtype: str, plan: LoadPlan = LoadPlan(), engine: EngineNeeds = EngineNeeds()) -> int:
-    """This process's memory to load `model` as `dtype` and run a first turn: the load's peak or the weights with
-    the engine's first turn, whichever is more."""
+def bytes_needed(
+    model: Footprint,
+    dtype: str,
+    plan: LoadPlan = LoadPlan(),
+    engine: EngineNeeds = EngineNeeds(),
+    weights: str = "float",
+) -> int:
+    """This process's memory to load `model` as `dtype`, its weights held as `weights`, and run a first turn: the
+    load's peak or the weights with the engine's first turn, whichever is more. (`as-file` decodes the blocks from
+    the file's memory map and `int8` quantizes one tensor at a time, or the prepared float32 weights' memory map:
+    neither holds the model in float32, and both build their arrays in this memory, even for an accelerator.)"""
     float32 = model.weight_bytes("float32")
-    kept = model.weight_bytes(dtype) if plan.on_host else 0
-    if plan.prepared:
+    kept = model.weight_bytes(dtype, weights) if plan.on_host else 0
+    if weights != "float":
+        peak = model.weight_bytes(dtype, weights)
+    elif plan.prepared:
         peak = kept
     elif plan.weights_cache:
         peak = max(float32, kept)  # dequantized, written to disk and memory-mapped, then built
@@ -282,6 +324,7 @@ def check_fits(
     plan: LoadPlan = LoadPlan(),
     engine: EngineNeeds = EngineNeeds(),
     available: Available | None = None,
+    weights: str = "float",
 ) -> None:
     """Raise ModelTooLargeError, naming the figures and what to do, when loading `model` as `dtype` would need more
     memory than is available (`available_memory()` unless given). Nothing is checked when `CHATFLOW_MEMORY_CHECK`
@@ -289,18 +332,22 @@ def check_fits(
     if os.environ.get(CHECK_ENV_VAR, "").strip().lower() == "off":
         return
     room = available if available is not None else available_memory()
-    needed = bytes_needed(model, dtype, plan, engine)
+    needed = bytes_needed(model, dtype, plan, engine, weights)
     if room is None or needed <= room.bytes:
         return
-    raise ModelTooLargeError(refusal(model, dtype, plan, engine, room))
+    raise ModelTooLargeError(refusal(model, dtype, plan, engine, room, weights))
 
 
-def refusal(model: Footprint, dtype: str, plan: LoadPlan, engine: EngineNeeds, room: Available) -> str:
-    """The message of a refused load: what it needs as float32 and as bfloat16, what there is, and what to do."""
-    need = {name: bytes_needed(model, name, plan, engine) for name in ("float32", "bfloat16")}
+def refusal(
+    model: Footprint, dtype: str, plan: LoadPlan, engine: EngineNeeds, room: Available, weights: str = "float"
+) -> str:
+    """The message of a refused load: what it needs as float32 and as bfloat16 (with its weights held as
+    `weights`), what there is, and what to do."""
+    need = {name: bytes_needed(model, name, plan, engine, weights) for name in ("float32", "bfloat16")}
     close = size_text(need.get(dtype, need["bfloat16"])) == size_text(room.bytes)
     text = (lambda n: f"{n / MIB:,.1f} MiB") if close else size_text  # (never "needs 0.25 GiB and 0.25 GiB are …")
     figures = f"{text(need['float32'])} as float32 ({text(need['bfloat16'])} as bfloat16)"
+    figures += "" if weights == "float" else f" with weights='{weights}'"
     smaller = dtype == "float32" and need["bfloat16"] <= room.bytes
     free = "free memory (close other kernels, or models you no longer use)"
     fix = (

@@ -4,6 +4,9 @@ Reading a GGUF means parsing ~100,000 metadata items and dequantizing every tens
 135M model on 2 cores); loading the prepared arrays back is a memory-mapped read. Together with the XLA
 compilation cache this brings a fresh process's first token under 3 s. The cache costs the float32 size of
 the model on disk (~540 MB for SmolLM2-135M); set CHATFLOW_WEIGHTS_CACHE=off to disable it, or to a folder.
+
+Weights held quantized (`load_model(weights="as-file" | "int8")`) have entries of their own, each of the packed
+fields as it is held (~90 and ~130 MB for SmolLM2-135M): decoding the blocks or quantizing to int8 happens once.
 """
 
 from __future__ import annotations
@@ -20,6 +23,7 @@ from typing import Any
 import numpy as np
 
 from .config import ModelConfig, RopeScaling
+from .quant.packed import Packed, Part
 
 ENV_VAR = "CHATFLOW_WEIGHTS_CACHE"
 FORMAT_VERSION = 3
@@ -45,19 +49,21 @@ def cache_root() -> Path | None:
     return Path(setting).expanduser() if setting else Path.home() / ".cache" / "jupyter_chatflow" / "weights"
 
 
-def entry_for(model_path: Path) -> Path | None:
-    """The cache entry of one model file: changes when the file's path, size or modification time does."""
+def entry_for(model_path: Path, weights: str = "float") -> Path | None:
+    """The cache entry of one model file, its weights held as `weights` ("float", "as-file", "int8"): changes when
+    the file's path, size or modification time does."""
     root = cache_root()
     if root is None:
         return None
     stat = model_path.stat()
     key = f"{model_path.resolve()}|{stat.st_size}|{stat.st_mtime_ns}|{FORMAT_VERSION}"
+    key += "" if weights == "float" else f"|{weights}"
     return root / hashlib.sha256(key.encode()).hexdigest()[:32]
 
 
-def load(model_path: Path) -> Prepared | None:
-    """The prepared model for this file, or None if there is no complete entry."""
-    entry = entry_for(model_path)
+def load(model_path: Path, weights: str = "float") -> Prepared | None:
+    """The prepared model for this file (its weights held as `weights`), or None if there is no complete entry."""
+    entry = entry_for(model_path, weights)
     if entry is None or not (entry / "manifest.json").is_file():
         return None
     try:
@@ -69,12 +75,13 @@ def load(model_path: Path) -> Prepared | None:
     config = dict(manifest["config"])
     config["rope_scaling"] = RopeScaling(**config["rope_scaling"])
     config["sliding_layers"] = tuple(config.get("sliding_layers", ()))
-    return Prepared(metadata=manifest["metadata"], config=ModelConfig(**config), weights=_unflatten(arrays))
+    arranged = _unflatten(_packed(arrays, manifest.get("packed", {})))
+    return Prepared(metadata=manifest["metadata"], config=ModelConfig(**config), weights=arranged)
 
 
-def save(model_path: Path, prepared: Prepared) -> Path | None:
+def save(model_path: Path, prepared: Prepared, weights: str = "float") -> Path | None:
     """Write the entry atomically (a temporary folder renamed into place); a failure only costs speed."""
-    entry = entry_for(model_path)
+    entry = entry_for(model_path, weights)
     if entry is None or entry.exists():
         return entry
     try:
@@ -93,22 +100,50 @@ def save(model_path: Path, prepared: Prepared) -> Path | None:
 
 def _write_entry(folder: Path, prepared: Prepared) -> None:
     arrays = _flatten(prepared.weights)
+    packed = {name: value.cols for name, value in arrays.items() if isinstance(value, Packed)}
+    arrays = {name: array for name, value in arrays.items() for name, array in _fields(name, value)}
     for name, array in arrays.items():
         np.save(folder / f"{name}.npy", np.ascontiguousarray(array))
-    manifest = {"metadata": prepared.metadata, "config": dataclasses.asdict(prepared.config), "arrays": list(arrays)}
+    manifest = {"metadata": prepared.metadata, "config": dataclasses.asdict(prepared.config), "arrays": list(arrays),
+                "packed": packed}  # fmt: skip
     (folder / "manifest.json").write_text(json.dumps(manifest))
 
 
-def _flatten(weights: dict[str, Any]) -> dict[str, np.ndarray]:
+def _fields(name: str, value: Any) -> list[tuple[str, np.ndarray]]:
+    """A weight's arrays and their names: a float one as it is, a packed one's fields as `name.part.format.field`."""
+    if not isinstance(value, Packed):
+        return [(name, value)]
+    return [(f"{name}.{i}.{part.format}.{field}", array) for i, part in enumerate(value.parts)
+            for field, array in part.fields.items()]  # fmt: skip
+
+
+def _packed(arrays: dict[str, np.ndarray], packed: dict[str, int]) -> dict[str, Any]:
+    """The arrays with each packed weight's fields (`_fields`) gathered back into its `Packed` matrix; `packed`
+    names those weights and their columns."""
+    out: dict[str, Any] = {}
+    parts: dict[str, dict[int, tuple[str, dict[str, np.ndarray]]]] = {}
+    for key, array in arrays.items():
+        owner, *place = key.rsplit(".", 3)  # "layers.0.wqkv", ["0", "Q4_K", "qs"]
+        if owner in packed and len(place) == 3:
+            index, fmt, field = place
+            parts.setdefault(owner, {}).setdefault(int(index), (fmt, {}))[1][field] = array
+        else:
+            out[key] = array
+    for name, by_index in parts.items():
+        out[name] = Packed(tuple(Part(fmt, fields) for _, (fmt, fields) in sorted(by_index.items())), packed[name])
+    return out
+
+
+def _flatten(weights: dict[str, Any]) -> dict[str, Any]:
     flat = {name: weights[name] for name in ("embed", "norm", "head", "rope_freqs") if weights.get(name) is not None}
     for i, layer in enumerate(weights["layers"]):
         flat |= {f"layers.{i}.{name}": array for name, array in layer.items()}
     return flat
 
 
-def _unflatten(arrays: dict[str, np.ndarray]) -> dict[str, Any]:
+def _unflatten(arrays: dict[str, Any]) -> dict[str, Any]:
     weights: dict[str, Any] = {name: arrays.get(name) for name in ("embed", "norm", "head", "rope_freqs")}
-    layers: dict[int, dict[str, np.ndarray]] = {}
+    layers: dict[int, dict[str, Any]] = {}
     for name, array in arrays.items():
         if name.startswith("layers."):
             _, index, part = name.split(".", 2)

@@ -20,13 +20,17 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+from typing import Any
 
 import jax
 import jax.numpy as jnp
 import numpy as np
 from flax import nnx
 
+from . import attention
+from .attention import softcap
 from .config import ModelConfig
+from .quant.matrix import Weight, gather_rows, head_logits, layer_weights, project, weight
 
 
 class Buffer(nnx.Variable):
@@ -46,10 +50,18 @@ class KVCache:
     values: tuple[jax.Array, ...]
 
     @classmethod
-    def zeros(cls, config: ModelConfig, batch: int, length: int, dtype: jnp.dtype) -> KVCache:
-        """An empty cache of `length` positions."""
+    def zeros(
+        cls,
+        config: ModelConfig,
+        batch: int,
+        length: int,
+        dtype: jnp.dtype,
+        sharding: jax.sharding.Sharding | None = None,
+    ) -> KVCache:
+        """An empty cache of `length` positions, made where `sharding` says (a mesh's, `engine.mesh.cache_sharding`;
+        None: the default device)."""
         shape = (batch, config.n_kv_heads, length, config.head_dim)
-        return _zeros(config.n_layers, shape, jnp.dtype(dtype))
+        return _zeros_on(sharding)(config.n_layers, shape, jnp.dtype(dtype))
 
     @property
     def length(self) -> int:
@@ -78,13 +90,18 @@ def _write_all(cache: jax.Array, chunk: jax.Array, start: jax.Array) -> jax.Arra
 _write_rows = jax.vmap(lambda cache, chunk, p: jax.lax.dynamic_update_slice(cache, chunk, (0, p, 0)))
 
 
-@functools.partial(jax.jit, static_argnums=(0, 1, 2))
 def _zeros(layers: int, shape: tuple[int, ...], dtype: jnp.dtype) -> KVCache:
     """`KVCache.zeros`: one program makes every layer's arrays (60 eager `jnp.zeros` dispatches took ~27 ms)."""
     return KVCache(
         keys=tuple(jnp.zeros(shape, dtype) for _ in range(layers)),
         values=tuple(jnp.zeros(shape, dtype) for _ in range(layers)),
     )
+
+
+@functools.lru_cache(maxsize=8)
+def _zeros_on(sharding: jax.sharding.Sharding | None):
+    """The `_zeros` program whose arrays are made in place with `sharding` (each device its own shard)."""
+    return jax.jit(_zeros, static_argnums=(0, 1, 2), out_shardings=sharding)
 
 
 @functools.partial(jax.jit, static_argnums=(1,))
@@ -116,22 +133,18 @@ def rotate(x: jax.Array, cos: jax.Array, sin: jax.Array) -> jax.Array:
     return jnp.concatenate([x1 * cos - x2 * sin, x2 * cos + x1 * sin, x[..., r:]], axis=-1)
 
 
-def softcap(scores: jax.Array, cap: float) -> jax.Array:
-    """Gemma's soft cap: cap * tanh(scores / cap), or the scores as they are when cap is 0."""
-    return cap * jnp.tanh(scores / cap) if cap else scores
-
-
 class Attention(nnx.Module):
     """Grouped-query attention of a chunk over the cached positions before it and (causally) over itself."""
 
-    def __init__(self, config: ModelConfig, weights: dict[str, jax.Array], layer: int):
-        self.wqkv = nnx.Param(weights["wqkv"])  # [d, (h + 2k) * e]
+    def __init__(self, config: ModelConfig, weights: dict[str, Any], layer: int):
+        self.wqkv = weights["wqkv"]  # [d, (h + 2k) * e] (packed: [(h + 2k) * e, d], see quant/matrix.py)
         self.bqkv = nnx.Param(weights["bqkv"]) if "bqkv" in weights else None  # [(h + 2k) * e]
-        self.wo = nnx.Param(weights["wo"])  # [h * e, d]
+        self.wo = weights["wo"]  # [h * e, d]
         self.q_norm = RMSNorm(weights["q_norm"], config.norm_eps) if "q_norm" in weights else None  # [e]
         self.k_norm = RMSNorm(weights["k_norm"], config.norm_eps) if "k_norm" in weights else None
         self.n_heads, self.n_kv, self.head_dim = config.n_heads, config.n_kv_heads, config.head_dim
         self.scale, self.cap = config.query_scale, config.attn_softcap
+        self.fused = attention.use_fused(self.cap)  # through `dot_product_attention` (model/attention.py)
         # (None in a model without sliding layers: its programs are the plain causal ones, not masks of 2**30)
         sliding = bool(config.sliding_layers)
         self.window = Buffer(jnp.int32(config.window_of(layer) or NO_WINDOW)) if sliding else None
@@ -149,7 +162,7 @@ class Attention(nnx.Module):
         b, s, _ = x.shape
         h, k, e = self.n_heads, self.n_kv, self.head_dim
         g = h // k
-        qkv = x @ self.wqkv[...]
+        qkv = project(x, self.wqkv)
         if self.bqkv is not None:
             qkv = qkv + self.bqkv[...].astype(x.dtype)
         q, kk, v = jnp.split(qkv, [h * e, (h + k) * e], axis=-1)
@@ -163,67 +176,13 @@ class Attention(nnx.Module):
         kk = rotate(kk, cos, sin).transpose(0, 2, 1, 3)  # [b, k, s, e]
         v = v.reshape(b, s, k, e).transpose(0, 2, 1, 3)  # [b, k, s, e]
         window = None if self.window is None else self.window[...]
-        rel = jnp.arange(s)[:, None] - jnp.arange(s)[None, :]  # query i minus chunk key j
-        seen = rel >= 0 if window is None else (rel >= 0) & (rel < window)
-        causal = jnp.tile(seen, (g, 1))  # [g s, s] query i sees chunk key j <= i (and within the window)
-        # Stream over the written blocks only: no [m, T] score matrix, and a decode step's time does not grow
-        # with the cache's length (a dense pass over a 1,024-position cache cost ~10% more than over 256).
-        past = _partial_blocked(q, keys, values, start, s, window, self.cap)  # start: scalar, or [b] (per row)
-        acc, _, total = _merge(past, _partial(q, kk, v, causal, self.cap))
-        out = (acc / total[..., None]).astype(x.dtype)  # [b, k, m, e]
+        if self.fused:
+            out = attention.fused(q, keys, values, kk, v, start, window).astype(x.dtype)  # [b, k, m, e]
+        else:
+            out = attention.streamed(q, keys, values, kk, v, start, window, self.cap).astype(x.dtype)
         out = out.reshape(b, k, g, s, e).transpose(0, 3, 1, 2, 4).reshape(b, s, h * e)
         queries = q.reshape(b, h, s, e)  # (k, g) -> h: head i uses kv head i // g
-        return out @ self.wo[...], kk.astype(keys.dtype), v.astype(values.dtype), queries
-
-
-ATTENTION_BLOCK = 256  # keys per step of the streaming (online-softmax) prefill attention
-_MASKED = -1e30  # finite "minus infinity": a fully masked block must not turn the running max into NaN
-
-
-def _partial(q, keys, values, mask, cap=0.0):
-    """Attention of q [b, k, m, e] over keys/values [b, k, t, e] where mask (broadcasts to [m, t]) is set,
-    left unnormalized: (sum of p * v [b, k, m, e], running max [b, k, m], sum of p [b, k, m]), float32."""
-    scores = softcap(jnp.einsum("bkme,bkte->bkmt", q, keys).astype(jnp.float32), cap)
-    scores = jnp.where(mask, scores, _MASKED)
-    top = scores.max(axis=-1)
-    p = jnp.where(mask, jnp.exp(scores - top[..., None]), 0.0)
-    return jnp.einsum("bkmt,bkte->bkme", p.astype(values.dtype), values).astype(jnp.float32), top, p.sum(-1)
-
-
-def _merge(a, b):
-    """Combine two unnormalized partial attentions (online softmax)."""
-    top = jnp.maximum(a[1], b[1])
-    wa, wb = jnp.exp(a[1] - top), jnp.exp(b[1] - top)
-    return a[0] * wa[..., None] + b[0] * wb[..., None], top, a[2] * wa + b[2] * wb
-
-
-def _partial_blocked(q, keys, values, start, width, window=None, cap=0.0):
-    """`_partial` over the cache positions < start, one block of keys at a time (a loop of ceil(start/B)).
-
-    `start` is a scalar, or one position per row ([b]): then the loop runs to the furthest row and each row
-    masks the positions at or past its own. q's m axis is (g, s) with s = `width` positions from `start`; a
-    query at position p sees no key at or before p - window (None: every key before it)."""
-    b, k, m, e = q.shape
-    block = min(ATTENTION_BLOCK, keys.shape[2])
-    per_row = jnp.ndim(start) == 1
-    offsets = jnp.tile(jnp.arange(width), m // width)  # [m]: each query's position after `start`
-
-    def step(j, carry):
-        at = j * block
-        key_block = jax.lax.dynamic_slice_in_dim(keys, at, block, axis=2)
-        value_block = jax.lax.dynamic_slice_in_dim(values, at, block, axis=2)
-        positions = at + jnp.arange(block)  # [t]
-        visible = (positions[None, :] < start[:, None])[:, None, None, :] if per_row else positions < start
-        if window is not None:
-            reach = (start[:, None] if per_row else start) + offsets - window  # [b, m] or [m]: p - window
-            recent = positions > reach[..., None]  # [b, m, t] or [m, t]
-            visible = visible & (recent[:, None] if per_row else recent)
-        return _merge(carry, _partial(q, key_block, value_block, visible, cap))
-
-    empty = (jnp.zeros((b, k, m, e), jnp.float32), jnp.full((b, k, m), _MASKED), jnp.zeros((b, k, m)))
-    furthest = jnp.max(start) if per_row else start
-    first = 0 if window is None else jnp.maximum(jnp.min(start) - window + 1, 0) // block  # (wholly out of reach)
-    return jax.lax.fori_loop(first, (furthest + block - 1) // block, step, empty)
+        return project(out, self.wo), kk.astype(keys.dtype), v.astype(values.dtype), queries
 
 
 def attention_rows(
@@ -249,15 +208,15 @@ class FeedForward(nnx.Module):
     """A gated MLP: (act(x W_gate) * x W_up) W_down, with gate and up fused into one matrix; act is SiLU
     (SwiGLU) or GELU with its tanh approximation (GeGLU, Gemma's `gelu_pytorch_tanh`)."""
 
-    def __init__(self, w_gate_up: jax.Array, w_down: jax.Array, activation: str = "silu"):
-        self.w_gate_up = nnx.Param(w_gate_up)  # [d, 2f]
-        self.w_down = nnx.Param(w_down)  # [f, d]
+    def __init__(self, w_gate_up: Any, w_down: Any, activation: str = "silu"):
+        self.w_gate_up: Weight = w_gate_up  # [d, 2f] (a Param, or packed: quant/matrix.py)
+        self.w_down: Weight = w_down  # [f, d]
         self.gelu = activation == "gelu_tanh"
 
     def __call__(self, x: jax.Array) -> jax.Array:
-        gate, up = jnp.split(x @ self.w_gate_up[...], 2, axis=-1)
+        gate, up = jnp.split(project(x, self.w_gate_up), 2, axis=-1)
         act = jax.nn.gelu(gate, approximate=True) if self.gelu else jax.nn.silu(gate)
-        return (act * up) @ self.w_down[...]
+        return project(act * up, self.w_down)
 
 
 class Block(nnx.Module):
@@ -283,18 +242,23 @@ class Transformer(nnx.Module):
     """The whole model: embed, blocks, final norm, output head (tied to the embedding unless the file has one)."""
 
     def __init__(self, config: ModelConfig, weights: dict, dtype: jnp.dtype = jnp.float32):
-        cast = lambda a: jnp.asarray(a, dtype)  # noqa: E731
+        """`weights` as `weights.transformer_weights` arranges them: float arrays, or `quant.packed.Packed`
+        matrices (kept quantized, dequantized in the programs)."""
         self.config = config
-        self.embed = nnx.Param(cast(weights["embed"]))  # [V, d]
-        self.blocks = nnx.List(
-            [Block(config, {n: cast(w) for n, w in layer.items()}, i) for i, layer in enumerate(weights["layers"])]
-        )
-        self.norm = RMSNorm(cast(weights["norm"]), config.norm_eps)
-        self.head = nnx.Param(cast(weights["head"])) if weights.get("head") is not None else None  # [V, d]
+        self.embed = weight(weights["embed"], dtype)  # [V, d]
+        layers = enumerate(weights["layers"])
+        self.blocks = nnx.List([Block(config, layer_weights(layer, dtype), i) for i, layer in layers])
+        self.norm = RMSNorm(jnp.asarray(weights["norm"], dtype), config.norm_eps)
+        self.head = weight(weights["head"], dtype) if weights.get("head") is not None else None  # [V, d]
         # [tables, r/2]: the global rope, then the sliding layers' own (Gemma 3) when they have one
         self.inv_freq = Buffer(jnp.asarray(rope_tables(config, weights.get("rope_freqs"))))
         self.embed_scale = float(np.sqrt(config.dim)) if config.family.embed_scale else 0.0
         self.final_cap, self.rope_gain = config.final_softcap, config.rope_scaling.attn_factor
+
+    @property
+    def dtype(self) -> jnp.dtype:
+        """The dtype the model computes in (its norms' scales are always plain arrays of it)."""
+        return self.norm.scale[...].dtype
 
     def __call__(self, tokens, start, cache: KVCache, probe_layer=None):
         """tokens: [b, s] at positions start..start+s-1, after the cache's first `start` positions (`start` is
@@ -317,7 +281,7 @@ class Transformer(nnx.Module):
         """The first layer's input for tokens [b, s] at positions start..: (x [b, s, d], RoPE cos, sin
         [tables, b, s, r/2], one table per rope of the model: a layer picks its own)."""
         b, s = tokens.shape
-        x = jnp.take(self.embed[...], tokens, axis=0)
+        x = gather_rows(self.embed, tokens)  # (a packed table dequantizes only these rows)
         if self.embed_scale:  # Gemma: sqrt(d), rounded to the weights' dtype as HF does
             x = x * jnp.asarray(self.embed_scale, x.dtype)
         positions = (start[:, None] if jnp.ndim(start) == 1 else start) + jnp.arange(s)  # [b, s] or [s]
@@ -330,8 +294,8 @@ class Transformer(nnx.Module):
     def logits(self, hidden: jax.Array) -> jax.Array:
         """Project final hidden states [b, d] to vocabulary logits [b, V] in float32 (soft-capped where the model
         caps them)."""
-        head = self.embed[...] if self.head is None else self.head[...]
-        return softcap(jnp.einsum("bd,vd->bv", hidden, head).astype(jnp.float32), self.final_cap)
+        head = self.embed if self.head is None else self.head
+        return softcap(head_logits(hidden, head).astype(jnp.float32), self.final_cap)
 
 
 def inverse_frequencies(config: ModelConfig, freq_factors: np.ndarray | None = None) -> np.ndarray:

@@ -139,3 +139,22 @@ def test_no_engine_module_reaches_into_another_objects_private_members():
     public primitives (the reason for runner.py). A module may use its own objects' private members only."""
     found = [hit for path in sorted(ENGINE.glob("*.py")) for hit in private_accesses(path)]
     assert found == []
+
+
+def test_every_decode_step_updates_the_cache_in_place(tiny_model):
+    """Each decode step's write donates the cache (its buffers become the new one's: no copy of the whole cache per
+    token); the runner's empty caches are zeros."""
+    runner = tiny_model.runner
+    empty = runner.empty_cache(2, 512)
+    assert (empty.length, empty.keys[0].shape[0]) == (512, 2) and not np.asarray(empty.values[-1]).any()
+    run = runner.start(np.asarray(PROMPT, np.int32), GREEDY)
+    runner.take_cache(run)
+    for _ in runner.prefill(run, 0):
+        pass
+    before = []
+    for step in range(1, 4):
+        before.append(run.cache)
+        runner.decode(run, step)  # (dispatched: nothing read back yet)
+    assert all(cache.keys[0].is_deleted() and cache.values[-1].is_deleted() for cache in before)
+    assert not run.cache.keys[0].is_deleted()
+    runner.release(run)

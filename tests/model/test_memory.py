@@ -59,6 +59,26 @@ def test_an_untied_head_counts_and_a_tied_one_does_not(tmp_path, tiny_path):
     assert describe(untied)["parameters"] == TINY_PARAMETERS + 267 * 64
 
 
+def test_each_weights_choice_has_its_figures(tmp_path):
+    """as-file: the file's blocks (Q8_0: 34 bytes per 32 weights) and its float tensors in the dtype; int8: a byte per
+    matrix weight and a float32 scale per matrix row; neither dequantizes the file to float32 on the way."""
+    about = footprint(write_tiny_gguf(tmp_path / "q8.gguf", TinySpec(quant="Q8_0")))
+    layer_matrices = 2 * (64 * 64 + 2 * 32 * 64 + 64 * 64 + 3 * 128 * 64)
+    floats = TINY_PARAMETERS - layer_matrices - 267 * 64  # (norms)
+    assert about.weight_bytes("float32", "as-file") == layer_matrices // 32 * 34 + (267 * 64 + floats) * 4
+    assert about.weight_bytes("bfloat16", "as-file") == layer_matrices // 32 * 34 + (267 * 64 + floats) * 2
+    rows = 267 + 2 * (64 + 2 * 32 + 64 + 2 * 128 + 64)
+    assert about.weight_bytes("float32", "int8") == layer_matrices + 267 * 64 + 4 * rows + floats * 4
+    plan = LoadPlan()  # a first load: float dequantizes the whole file to float32 first, as-file and int8 do not
+    assert bytes_needed(about, "float32", plan, NOTHING_MORE) == about.weight_bytes("float32")
+    for held in ("as-file", "int8"):
+        assert bytes_needed(about, "float32", plan, NOTHING_MORE, held) == about.weight_bytes("float32", held)
+    room = Available(about.weight_bytes("float32", "as-file") - 1, "test")
+    with pytest.raises(ModelTooLargeError, match=r"as bfloat16\) with weights='as-file' and"):
+        memory.check_fits(about, "float32", LoadPlan(prepared=True), NOTHING_MORE, room, weights="as-file")
+    assert describe(about.path)["weights_int8_gib"] == 0.0
+
+
 def test_quantization_is_the_files_type_then_its_tensors_types(tmp_path):
     q8 = footprint(write_tiny_gguf(tmp_path / "q8.gguf", TinySpec(quant="Q8_0")))
     assert q8.quantization == "Q8_0 (Q8_0, F32)" and q8.weight_bytes() == 4 * TINY_PARAMETERS  # (dequantized all)
@@ -188,7 +208,7 @@ def test_the_default_models_summary(real_model_path):
     about = footprint(real_model_path)
     assert about.summary() == (
         "SmolLM2-135M-Instruct: llama, 135 M parameters, Q4_1 (Q4_1, Q8_0, F32), context 8,192 tokens; weights 0.50 "
-        "GiB as float32, 0.25 GiB as bfloat16"
+        "GiB as float32, 0.25 GiB as bfloat16, 92.1 MiB as-file"
     )
     reader = gguf.GGUFReader(real_model_path)
     assert about.parameters == sum(int(t.n_elements) for t in reader.tensors) == 134_515_008

@@ -58,3 +58,20 @@ def test_off_disables_the_cache(monkeypatch, model_file, tmp_path):
     monkeypatch.setenv("CHATFLOW_WEIGHTS_CACHE", "off")
     load_model(model_file)
     assert prepared.entry_for(model_file) is None and prepared.cache_root() is None
+
+
+@pytest.mark.parametrize("weights", ["as-file", "int8"])
+def test_weights_held_quantized_have_entries_of_their_own(cache_dir, tmp_path, weights, monkeypatch):
+    """The packed fields round-trip through an entry of their own (the float entry is not touched by as-file, and
+    int8 from the file writes none), and the second load parses no GGUF."""
+    from jupyter_chatflow.testing import TinySpec, write_tiny_gguf
+
+    path = write_tiny_gguf(tmp_path / "q4.gguf", TinySpec(quant="Q4_1", seed=9))
+    first = load_model(path, weights=weights)
+    entry = prepared.entry_for(path, weights)
+    assert entry.is_dir() and entry != prepared.entry_for(path) and prepared.load(path) is None
+    monkeypatch.setattr(loader, "read_gguf", lambda *a, **k: pytest.fail("the GGUF was parsed again"))
+    second = load_model(path, weights=weights)
+    ids = [1, 40, 50, 60, 2]
+    np.testing.assert_array_equal(second.logits(ids), first.logits(ids))
+    assert second.runner.weight_bytes == first.runner.weight_bytes and second.weights_format == weights

@@ -2,18 +2,21 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import jax.numpy as jnp
 import numpy as np
 import pytest
 
 from jupyter_chatflow import load_model
 from jupyter_chatflow.engine import chunks as engine
+from jupyter_chatflow.model import attention
 from jupyter_chatflow.model.gguf_file import read_gguf
 from jupyter_chatflow.model.transformer import KVCache
 from jupyter_chatflow.model.weights import unpermute_rotary
 from jupyter_chatflow.testing import TinySpec, write_tiny_gguf
 
-from . import llama_numpy
+from . import llama_numpy, test_architectures
 
 IDS = [1, 120, 45, 260, 77, 3, 99, 261, 12, 200, 88, 5, 64, 31, 140, 2, 1, 50, 51, 52]
 
@@ -109,3 +112,35 @@ def test_a_cache_write_at_a_position_per_row_touches_only_that_position_of_each_
     keys = np.asarray(written.keys[0])
     assert [list(np.flatnonzero(keys[b, 0, :, 0])) for b in range(3)] == [[0], [5], [7]]
     assert [keys[b, 1, p, 3] for b, p in enumerate([0, 5, 7])] == [1.0, 2.0, 3.0]
+
+
+ARCHS = Path(__file__).parent / "archs"
+FAST_ARCHS = ("llama", "gemma3")  # (plain GQA; sliding layers with a rope of their own and q/k norms)
+
+
+@pytest.mark.parametrize(
+    "name",
+    [n if n in FAST_ARCHS else pytest.param(n, marks=pytest.mark.slow) for n in test_architectures.NAMES],
+)
+def test_dot_product_attention_gives_the_streaming_paths_logits(name, monkeypatch):
+    """Both attention paths (model/attention.py): the whole prompt, a prefill in chunks of 8 after a cached prefix,
+    and the KV-cached decode agree within float32's summation order."""
+    tokens = np.load(ARCHS / f"{name}.npz")["tokens"].tolist()
+    seen = {}
+    for fused in (False, True):
+        monkeypatch.setattr(attention, "FUSED", fused)
+        model = load_model(ARCHS / f"{name}.gguf", dtype="float32")
+        capped = bool(model.config.attn_softcap)  # (Gemma 2's soft cap: always the streaming path)
+        assert [b.attn.fused for b in model.runner.transformer.blocks] == [fused and not capped] * model.config.n_layers
+        whole = model.logits(tokens)
+        with monkeypatch.context() as chunked:
+            chunked.setattr(engine, "PREFILL_CHUNK", 8)
+            model.prefill(tokens[:13])
+            after_prefix = model.next_logits(tokens)
+        steps = list(model.generate(tokens[:9], max_tokens=16, temperature=0.0, ignore_eos=True))
+        seen[fused] = whole, after_prefix, [s.token_id for s in steps], np.array([s.logprob for s in steps])
+    (whole, after, greedy, logprobs), (whole_f, after_f, greedy_f, logprobs_f) = seen[False], seen[True]
+    assert (np.abs(whole_f - whole).max(-1) / np.abs(whole).max(-1)).max() < 1e-5
+    assert np.abs(after_f - after).max() / np.abs(after).max() < 1e-5
+    assert greedy_f == greedy
+    np.testing.assert_allclose(logprobs_f, logprobs, atol=1e-5)
