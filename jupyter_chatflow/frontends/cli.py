@@ -6,6 +6,7 @@ echo "Why is the sky blue?" | chatflow chat -            # the prompt from stdin
 chatflow tokens "Hello world"                           # ids and pieces
 chatflow model info                                      # what the model file holds, what it needs in memory
 chatflow serve --port 8000                               # an OpenAI-compatible server (the `serve` extra)
+chatflow serve --devices 2 --weights as-file             # weights kept quantized, spread over 2 devices
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ from jupyter_chatflow.errors import ChatflowError
 from .options import add_flags, options_given
 
 DTYPES = ("float32", "bfloat16", "float16")  # engine.loader.DTYPES (that module imports JAX, this one must not yet)
+WEIGHTS = ("float", "as-file", "int8")  # engine.loader.WEIGHTS
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -50,7 +52,30 @@ def build_parser() -> argparse.ArgumentParser:
         sub.add_argument("--dtype", choices=DTYPES, default=None,
                          help="what the weights are dequantized to (default: float32 on CPU, bfloat16 on GPU); "
                               "bfloat16 takes half the memory")  # fmt: skip
+        add_device_flags(sub.add_argument)
     return parser
+
+
+def add_device_flags(add: Any) -> None:
+    """--devices and --weights (`load_model`'s), with `add` an `add_argument` (`chatflow chat` and `serve`)."""
+    add("--devices", type=_devices, default=None, metavar="N",
+        help="spread the weights and KV caches over N devices (a tensor-parallel mesh; default: one device). "
+             "On CPU, set XLA_FLAGS=--xla_force_host_platform_device_count=N first")  # fmt: skip
+    add("--weights", choices=WEIGHTS, default=None,
+        help="how the weights are held: float (dequantized to --dtype, the default), as-file (the GGUF's own "
+             "quantized blocks, dequantized next to each matmul), int8 (per output row); the quantized ones take "
+             "a quarter to an eighth of the memory but decode slower on CPU")  # fmt: skip
+
+
+def _devices(text: str) -> int:
+    """--devices: a whole number of devices, at least 1."""
+    try:
+        devices = int(text)
+    except ValueError:
+        devices = 0
+    if devices < 1:
+        raise argparse.ArgumentTypeError(f"must be a whole number of devices, at least 1; got {text!r}")
+    return devices
 
 
 def _serve_parser(commands: Any) -> argparse.ArgumentParser:
@@ -103,7 +128,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 1
 
 
-def _load(path: str | None, quiet: bool = False, dtype: str | None = None):
+def _load(path: str | None, quiet: bool = False, dtype: str | None = None, devices=None, weights=None):
     """The model, after one line on stderr says what the file is (unless `quiet`); a file that is not a supported
     GGUF, or one too large for the memory available, is refused before anything is dequantized."""
     started = time.perf_counter()
@@ -112,7 +137,7 @@ def _load(path: str | None, quiet: bool = False, dtype: str | None = None):
         print(f"Loading {resolved.name}…", file=sys.stderr, flush=True)
     from jupyter_chatflow.engine.loader import load_model  # JAX is imported only once a command needs the model
 
-    model = load_model(resolved, dtype=dtype)
+    model = load_model(resolved, dtype=dtype, devices=devices, weights=weights)
     return model, (time.perf_counter() - started) * 1000
 
 
@@ -134,7 +159,7 @@ def run_chat(args: argparse.Namespace) -> int:
     from jupyter_chatflow.pipeline.chat import Chat
 
     prompt = _prompt(args.prompt, sys.stdin)
-    model, _ = _load(args.model, quiet=args.json, dtype=args.dtype)
+    model, _ = _load(args.model, quiet=args.json, dtype=args.dtype, devices=args.devices, weights=args.weights)
     chat = Chat(model=model, session=args.session or "cli", system=args.system, persist=args.session is not None)
     response = chat.send(prompt, **options_given(args))
     out = sys.stdout
@@ -198,7 +223,8 @@ def run_serve(args: argparse.Namespace) -> int:
         raise ChatflowError(f"chatflow serve needs the serve extra: {extra} ({error})") from None
     config = ServerConfig(
         host=args.host, port=args.port, api_keys=keys_from(args.api_key), rate_limit=args.rate_limit,
-        token_limit=args.token_limit, max_batch=args.max_batch, dtype=args.dtype,
+        token_limit=args.token_limit, max_batch=args.max_batch, dtype=args.dtype, devices=args.devices,
+        weights=args.weights,
     )  # fmt: skip
     _about(args.model)
     url = f"{base_url(config.host, config.port)}/v1"

@@ -252,7 +252,27 @@ def test_dtype_is_passed_to_the_loader(tiny_path, monkeypatch, capsys):
 
     monkeypatch.setattr(loader, "load_model", record)
     assert main(["chat", "--model", str(tiny_path), "--dtype", "bfloat16", "Hi"]) == 130
-    assert asked == {"dtype": "bfloat16"}
+    assert asked == {"dtype": "bfloat16", "devices": None, "weights": None}
+    asked.clear()
+    assert main(["chat", "--model", str(tiny_path), "--devices", "2", "--weights", "as-file", "Hi"]) == 130
+    assert asked == {"dtype": None, "devices": 2, "weights": "as-file"}
+
+
+@pytest.mark.parametrize(
+    ("flags", "message"),
+    [(["--devices", "0"], "at least 1; got '0'"), (["--devices", "two"], "at least 1; got 'two'"),
+     (["--weights", "q4"], "invalid choice: 'q4'")],
+)  # fmt: skip
+def test_bad_device_flags_are_refused_by_the_parser(flags, message, capsys):
+    with pytest.raises(SystemExit):
+        main(["chat", *flags, "Hi"])
+    assert message in capsys.readouterr().err
+
+
+def test_more_devices_than_there_are_is_a_short_message_naming_the_flag(tiny_path, capsys):
+    assert main(["chat", "--model", str(tiny_path), "--devices", "64", "Hi"]) == 1
+    err = capsys.readouterr().err
+    assert "XLA_FLAGS=--xla_force_host_platform_device_count=64" in err and "Traceback" not in err
 
 
 def test_model_info_says_how_a_file_of_another_family_chats(capsys):

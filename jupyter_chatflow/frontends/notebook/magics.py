@@ -25,7 +25,7 @@ from IPython.core.error import UsageError
 from IPython.core.magic import Magics, line_cell_magic, line_magic, magics_class
 from IPython.core.magic_arguments import argument, magic_arguments, parse_argstring
 from IPython.display import Markdown, Pretty, display
-from traitlets import Bool, Enum, TraitType, Unicode
+from traitlets import Bool, Enum, Int, TraitType, Unicode
 from traitlets.config import Configurable
 
 from jupyter_chatflow.engine.loader import load_model
@@ -96,6 +96,13 @@ class ChatMagics(Magics, TurnOptions):  # type: ignore[misc,valid-type]
                  "backend's default: float32 on CPU, bfloat16 on GPU); bfloat16 takes half the memory.").tag(
         config=True
     )  # fmt: skip
+    devices = Int(0, help="Devices to spread the weights and KV caches over (a tensor-parallel mesh; 0 or 1 = one "
+                  "device). On CPU, start the kernel with XLA_FLAGS=--xla_force_host_platform_device_count=N.").tag(
+        config=True
+    )  # fmt: skip
+    weights = Enum(["", "float", "as-file", "int8"], "", help="How the weights are held ('' = float: dequantized to "
+                   "dtype; as-file: the GGUF's own quantized blocks; int8: per output row). The quantized ones take a "
+                   "quarter to an eighth of the memory but decode slower on CPU.").tag(config=True)  # fmt: skip
     server = Unicode("", help="An OpenAI-compatible server's URL (http://host:8000/v1) the turns go to instead of the "
                      "local model ('' = the local model).").tag(config=True)  # fmt: skip
     api_key = SecretUnicode(help="The --server's key ('' = $CHATFLOW_API_KEY or $OPENAI_API_KEY); shown masked.").tag(
@@ -260,18 +267,26 @@ class ChatMagics(Magics, TurnOptions):  # type: ignore[misc,valid-type]
     @argument("--dtype", choices=["float32", "bfloat16", "float16"],
               help="What the weights are dequantized to (default: ChatMagics.dtype, else float32 on CPU, bfloat16 "
                    "on GPU); bfloat16 takes half the memory.")  # fmt: skip
+    @argument("--devices", type=int, metavar="N", help="Spread the weights and KV caches over N devices (default: "
+              "ChatMagics.devices, else one).")  # fmt: skip
+    @argument("--weights", choices=["float", "as-file", "int8"], help="How the weights are held (default: "
+              "ChatMagics.weights, else float).")  # fmt: skip
     @argument("path", nargs="*", help="A GGUF file to load instead of the model in use.")
     @line_magic
     def chat_model(self, line: str) -> None:
-        """%chat_model [PATH] [--dtype bfloat16]: show the loaded model, or load another GGUF file, after one line
-        says what it is (if it does not load, the model in use stays)."""
+        """%chat_model [PATH] [--dtype bfloat16] [--devices N] [--weights as-file]: show the loaded model, or load
+        another GGUF file (or the one in use, as --devices/--weights ask), after one line says what it is (if it
+        does not load, the model in use stays)."""
         try:
             args = parse_argstring(self.chat_model, line)
             path = " ".join(args.path)
-            if path:
-                model = self._load_file(path, StatusLine(_has_display(self.shell)), args.dtype or self.dtype)
-                self.model_path, self._model, self._chats, self._warm = path, model, {}, False
-                self.dtype = args.dtype or self.dtype
+            if path or args.devices is not None or args.weights is not None:
+                dtype, devices = args.dtype or self.dtype, self.devices if args.devices is None else args.devices
+                weights = args.weights or self.weights
+                status = StatusLine(_has_display(self.shell))
+                model = self._load_file(path or self.model_path or None, status, dtype, devices, weights)
+                self.model_path, self._model, self._chats, self._warm = path or self.model_path, model, {}, False
+                self.dtype, self.devices, self.weights = dtype, devices, weights
             model = self._load()
         except UsageError as error:
             print(f"chatflow: {error} (see %chat_model? for the options)", file=sys.stderr)
@@ -286,18 +301,22 @@ class ChatMagics(Magics, TurnOptions):  # type: ignore[misc,valid-type]
     def _load(self) -> Model:
         if self._model is None:
             status = self._status or StatusLine(_has_display(self.shell))
-            self._model = self._load_file(self.model_path or None, status, self.dtype)
+            self._model = self._load_file(self.model_path or None, status, self.dtype, self.devices, self.weights)
             self._warm = False
         return self._model
 
-    def _load_file(self, path: str | None, status: StatusLine, dtype: str = "") -> Model:
+    def _load_file(
+        self, path: str | None, status: StatusLine, dtype: str = "", devices: int = 0, weights: str = ""
+    ) -> Model:
         """Load a model once a line has said what the file is (name, architecture, size, quantization, context,
         memory), its progress drawn on `status` (a bar in Jupyter, lines in a terminal; not stderr). A file that is
         not a supported GGUF, or too large for the memory available, is refused before anything is dequantized."""
         resolved = resolve_model_path(path)
         print(f"chatflow: {footprint(resolved).summary()}", flush=True)
         progress = LoadProgress(status, resolved.name)
-        model = load_model(path, dtype=dtype or None, progress=progress)
+        model = load_model(
+            path, dtype=dtype or None, devices=devices or None, weights=weights or None, progress=progress
+        )
         self._loaded = progress.done()
         return model
 

@@ -38,6 +38,10 @@ class ServerConfig:
     """The model id clients send and /v1/models lists (default: the model file's name without .gguf)."""
     dtype: str | None = None
     """What the weights are dequantized to (float32, bfloat16, float16; None: the backend's default)."""
+    devices: int | None = None
+    """Devices the weights and KV caches are spread over (`load_model(devices=N)`); None: one."""
+    weights: str | None = None
+    """How the weights are held: float, as-file or int8 (`load_model(weights=...)`); None: float."""
 
     def __post_init__(self) -> None:
         if not self.host.strip():
@@ -55,6 +59,10 @@ class ServerConfig:
         if self.dtype not in (None, "float32", "bfloat16", "float16"):
             raise ChatflowError(f"dtype must be float32, bfloat16 or float16 (or None for the backend's default); "
                                 f"got {self.dtype!r}")  # fmt: skip
+        if self.devices is not None and self.devices < 1:
+            raise ChatflowError(f"devices must be at least 1; got {self.devices}")
+        if self.weights not in (None, "float", "as-file", "int8"):
+            raise ChatflowError(f"weights must be float, as-file or int8 (or None for float); got {self.weights!r}")
         if any(not key or key != key.strip() for key in self.api_keys):
             raise ChatflowError("An API key cannot be empty or start or end with a space.")
         check_exposure(self.host, self.api_keys)

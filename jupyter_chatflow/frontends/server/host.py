@@ -10,7 +10,7 @@ import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
-from typing import Literal
+from typing import Any, Literal
 
 from jupyter_chatflow.engine.model import Model
 from jupyter_chatflow.engine.sampling import SamplingParams
@@ -44,19 +44,22 @@ class ModelHost:
         return host
 
     def load_in_background(
-        self, path: str | None, name: str | None = None, warm: bool = True, dtype: str | None = None
-    ) -> threading.Thread:
-        """Load (as `dtype`; None: the backend's default) and compile (with `warm`) the model on a thread; `status`
-        tells how far it got."""
-        thread = threading.Thread(target=self._load, args=(path, name, warm, dtype), name="chatflow-load", daemon=True)
+        self, path: str | None, name: str | None = None, warm: bool = True, dtype: str | None = None,
+        **options: Any,
+    ) -> threading.Thread:  # fmt: skip
+        """Load (as `dtype`; None: the backend's default; `options`: `load_model`'s `devices` and `weights`) and
+        compile (with `warm`) the model on a thread; `status` tells how far it got."""
+        thread = threading.Thread(
+            target=self._load, args=(path, name, warm, dtype), kwargs=options, name="chatflow-load", daemon=True
+        )
         thread.start()
         return thread
 
-    def _load(self, path: str | None, name: str | None, warm: bool, dtype: str | None = None) -> None:
+    def _load(self, path: str | None, name: str | None, warm: bool, dtype: str | None = None, **options: Any) -> None:
         from jupyter_chatflow.engine.loader import load_model
 
         try:
-            model = load_model(path, dtype=dtype)
+            model = load_model(path, dtype=dtype, **options)
             self.status = "compiling"
             self.install(model, name)
             if warm:

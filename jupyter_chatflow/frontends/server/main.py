@@ -8,6 +8,7 @@ import threading
 import uvicorn
 
 from jupyter_chatflow.engine.loader import check_memory, default_dtype
+from jupyter_chatflow.engine.mesh import make_mesh
 from jupyter_chatflow.engine.scheduler import Scheduler
 from jupyter_chatflow.errors import ChatflowError
 from jupyter_chatflow.model.files import resolve_model_path
@@ -23,9 +24,12 @@ def serve(config: ServerConfig, model_path: str | None) -> None:
     GGUF or too large for the memory available fails before listening; one that fails to load later stops the
     server: either raises ChatflowError."""
     log.setup()
-    check_memory(resolve_model_path(model_path), config.dtype or default_dtype())  # (its header only)
+    check_memory(resolve_model_path(model_path), config.dtype or default_dtype(), config.weights)  # (its header only)
+    make_mesh(config.devices)  # (more devices than JAX sees: refused before listening)
     host = ModelHost(lambda model: Scheduler(model, max_batch=config.max_batch))
-    loading = host.load_in_background(model_path, config.model_name, dtype=config.dtype)
+    loading = host.load_in_background(
+        model_path, config.model_name, dtype=config.dtype, devices=config.devices, weights=config.weights
+    )
     app = create_app(host, config)
     server = uvicorn.Server(uvicorn.Config(app, host=config.host, port=config.port, log_level="warning",
                                            access_log=False))  # fmt: skip

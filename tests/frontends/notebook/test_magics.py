@@ -323,3 +323,32 @@ def test_in_jupyter_the_status_is_one_display_updated_in_place(shell, monkeypatc
     assert re.match(r"chatflow: loaded wide\.gguf in \d+\.\d s", texts[-1]), texts[-1]
     answer = [obj for kind, obj in shown if not isinstance(obj, Pretty)]
     assert answer and shown.index(("display", answer[0])) > 0  # the status line sits above the answer
+
+
+def test_chat_model_loads_the_model_in_use_on_the_devices_and_weights_asked(shell, wide_path, monkeypatch, capsys):
+    from jupyter_chatflow.frontends.notebook import magics as module
+
+    asked, real = [], module.load_model
+    monkeypatch.setattr(module, "load_model", lambda path, **options: asked.append(options) or real(path, **options))
+    shell.run_line_magic("chat_model", "--devices 1 --weights float")
+    magics = shell.magics_manager.registry["ChatMagics"]
+    assert [(o["devices"], o["weights"]) for o in asked] == [(1, "float")]
+    assert (magics.model_path, magics.devices, magics.weights) == (str(wide_path), 1, "float")
+    assert capsys.readouterr().out.splitlines()[-1].startswith("  loaded: as float32, its weights taking 0.3 MiB")
+    shell.run_line_magic("config", "ChatMagics.devices = 64")  # (a default for the next load)
+    shell.run_line_magic("chat_model", "--weights float")
+    assert "XLA_FLAGS=--xla_force_host_platform_device_count=64" in capsys.readouterr().err
+    assert magics._model.devices == 1  # the model in use stays
+
+
+def test_the_model_card_says_how_the_weights_are_held_and_over_how_many_devices(tiny_model):
+    import types
+
+    from jupyter_chatflow.frontends.notebook.model_card import model_card
+
+    fake = types.SimpleNamespace(
+        config=tiny_model.config, path=tiny_model.path, dtype="float32", weights_format="int8", devices=2
+    )
+    last = model_card(fake).splitlines()[-1]
+    assert last.startswith("  loaded: int8 weights, the rest as float32, its weights taking ")
+    assert last.endswith("; on 2 devices: heads, MLP sharded")

@@ -18,6 +18,25 @@ def test_the_flags_as_the_issue_spells_them():
     assert (defaults.max_batch, defaults.api_key, defaults.rate_limit) == (8, None, None)
 
 
+def test_devices_and_weights_flags_reach_the_config(monkeypatch):
+    from jupyter_chatflow.frontends.server import main as server_main
+
+    args = build_parser().parse_args(["serve", "--devices", "4", "--weights", "int8", "--dtype", "bfloat16"])
+    assert (args.devices, args.weights, args.dtype) == (4, "int8", "bfloat16")
+    given = []
+    monkeypatch.setattr(server_main, "serve", lambda config, path: given.append(config))
+    assert main(["serve", "--devices", "4", "--weights", "int8"]) == 0
+    assert (given[0].devices, given[0].weights) == (4, "int8")
+    defaults = build_parser().parse_args(["serve"])
+    assert (defaults.devices, defaults.weights) == (None, None)
+
+
+@pytest.mark.parametrize(("field", "value"), [("devices", 0), ("weights", "q4")])
+def test_bad_devices_or_weights_are_refused(field, value):
+    with pytest.raises(ChatflowError, match=field):
+        ServerConfig(**{field: value})
+
+
 def test_keys_come_from_the_flags_and_the_environment():
     assert keys_from(["a"], {"CHATFLOW_API_KEYS": "b, c,,a"}) == ("a", "b", "c")
     assert keys_from(None, {}) == ()
