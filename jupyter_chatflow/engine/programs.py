@@ -151,7 +151,10 @@ class Programs:
     next to a prefill chunk's compute, but ~3-10% of a ~12 ms decode step on 2 cores, so decoding stays fused.
     """
 
-    def __init__(self, transformer: Transformer):
+    def __init__(self, transformer: Transformer, *, one_at_a_time: bool = False):
+        """`one_at_a_time`: each call waits for its program to finish before the lock is let go (a mesh of CPU
+        devices: see `_serial`)."""
+        self._one_at_a_time = one_at_a_time
         graphdef, state = nnx.split(transformer)
         self.weights, structure = jax.tree.flatten(state)
         kinds, kind_of = layer_kinds(transformer)
@@ -222,13 +225,19 @@ class Programs:
 
         XLA compiles a program (or loads it from the persistent cache) on the calling thread, holding ~100 MiB
         of temporaries for a model-sized one: sessions starting side by side would compile side by side and add
-        those up. The lock covers only the call (a dispatch once compiled), never a wait for the result.
+        those up. The lock covers only the call (a dispatch once compiled), never a wait for the result, except on
+        a mesh of CPU devices (`one_at_a_time`): there XLA:CPU runs each device's part of a program on a shared
+        pool of threads, and with several sharded programs in flight on a 2-core machine one device's part of each
+        waited at a collective for a part that had no thread left to run on (the process aborted after 40 s, at
+        the default model's first prefill, two runs in two); waiting for each program ended that (3 runs in 3).
         """
 
         def call(*args: Any) -> Any:
             with self._lock:
                 before = compile_seconds()
                 out = program(*args)
+                if self._one_at_a_time:
+                    jax.block_until_ready(out)
                 if compile_seconds() != before:
                     release_freed_memory()
             return out

@@ -65,7 +65,8 @@ class Runner:
         self.mesh = mesh
         """The device mesh the weights and caches are spread over (`engine/mesh.py`); None: one device."""
         self.cache_sharding = meshes.cache_sharding(config, mesh)
-        self._programs = Programs(transformer)
+        on_cpu_mesh = mesh is not None and mesh.devices.flat[0].platform == "cpu"
+        self._programs = Programs(transformer, one_at_a_time=on_cpu_mesh)
         self._weights = self._programs.weights  # the transformer's arrays, as the programs take them
         self.prompt_cache = PromptCache()
         """Caches kept after each pass, keyed by the ids they hold: a prompt starting with one is not computed again."""

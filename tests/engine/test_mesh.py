@@ -113,3 +113,26 @@ def test_a_packed_leaf_shards_its_output_rows(tiny_model):
     assert mesh.leaf_spec(["wqkv", "parts", "1", "scale"], (64, 2), roles, 4) == PartitionSpec("tp", None)
     assert mesh.leaf_spec(["wqkv", "parts", "1", "scale"], (18, 2), roles, 4) == PartitionSpec()  # does not divide
     assert mesh.leaf_spec(["attn_norm", "scale"], (64,), roles, 4) == PartitionSpec()
+
+
+CHAT_ON_A_MESH = """
+import json, os
+os.environ["XLA_FLAGS"] = os.environ.get("XLA_FLAGS", "") + " --xla_force_host_platform_device_count=2"
+import jupyter_chatflow as cf
+model = cf.load_model(devices=2)
+chat = cf.Chat(model=model)
+for text in ("What is the capital of France?", "Name three primary colours."):
+    print(json.dumps(chat.send(text, max_tokens=24, temperature=0.0).text()))
+"""
+
+
+@pytest.mark.slow
+def test_a_chat_on_a_two_device_cpu_mesh_answers_without_hanging(real_model_path):
+    """The default model's chat turns (safety probe, prefill, decode, title: several threads) on 2 CPU devices.
+    With its programs in flight side by side, XLA:CPU aborted at a collective on a 2-core machine after 40 s; the
+    runner now waits for each program on a CPU mesh (`Programs(one_at_a_time=True)`)."""
+    done = subprocess.run([sys.executable, "-c", CHAT_ON_A_MESH], capture_output=True, text=True, timeout=400)
+    assert done.returncode == 0, done.stderr[-3000:]
+    first, second = map(json.loads, done.stdout.strip().splitlines()[-2:])
+    assert "Paris" in first
+    assert second.strip()
