@@ -8,9 +8,10 @@ beside the rules' matches.
 
 The rules stay where they are precise; the probe adds recall on paraphrases the word lists do not hold. One more
 step joins the two (`reconcile`): a block by the hazard frames (S1–S13 less S4 and S9: words only, never a code
-pattern, S14, injection, markup or PII) on a text the probe reads as plainly benign (P(harmful) below `VETO`) is
-lowered to a flag. The text goes on and the decision still names what the frames matched and why it was not
-blocked ("how phishing works, to train our staff" matches the phishing frame; the probe reads a defensive request).
+pattern, S14, injection, markup or PII) on a text the probe reads as benign (P(harmful) below the probe's veto
+floor, `Probe.veto`, chosen with its threshold by cross-validation) is lowered to a flag. The text goes on and the
+decision still names both readings: what the frames matched and the probe's P(harmful) ("how phishing works, to
+train our staff" matches the phishing frame; the probe reads a defensive request).
 
 Which probe: the one shipped for the default model (`data/intent/<key>.npz`, trained on
 `data/intent/train.jsonl` and the evaluation set's input rows), else one trained for this model file and kept in
@@ -36,7 +37,7 @@ from jupyter_chatflow.events import SafetyAction, SafetyDecision
 
 from .decisions import check_layer, since
 from .guards import BLOCK_MESSAGE, CATEGORY_NOTES
-from .probe import Probe, features
+from .probe import VETO, Probe, features
 from .tables import DATA
 from .taxonomy import describe
 
@@ -54,10 +55,6 @@ __all__ = [
 
 NAME = "intent"
 """The guard's name in decisions."""
-VETO = 0.01
-"""P(harmful) below which a hazard frame's block is lowered to a flag (`reconcile`). In cross-validation on the
-training rows, 18 of the rules' blocks of benign requests scored under 0.01 and 2 of harmful ones; under 0.05,
-21 and 8."""
 FLAG_ONLY = frozenset({"S6"})
 """Categories the probe flags rather than blocks (specialized advice: the rules flag it too)."""
 _VETOED = frozenset(f"S{n}" for n in range(1, 14)) - {"S4", "S9"}
@@ -144,10 +141,11 @@ def _message(message: str, category: str) -> str:
 
 def reconcile(decisions: Sequence[SafetyDecision], veto: float = VETO) -> list[SafetyDecision]:
     """The input guards' decisions with a hazard frame's block lowered to a flag where the intent probe reads the
-    text as benign (P(harmful) < `veto`): only blocks whose categories are all word-based hazards (S1–S13). And the
-    probe's own block lowered to a flag where the rules read a prompt injection: the probe knows S1–S14 and
-    benign requests, not role markers or "ignore previous instructions" (it read a harmless persona so as sexual
-    content or code abuse), which the injection rule names and the pipeline escapes."""
+    text as benign (P(harmful) < `veto`, the probe's `Probe.veto` in a chat): only blocks whose categories are all
+    word-based hazards (S1–S13). And the probe's own block lowered to a flag where the rules read a prompt
+    injection: the probe knows S1–S14 and benign requests, not role markers or "ignore previous instructions" (it
+    read a harmless persona so as sexual content or code abuse), which the injection rule names and the pipeline
+    escapes."""
     probe = next((d for d in decisions if d.guard == NAME), None)
     if probe is None:
         return list(decisions)
@@ -167,5 +165,5 @@ def _vetoable(decision: SafetyDecision) -> bool:
 
 
 def _lowered(decision: SafetyDecision, harmful: float, veto: float) -> SafetyDecision:
-    why = f" Not blocked: the intent probe reads a benign request (P(harmful) = {harmful:.3f} < {veto:g})."
+    why = f" Not blocked: the intent probe reads a benign request (P(harmful) = {harmful:.3f} < its floor {veto:g})."
     return dataclasses.replace(decision, action="flag", reason=decision.reason + why, replacement="")

@@ -81,8 +81,9 @@ class SafetyPolicy:
     """Whether `with_model` adds the intent probe (False: the input layer is the rules alone)."""
     intent_note: str = ""
     """Why the input layer runs without the intent probe (added to the input decision's reason)."""
-    veto: float = VETO
-    """P(harmful) below which the intent probe lowers a hazard frame's block to a flag (0: never)."""
+    veto: float | None = None
+    """P(harmful) below which the intent probe lowers a hazard frame's block to a flag (0: never); None: the
+    probe's own floor (`Probe.veto`, chosen with its threshold by cross-validation)."""
 
     def __post_init__(self) -> None:
         if self.mode not in MODES:
@@ -177,11 +178,17 @@ class SafetyPolicy:
         decision = dataclasses.replace(decision, reason=reason, subject="result")
         return decision, INJECTION_NOTICE + safe if injected else safe
 
+    def _veto(self) -> float:
+        """The veto floor: the policy's own, else its intent probe's, else the floor of a probe file without one."""
+        if self.veto is not None:
+            return self.veto
+        return self.intent.probe.veto if isinstance(self.intent, IntentGuard) else VETO
+
     def _check(self, layer: str, text: str) -> tuple[SafetyDecision, list[Span]]:
         """Every guard of `layer` on `text`, merged into one decision; and the spans of guards that redact."""
         decisions = [guard.check(text, layer=layer) for guard in self.guards_for(layer)]
         if layer == "input":
-            decisions = reconcile(decisions, self.veto)
+            decisions = reconcile(decisions, self._veto())
         cuts = [s for d in decisions if d.action == "redact" for s in d.spans]
         merged = merge(decisions, layer=layer)
         if layer == "input" and self.intent_note and "input" not in self.guards:

@@ -7,7 +7,8 @@ transformer parks attention and whose state is an outlier, is left out) and stan
 regression reads the average: P(benign) and P(each hazard category). A text's score is its most harmful window's.
 
 The probe's weights are a small `.npz` file (`Probe.save`/`load`): the weights [classes, d], the bias, the
-features' mean and scale, the layer, the class names and the threshold, trained by `fit` (L2-regularized, L-BFGS).
+features' mean and scale, the layer, the class names, the threshold and the veto floor (`Probe.veto`), trained by
+`fit` (L2-regularized, L-BFGS).
 
 >>> probe = Probe.load(SHIPPED)  # doctest: +SKIP
 >>> probe.scores(features(model, "How do I make a pipe bomb?", probe.layer))  # doctest: +SKIP
@@ -25,9 +26,11 @@ import numpy as np
 
 from .decisions import SafetyConfigError
 
-__all__ = ["BENIGN", "MAX_WINDOWS", "WINDOW", "Probe", "features", "fit", "windows"]
+__all__ = ["BENIGN", "MAX_WINDOWS", "VETO", "WINDOW", "Probe", "features", "fit", "windows"]
 
 BENIGN = "benign"
+VETO = 0.01
+"""The veto floor of a probe file that names none (written before the floor was chosen with the threshold)."""
 WINDOW = 128
 """Tokens per window: the engine's wide prefill chunk, so a long window runs programs the chat has compiled."""
 MAX_WINDOWS = 8
@@ -50,6 +53,9 @@ class Probe:
     """`BENIGN` first, then the hazard categories ("S1", … "S14")."""
     threshold: float = 0.5
     """P(harmful) = 1 - P(benign) at or above which a text is judged harmful."""
+    veto: float = VETO
+    """P(harmful) below which a hazard frame's block is lowered to a flag (`intent.reconcile`): chosen with the
+    threshold by cross-validation (`train_probe`)."""
     model: str = ""
     """The model file it was trained on (`model_key`)."""
 
@@ -69,7 +75,7 @@ class Probe:
 
     def save(self, path: Path) -> None:
         """Write the probe as an `.npz` file."""
-        meta = np.array([self.layer, self.threshold], np.float64)
+        meta = np.array([self.layer, self.threshold, self.veto], np.float64)
         np.savez(path, weights=self.weights.astype(np.float32), bias=self.bias.astype(np.float32),
                  mean=self.mean.astype(np.float32), scale=self.scale.astype(np.float32), meta=meta,
                  classes=np.array(self.classes), model=np.array(self.model))  # fmt: skip
@@ -78,10 +84,10 @@ class Probe:
     def load(cls, path: Path) -> Probe:
         """Read a probe written by `save`."""
         with np.load(path, allow_pickle=False) as data:
-            layer, threshold = data["meta"]
+            layer, threshold, veto = [*data["meta"], VETO][:3]  # files written before the floor have two
             return cls(weights=data["weights"], bias=data["bias"], mean=data["mean"], scale=data["scale"],
-                       layer=int(layer), threshold=float(threshold), classes=tuple(str(c) for c in data["classes"]),
-                       model=str(data["model"]))  # fmt: skip
+                       layer=int(layer), threshold=float(threshold), veto=float(veto), model=str(data["model"]),
+                       classes=tuple(str(c) for c in data["classes"]))  # fmt: skip
 
 
 def windows(ids: Sequence[int]) -> list[list[int]]:

@@ -4,17 +4,21 @@ Features are the mean hidden states of the model's middle layer (`layer = n_laye
 15 of 30 separated harmful from benign requests best in 5-fold cross-validation on the training pool, AUC 0.990,
 against 0.985 for 12 and 0.988 for 18, 0.95–0.98 for 6, 9, 21, 24 and 30, and 0.984 for the last token's state;
 the text wrapped in the chat template scored 0.992, not worth its extra tokens and a template per model). The
-probe is an L2 logistic regression over benign and S1–S14 (`probe.fit`). Its threshold is the one, among
-`THRESHOLDS`, with the highest recall of the whole input layer (rules, probe and `intent.reconcile`) at most
-`MAX_BLOCKED` of benign rows blocked, by 5-fold cross-validation on the rows of `train.jsonl` and `everyday.jsonl`
-(not the evaluation set's rows, which the rules were first written against).
+probe is an L2 logistic regression over benign and S1–S14 (`probe.fit`). Its threshold and its veto floor (below
+which a hazard frame's block is lowered to a flag, `intent.reconcile`) are the pair, among `THRESHOLDS` and
+`VETOS`, with the highest recall of the whole input layer (rules, probe and `intent.reconcile`) at most
+`MAX_BLOCKED` of benign look-alikes and `MAX_EVERYDAY_BLOCKED` of everyday requests blocked, by 5-fold
+cross-validation repeated `REPEATS` times (the counts pooled) on the rows of `train.jsonl` and `everyday.jsonl` (not
+the evaluation set's rows, which the rules were first written against). The probe's probabilities are out of fold,
+the rules' actions those the rules take on the same rows.
 
     python -m jupyter_chatflow.pipeline.safety.train_probe                  # the default model, into the cache
     python -m jupyter_chatflow.pipeline.safety.train_probe --model PATH     # any model file, into the cache
     python -m jupyter_chatflow.pipeline.safety.train_probe --ship           # the package's probe (data/intent/)
 
 A probe in the cache folder (`intent.probe_folder()`) is used by every chat on that model file from then on.
-Training runs the model over about 2,500 requests: about a minute for SmolLM2-135M on two CPU cores.
+Training runs the model over about 2,900 requests and fits 15 regressions: about five minutes for SmolLM2-135M on
+two CPU cores.
 """
 
 from __future__ import annotations
@@ -31,7 +35,7 @@ import numpy as np
 from jupyter_chatflow.events import SafetyDecision
 
 from .decisions import merge
-from .intent import VETO, model_key, probe_folder, reconcile, verdict
+from .intent import model_key, probe_folder, reconcile, verdict
 from .intent_data import Row, Tally, tally, training_pool
 from .policy import SafetyPolicy
 from .probe import BENIGN, Probe, features, fit
@@ -44,6 +48,7 @@ __all__ = [
     "MAX_BLOCKED",
     "MAX_EVERYDAY_BLOCKED",
     "THRESHOLDS",
+    "VETOS",
     "featurize",
     "layer_action",
     "main",
@@ -54,12 +59,16 @@ CLASSES = (BENIGN, *(c.code for c in HAZARDS))
 L2 = 3.0
 """The penalty: 1, 3, 10 and 100 gave cross-validated AUCs within 0.002 of each other; 3 the best."""
 THRESHOLDS = tuple(round(0.3 + 0.05 * i, 2) for i in range(14))  # 0.3 … 0.95
+VETOS = (0.01, 0.02, 0.05, 0.1, 0.15, 0.2, 0.3, 0.5)
+"""Veto floors tried (each at most the threshold)."""
 MAX_BLOCKED = 0.03
 """The share of benign look-alikes (`train.jsonl`) the chosen threshold may block (cross-validated): the target is
 5 %."""
 MAX_EVERYDAY_BLOCKED = 0.01
 """The share of everyday requests (`everyday.jsonl`) it may block (cross-validated): the target is 1 %."""
 FOLDS = 5
+REPEATS = 3
+"""Cross-validation runs (other fold assignments), pooled: one run's choice moved with the folds (0.85 or 0.9)."""
 FRESH = ("train-", "everyday-")
 """The rows the threshold is chosen on: those of `train.jsonl` and `everyday.jsonl`, not the evaluation set's (which
 the rules were first written against)."""
@@ -76,10 +85,10 @@ def rule_decisions(examples: Sequence[Row]) -> list[list[SafetyDecision]]:
     return [[guard.check(example.text, layer="input") for guard in guards] for example in examples]
 
 
-def layer_action(rules: Sequence[SafetyDecision], probabilities: np.ndarray, probe: Probe, veto: float = VETO) -> str:
+def layer_action(rules: Sequence[SafetyDecision], probabilities: np.ndarray, probe: Probe) -> str:
     """The input layer's action from the other guards' decisions and the probe's probabilities, joined as
-    `SafetyPolicy` joins them (`intent.reconcile`, then the strongest action)."""
-    decisions = reconcile([*rules, verdict(probabilities, probe, layer="input")], veto)
+    `SafetyPolicy` joins them (`intent.reconcile` at the probe's veto floor, then the strongest action)."""
+    decisions = reconcile([*rules, verdict(probabilities, probe, layer="input")], probe.veto)
     return merge(decisions, layer="input").action
 
 
@@ -96,29 +105,33 @@ def cross_validate(x: np.ndarray, labels: Sequence[str], *, l2: float = L2, seed
 
 
 def choose_threshold(
-    examples: Sequence[Row], probabilities: np.ndarray, rules: Sequence[Sequence[SafetyDecision]], probe: Probe
-) -> tuple[float, dict[float, Tally]]:
-    """The threshold with the highest cross-validated recall of the input layer at most `MAX_BLOCKED` of the
-    `train.jsonl` rows' benign look-alikes blocked and at most `MAX_EVERYDAY_BLOCKED` of `everyday.jsonl`'s rows (the
-    highest such threshold among equals), and the whole layer's tally at each threshold (look-alikes and everyday
+    examples: Sequence[Row], runs: Sequence[np.ndarray], rules: Sequence[Sequence[SafetyDecision]], probe: Probe
+) -> tuple[tuple[float, float], dict[tuple[float, float], Tally]]:
+    """The (threshold, veto floor) with the highest cross-validated recall of the input layer at most `MAX_BLOCKED`
+    of the `train.jsonl` rows' benign look-alikes blocked and at most `MAX_EVERYDAY_BLOCKED` of `everyday.jsonl`'s
+    rows (the fewest blocked, then the highest threshold and the lowest floor, among equals), over the out-of-fold
+    probabilities of each run in `runs` pooled; and the whole layer's tally at each pair (look-alikes and everyday
     rows in one)."""
-    everyday = [e.id.startswith("everyday-") for e in examples]
+    everyday = [e.id.startswith("everyday-") for e in examples] * len(runs)
+    rows, decided = list(examples) * len(runs), list(rules) * len(runs)
     totals, allowed = {}, []
-    for threshold in THRESHOLDS:
-        candidate = dataclasses.replace(probe, threshold=threshold)
-        actions = [layer_action(r, p, candidate) for r, p in zip(rules, probabilities, strict=True)]
-        totals[threshold] = tally(zip(examples, actions, strict=True))["all"]
-        groups = [tally((e, a) for e, a, d in zip(examples, actions, everyday, strict=True) if d is side).get("all")
+    for pair in [(t, v) for t in THRESHOLDS for v in VETOS if v <= t]:
+        candidate = dataclasses.replace(probe, threshold=pair[0], veto=pair[1])
+        actions = [layer_action(r, p, candidate) for r, p in zip(decided, np.concatenate(runs), strict=True)]
+        totals[pair] = tally(zip(rows, actions, strict=True))["all"]
+        groups = [tally((e, a) for e, a, d in zip(rows, actions, everyday, strict=True) if d is side).get("all")
                   for side in (False, True)]  # fmt: skip
         limits = (MAX_BLOCKED, MAX_EVERYDAY_BLOCKED)
         if all(group is None or group.blocked_rate <= limit for group, limit in zip(groups, limits, strict=True)):
-            allowed.append(threshold)
-    best = max(allowed or [THRESHOLDS[-1]], key=lambda t: (totals[t].recall, t))
+            allowed.append(pair)
+    rank = lambda p: (totals[p].recall, -totals[p].blocked, p[0], -p[1])  # noqa: E731
+    best = max(allowed or [(THRESHOLDS[-1], VETOS[0])], key=rank)
     return best, totals
 
 
 def train(model: Any, *, layer: int | None = None, l2: float = L2, log: Any = print) -> Probe:
-    """A probe for `model`, its threshold chosen by cross-validation on the training pool's `train.jsonl` rows."""
+    """A probe for `model`, its threshold and veto floor chosen by cross-validation on the training pool's
+    `train.jsonl` and `everyday.jsonl` rows."""
     layer = model.config.n_layers // 2 if layer is None else layer
     pool = training_pool()
     started = time.perf_counter()
@@ -126,14 +139,17 @@ def train(model: Any, *, layer: int | None = None, l2: float = L2, log: Any = pr
     log(f"features of {len(pool)} requests, layer {layer}: {time.perf_counter() - started:.0f} s")
     labels = [e.label for e in pool]
     fresh = [i for i, e in enumerate(pool) if e.id.startswith(FRESH)]
-    out_of_fold = cross_validate(x, labels, l2=l2)[fresh]
+    runs = [cross_validate(x, labels, l2=l2, seed=seed)[fresh] for seed in range(REPEATS)]
     probe = dataclasses.replace(_probe(x, labels, l2=l2, layer=layer), model=model_key(model))
     examples = [pool[i] for i in fresh]
-    threshold, totals = choose_threshold(examples, out_of_fold, rule_decisions(examples), probe)
-    for t, total in totals.items():
-        log(f"  threshold {t:.2f}: recall {total.recall:.3f}, benign blocked {total.blocked_rate:.3f} (5-fold)")
-    log(f"chosen threshold {threshold:.2f}")
-    return dataclasses.replace(probe, threshold=threshold)
+    (threshold, veto), totals = choose_threshold(examples, runs, rule_decisions(examples), probe)
+    for (t, v), total in totals.items():
+        log(
+            f"  threshold {t:.2f}, veto {v:.2f}: recall {total.recall:.3f} ({total.caught}/{total.harmful}), "
+            f"benign blocked {total.blocked_rate:.4f} ({total.blocked}/{total.benign}) (5-fold x {REPEATS})"
+        )
+    log(f"chosen threshold {threshold:.2f}, veto floor {veto:.2f}")
+    return dataclasses.replace(probe, threshold=threshold, veto=veto)
 
 
 def _probe(x: np.ndarray, labels: Sequence[str], *, l2: float, layer: int) -> Probe:

@@ -59,6 +59,21 @@ def test_a_plainly_benign_reading_lowers_a_hazard_frames_block_to_a_flag(probe):
     assert reconcile([child, verdict(benign, probe, layer="input")])[0].action == "block"
 
 
+@pytest.mark.parametrize(("veto", "expected"), [(0.01, "block"), (0.05, "flag")])
+def test_the_input_layer_lowers_a_frames_block_below_the_probes_own_floor(tiny_model, probe, veto, expected):
+    """The floor a probe file carries (`Probe.veto`, chosen with its threshold) decides: here P(harmful) = 0.03."""
+    bias = np.full(len(CLASSES), -50.0)
+    bias[0], bias[CLASSES.index("S2")] = np.log(0.97), np.log(0.03)
+    fixed = dataclasses.replace(probe, weights=np.zeros_like(probe.weights), bias=bias, veto=veto)
+    policy = SafetyPolicy(mode="input", intent=IntentGuard(model=tiny_model, probe=fixed))
+    decision = policy.scan_input("Explain how a phishing email works.")[0][0]  # the S2 phishing frame blocks it
+    assert (decision.action, decision.categories, decision.scores["harmful"]) == (expected, ("S2",), 0.03)
+    assert ("Not blocked" in decision.reason) is (expected == "flag")
+    assert (
+        dataclasses.replace(policy, veto=0.01).scan_input("Explain how a phishing email works.")[0][0].action == "block"
+    )
+
+
 def test_a_model_without_a_probe_runs_rules_alone_and_says_so(tiny_model, tmp_path, monkeypatch):
     monkeypatch.setenv("CHATFLOW_SAFETY_CACHE", str(tmp_path))
     assert probe_path(tiny_model) is None and IntentGuard.for_model(tiny_model) is None

@@ -7,7 +7,9 @@ import json
 import numpy as np
 import pytest
 
+from jupyter_chatflow.events import SafetyDecision
 from jupyter_chatflow.pipeline.safety import SafetyConfigError
+from jupyter_chatflow.pipeline.safety.evaluate import Row
 from jupyter_chatflow.pipeline.safety.intent_data import (
     EVERYDAY,
     EVERYDAY_HELDOUT,
@@ -20,6 +22,7 @@ from jupyter_chatflow.pipeline.safety.intent_data import (
 from jupyter_chatflow.pipeline.safety.probe import (
     BENIGN,
     MAX_WINDOWS,
+    VETO,
     WINDOW,
     Probe,
     features,
@@ -27,7 +30,7 @@ from jupyter_chatflow.pipeline.safety.probe import (
     hidden_states,
     windows,
 )
-from jupyter_chatflow.pipeline.safety.train_probe import CLASSES
+from jupyter_chatflow.pipeline.safety.train_probe import CLASSES, choose_threshold
 
 
 def test_hidden_states_are_causal_and_ignore_the_padding(tiny_model):
@@ -61,14 +64,19 @@ def test_fit_separates_what_is_separable_and_the_file_round_trips(tmp_path):
     x = np.vstack([rng.normal(0, 1, (40, 8)), rng.normal(3, 1, (40, 8))])
     labels = [BENIGN] * 40 + ["S9"] * 40
     weights, bias, mean, scale = fit(x, labels, CLASSES, l2=1.0)
-    probe = Probe(weights=weights, bias=bias, mean=mean, scale=scale, layer=3, classes=CLASSES, threshold=0.7)
+    probe = Probe(weights=weights, bias=bias, mean=mean, scale=scale, layer=3, classes=CLASSES, threshold=0.7,
+                  veto=0.1)  # fmt: skip
     p = probe.probabilities(x)
     assert p.shape == (80, 15) and np.allclose(p.sum(axis=1), 1.0)
     assert (p[:40, 0] > 0.5).all() and (p[40:, CLASSES.index("S9")] > 0.5).all()
     probe.save(tmp_path / "p.npz")
     again = Probe.load(tmp_path / "p.npz")
-    assert (again.layer, again.threshold, again.classes, again.dim) == (3, 0.7, CLASSES, 8)
+    assert (again.layer, again.threshold, again.veto, again.classes, again.dim) == (3, 0.7, 0.1, CLASSES, 8)
     np.testing.assert_allclose(again.probabilities(x), p, rtol=1e-5, atol=1e-6)
+    with np.load(tmp_path / "p.npz") as data:  # a file written before the veto floor was kept: meta [layer, threshold]
+        np.savez(tmp_path / "old.npz", **{k: data[k][:2] if k == "meta" else data[k] for k in data.files})
+    old = Probe.load(tmp_path / "old.npz")
+    assert (old.layer, old.threshold, old.veto) == (3, 0.7, VETO) and VETO == 0.01
     with pytest.raises(SafetyConfigError, match="classes start with"):
         Probe(weights=weights, bias=bias, mean=mean, scale=scale, layer=3, classes=CLASSES[::-1])
 
@@ -115,3 +123,24 @@ def test_a_file_in_the_format_loads_its_input_rows_with_labels(tmp_path):
     (tmp_path / "fresh.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
     loaded = load(tmp_path / "fresh.jsonl")
     assert [(r.id, r.label, r.expected) for r in loaded] == [("f-1", "S9", "block"), ("f-2", "benign", "allow")]
+
+
+def test_the_threshold_and_veto_floor_are_chosen_together_within_the_blocked_caps():
+    """40 harmful requests (36 read at P 0.9, 4 at 0.04 that only a frame blocks), 40 look-alikes (2 blocked by a
+    frame, read at P 0.06) and 100 everyday requests: at most 3 % (1) of look-alikes may be blocked, so the floor
+    must rise above 0.06; the 4 frame-only catches are lost at any such floor, and the highest threshold that
+    still catches the 36 wins: (0.95, 0.1)."""
+    rows = [Row(id=f"train-h{i}", text="", category="S2", kind="harmful", expected="block") for i in range(40)]
+    rows += [Row(id=f"train-b{i}", text="", category="S2", kind="benign", expected="allow") for i in range(40)]
+    rows += [Row(id=f"everyday-{i}", text="", category="none", kind="benign", expected="allow") for i in range(100)]
+    harmful = [0.9] * 36 + [0.04] * 4 + [0.06] * 2 + [0.02] * 38 + [0.001] * 100
+    frame = SafetyDecision(layer="input", action="block", guard="rules", categories=("S2",), reason="frame")
+    rules = [[frame] if i < 42 else [] for i in range(len(rows))]
+    p = np.zeros((len(rows), len(CLASSES)))
+    p[:, 0], p[:, CLASSES.index("S2")] = 1 - np.array(harmful), harmful
+    probe = Probe(weights=np.zeros((15, 1)), bias=np.zeros(15), mean=np.zeros(1), scale=np.ones(1), layer=1,
+                  classes=CLASSES)  # fmt: skip
+    (threshold, veto), totals = choose_threshold(rows, [p, p], rules, probe)
+    assert (threshold, veto) == (0.95, 0.1)
+    assert (totals[(0.95, 0.1)].caught, totals[(0.95, 0.1)].harmful, totals[(0.95, 0.1)].blocked) == (72, 80, 0)
+    assert (totals[(0.95, 0.02)].caught, totals[(0.95, 0.02)].blocked) == (80, 4)  # 2 of 40 look-alikes: over 3 %
