@@ -138,7 +138,7 @@ def rows(queries, keys, start, window: int = 0, cap: float = 0.0):
 
 class Programs:
     """The jitted programs of one model: argument lists as above, with `(graphdef, state)` replaced by
-    `self.weights`, the state's leaves (for `layer`, one layer's leaves: `self.layers[i]`).
+    `self.weights`, the state's leaves (`layer(i, ...)` passes layer i's own leaves, `self.layers[i]`).
 
     Layers whose weights have one structure share one layer program: every layer of a float model, where a file
     that mixes formats per layer (a Q4_K_M file's Q6_K ffn_down in some layers, loaded `weights="as-file"`) gets one
@@ -167,8 +167,6 @@ class Programs:
         self.embed_chunk, self.final_norm = serial(jitted.embed_chunk), serial(jitted.final_norm)
         programs = [serial(program) for program in jitted.layers]
         self._layer_programs = [programs[kind] for kind in kind_of]  # layer i's program
-        self._by_leaves = dict(zip(map(id, self.layers), self._layer_programs, strict=True))
-        self.layer = programs[0] if len(programs) == 1 else self._layer_of_leaves
         self.sample_after, self.logits = serial(jitted.sample_after), serial(jitted.logits)
         self.sample_rows_after = serial(jitted.sample_rows_after)
         self.decode_rows = serial(jitted.decode_rows)
@@ -180,16 +178,17 @@ class Programs:
         [b, h, s, e] of layer `probe_layer`)."""
         x, cos, sin = self.embed_chunk(weights, tokens, start)
         keys, values, probed = [], [], None
-        for i, leaves in enumerate(self.layers):
-            x, k, v, queries = self._layer_programs[i](leaves, x, cos, sin, cache.keys[i], cache.values[i], start)
+        for i in range(len(self.layers)):
+            x, k, v, queries = self.layer(i, x, cos, sin, cache.keys[i], cache.values[i], start)
             keys.append(k)
             values.append(v)
             probed = queries if i == probe_layer else probed
         return self.final_norm(weights, x), KVCache(keys=tuple(keys), values=tuple(values)), probed
 
-    def _layer_of_leaves(self, leaves: list[jax.Array], *args: Any) -> Any:
-        """`layer` where layers differ: the program of the layer whose leaves (`self.layers[i]`) these are."""
-        return self._by_leaves[id(leaves)](leaves, *args)
+    def layer(self, i: int, *args: Any) -> Any:
+        """Layer `i` on a chunk (`layer`'s arguments after the weights: x, cos, sin, keys, values, start), through
+        the program of its weights' structure."""
+        return self._layer_programs[i](self.layers[i], *args)
 
     def decode_ready(self, rows: int, length: int) -> bool:
         """Whether a batch of `rows` rows of `length` positions decodes without compiling first."""

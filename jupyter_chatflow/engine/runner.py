@@ -249,8 +249,8 @@ class Runner:
         start, length = np.int32(0), cache_length(width, self.config.context_length)
         empty = jnp.zeros((1, self.config.n_kv_heads, length, self.config.head_dim), self.dtype)  # (nothing read)
         x, cos, sin = self._programs.embed_chunk(self._weights, tokens, start)  # x [1, width, d]
-        for leaves in self._programs.layers[:layer]:
-            x, _keys, _values, _queries = self._programs.layer(leaves, x, cos, sin, empty, empty, start)
+        for i in range(layer):
+            x, _keys, _values, _queries = self._programs.layer(i, x, cos, sin, empty, empty, start)
         return np.asarray(x[0, : len(ids)], np.float32)
 
     # --- many sequences ---------------------------------------------------------------------------------------------

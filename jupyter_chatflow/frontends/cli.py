@@ -18,12 +18,10 @@ import time
 from collections.abc import Sequence
 from typing import Any, TextIO
 
+from jupyter_chatflow.engine.loader import DTYPES, WEIGHTS
 from jupyter_chatflow.errors import ChatflowError
 
 from .options import add_flags, options_given
-
-DTYPES = ("float32", "bfloat16", "float16")  # engine.loader.DTYPES (that module imports JAX, this one must not yet)
-WEIGHTS = ("float", "as-file", "int8")  # engine.loader.WEIGHTS
 
 
 def build_parser() -> argparse.ArgumentParser:

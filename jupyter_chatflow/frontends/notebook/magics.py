@@ -28,7 +28,7 @@ from IPython.display import Markdown, Pretty, display
 from traitlets import Bool, Enum, Int, TraitType, Unicode
 from traitlets.config import Configurable
 
-from jupyter_chatflow.engine.loader import load_model
+from jupyter_chatflow.engine.loader import DTYPES, WEIGHTS, load_model
 from jupyter_chatflow.engine.model import Model
 from jupyter_chatflow.errors import ChatflowError
 from jupyter_chatflow.events import Cancelled, Event
@@ -92,7 +92,7 @@ class ChatMagics(Magics, TurnOptions):  # type: ignore[misc,valid-type]
         config=True
     )
     model_path = Unicode("", help="GGUF file to load ('' = the default model).").tag(config=True)
-    dtype = Enum(["", "float32", "bfloat16", "float16"], "", help="What the weights are dequantized to ('' = the "
+    dtype = Enum(["", *DTYPES], "", help="What the weights are dequantized to ('' = the "
                  "backend's default: float32 on CPU, bfloat16 on GPU); bfloat16 takes half the memory.").tag(
         config=True
     )  # fmt: skip
@@ -100,7 +100,7 @@ class ChatMagics(Magics, TurnOptions):  # type: ignore[misc,valid-type]
                   "device). On CPU, start the kernel with XLA_FLAGS=--xla_force_host_platform_device_count=N.").tag(
         config=True
     )  # fmt: skip
-    weights = Enum(["", "float", "as-file", "int8"], "", help="How the weights are held ('' = float: dequantized to "
+    weights = Enum(["", *WEIGHTS], "", help="How the weights are held ('' = float: dequantized to "
                    "dtype; as-file: the GGUF's own quantized blocks; int8: per output row). The quantized ones take a "
                    "quarter to an eighth of the memory but decode slower on CPU.").tag(config=True)  # fmt: skip
     server = Unicode("", help="An OpenAI-compatible server's URL (http://host:8000/v1) the turns go to instead of the "
@@ -264,12 +264,12 @@ class ChatMagics(Magics, TurnOptions):  # type: ignore[misc,valid-type]
         print(" ".join(f"{tokenizer.piece(i)!r}:{i}" for i in ids))
 
     @magic_arguments()
-    @argument("--dtype", choices=["float32", "bfloat16", "float16"],
+    @argument("--dtype", choices=DTYPES,
               help="What the weights are dequantized to (default: ChatMagics.dtype, else float32 on CPU, bfloat16 "
                    "on GPU); bfloat16 takes half the memory.")  # fmt: skip
     @argument("--devices", type=int, metavar="N", help="Spread the weights and KV caches over N devices (default: "
               "ChatMagics.devices, else one).")  # fmt: skip
-    @argument("--weights", choices=["float", "as-file", "int8"], help="How the weights are held (default: "
+    @argument("--weights", choices=WEIGHTS, help="How the weights are held (default: "
               "ChatMagics.weights, else float).")  # fmt: skip
     @argument("path", nargs="*", help="A GGUF file to load instead of the model in use.")
     @line_magic

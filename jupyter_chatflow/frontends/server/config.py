@@ -6,6 +6,7 @@ import dataclasses
 import ipaddress
 import os
 
+from jupyter_chatflow.engine.loader import DTYPES, WEIGHTS
 from jupyter_chatflow.errors import ChatflowError
 
 KEYS_VARIABLE = "CHATFLOW_API_KEYS"
@@ -56,12 +57,12 @@ class ServerConfig:
             value = getattr(self, name)
             if value is not None and value < 1:
                 raise ChatflowError(f"--{name.replace('_', '-')} must be at least 1 per minute; got {value}")
-        if self.dtype not in (None, "float32", "bfloat16", "float16"):
+        if self.dtype not in (None, *DTYPES):
             raise ChatflowError(f"dtype must be float32, bfloat16 or float16 (or None for the backend's default); "
                                 f"got {self.dtype!r}")  # fmt: skip
         if self.devices is not None and self.devices < 1:
             raise ChatflowError(f"devices must be at least 1; got {self.devices}")
-        if self.weights not in (None, "float", "as-file", "int8"):
+        if self.weights not in (None, *WEIGHTS):
             raise ChatflowError(f"weights must be float, as-file or int8 (or None for float); got {self.weights!r}")
         if any(not key or key != key.strip() for key in self.api_keys):
             raise ChatflowError("An API key cannot be empty or start or end with a space.")

@@ -52,7 +52,8 @@ class Report:
 def evaluate(model: Any, examples: Sequence[Row] | Path | None = None) -> Report:
     """The three input layers on `examples`: rows, or a file of rows in `data/intent/`'s format (the held-out split,
     `heldout.jsonl`, by default)."""
-    rows = load(examples or HELDOUT) if examples is None or isinstance(examples, Path) else list(examples)
+    examples = HELDOUT if examples is None else examples
+    rows = load(examples) if isinstance(examples, Path) else list(examples)
     guard = IntentGuard.for_model(model)
     if guard is None:
         raise ValueError(f"No intent probe for this model file ({model.path}): train one first.")

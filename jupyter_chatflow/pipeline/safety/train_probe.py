@@ -113,11 +113,11 @@ def choose_threshold(
     probabilities of each run in `runs` pooled; and the whole layer's tally at each pair (look-alikes and everyday
     rows in one)."""
     everyday = [e.id.startswith("everyday-") for e in examples] * len(runs)
-    rows, decided = list(examples) * len(runs), list(rules) * len(runs)
+    rows, decided, pooled = list(examples) * len(runs), list(rules) * len(runs), np.concatenate(runs)
     totals, allowed = {}, []
     for pair in [(t, v) for t in THRESHOLDS for v in VETOS if v <= t]:
         candidate = dataclasses.replace(probe, threshold=pair[0], veto=pair[1])
-        actions = [layer_action(r, p, candidate) for r, p in zip(decided, np.concatenate(runs), strict=True)]
+        actions = [layer_action(r, p, candidate) for r, p in zip(decided, pooled, strict=True)]
         totals[pair] = tally(zip(rows, actions, strict=True))["all"]
         groups = [tally((e, a) for e, a, d in zip(rows, actions, everyday, strict=True) if d is side).get("all")
                   for side in (False, True)]  # fmt: skip
