@@ -15,9 +15,9 @@ Many sequences, as `Scheduler` drives them: `batch()` (rows decoded together: `B
 `free`, `resize`), `prefill_group(runs)` (short prompts prefilled as one chunk), `shared_prefix` and
 `copy_prefix` (the prompt cache's longest prefix of a prompt, measured or copied into a row), `keep` (a cache to
 the prompt cache). Passes that sample nothing (`Model.logits`, `attention`): `scratch_cache`, `reusing_cache`,
-`forward`; `hidden_states` (a layer's states of a short text, for a classifier over them). Programs:
-`decode_ready` and `warm` (a batch shape compiled before it is needed), and `release_programs` (every compiled
-program and cached prefix let go: what a notebook calls when a chapter is done).
+`forward`; `hidden_states` and `layer_states` (one or several layers' states of a short text, for a classifier
+over them). Programs: `decode_ready` and `warm` (a batch shape compiled before it is needed), and
+`release_programs` (every compiled program and cached prefix let go: what a notebook calls when a chapter is done).
 
 The prompt cache is shared by every thread that runs sequences (a scheduler's loop, `Model.generate` callers);
 the runner's lock guards it, never a program call (JAX programs are pure: each pass runs on a cache of its own).
@@ -241,17 +241,26 @@ class Runner:
         """The hidden states [t, d] after the first `layer` layers for the tokens `ids` at positions 0.. (features
         for a classifier over the model's own states), kept nowhere: one chunk zero-padded to `width` (default the
         prefill chunk that holds them: the chat's programs) over an empty cache of the first length."""
+        return self.layer_states(ids, (layer,), width)[0]
+
+    def layer_states(self, ids: Sequence[int], layers: Sequence[int], width: int | None = None) -> np.ndarray:
+        """`hidden_states` after each of `layers` from one pass (as deep as the deepest): [len(layers), t, d]."""
         width = width or (PREFILL_CHUNK if len(ids) > MIN_BUCKET else MIN_BUCKET)
         if not 0 < len(ids) <= width:
             raise GenerationError(f"hidden_states takes 1 to {width} tokens; got {len(ids)}")
+        if not layers or not all(0 <= n <= self.config.n_layers for n in layers):
+            raise GenerationError(f"layers are 0 to {self.config.n_layers} (0: the embedding); got {list(layers)}")
         tokens = np.zeros((1, width), np.int32)
         tokens[0, : len(ids)] = ids
         start, length = np.int32(0), cache_length(width, self.config.context_length)
         empty = jnp.zeros((1, self.config.n_kv_heads, length, self.config.head_dim), self.dtype)  # (nothing read)
         x, cos, sin = self._programs.embed_chunk(self._weights, tokens, start)  # x [1, width, d]
-        for i in range(layer):
+        kept = {0: x} if 0 in layers else {}
+        for i in range(max(layers)):
             x, _keys, _values, _queries = self._programs.layer(i, x, cos, sin, empty, empty, start)
-        return np.asarray(x[0, : len(ids)], np.float32)
+            if i + 1 in layers:
+                kept[i + 1] = x
+        return np.stack([np.asarray(kept[n][0, : len(ids)], np.float32) for n in layers])
 
     # --- many sequences ---------------------------------------------------------------------------------------------
 

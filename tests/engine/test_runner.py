@@ -111,6 +111,11 @@ def test_hidden_states_are_causal_and_the_same_at_any_chunk_width(tiny_model):
     assert not np.allclose(states[0], states[2])  # (after the layers, position and context count)
     with pytest.raises(GenerationError, match="1 to 16 tokens"):
         runner.hidden_states(list(range(20)), 2, width=16)
+    both = runner.layer_states(ids, (2, 0))  # several layers from one pass, in the order asked
+    np.testing.assert_array_equal(both[0], states)
+    np.testing.assert_array_equal(both[1], embedded)
+    with pytest.raises(GenerationError, match="layers are 0 to"):
+        runner.layer_states(ids, (tiny_model.config.n_layers + 1,))
 
 
 def test_the_model_is_an_engine_that_never_queues_and_counts_what_it_runs(tiny_model):
