@@ -37,7 +37,7 @@ from jupyter_chatflow.events import SafetyAction, SafetyDecision
 
 from .decisions import check_layer, since
 from .guards import BLOCK_MESSAGE, CATEGORY_NOTES
-from .probe import VETO, Probe, features
+from .probe import VETO, Probe
 from .tables import DATA
 from .taxonomy import describe
 
@@ -112,7 +112,7 @@ class IntentGuard:
     def check(self, text: str, *, layer: str) -> SafetyDecision:
         """P(harmful) of `text` (its most harmful window's) and the verdict at the probe's threshold."""
         start = time.perf_counter()
-        rows = self.probe.probabilities(features(self.model, text, self.probe.layer))  # [windows, classes]
+        rows = self.probe.probabilities(self.probe.features(self.model, text))  # [windows, classes]
         worst = rows[int((1.0 - rows[:, 0]).argmax())]
         decision = verdict(worst, self.probe, layer=layer, message=self.message)
         return dataclasses.replace(decision, latency_ms=since(start), guard=self.name)

@@ -1,18 +1,25 @@
-"""A linear probe over the loaded model's own hidden states: what a request asks for, read from a middle layer.
+"""A linear probe over the loaded model's own hidden states: what a request asks for, read from its middle layers.
 
-A text is tokenized as it is (no chat template), cut into windows of at most `WINDOW` tokens, and each window runs
-through the first `layer` transformer layers of the chat's loaded model (no second copy of the weights, no sampling,
-no cache kept). The window's hidden states are averaged over its tokens (the first token of the text, on which a
-transformer parks attention and whose state is an outlier, is left out) and standardized; a multinomial logistic
-regression reads the average: P(benign) and P(each hazard category). A text's score is its most harmful window's.
+It reads a text twice, through the chat's loaded model as deep as the layers it reads (no second copy of the
+weights, no sampling, no cache kept):
 
-The probe's weights are a small `.npz` file (`Probe.save`/`load`): the weights [classes, d], the bias, the
-features' mean and scale, the layer, the class names, the threshold and the veto floor (`Probe.veto`), trained by
+- as it is (no chat template), cut into windows of at most `WINDOW` tokens: each of the probe's `layers` states
+  averaged over the window's tokens (the first token of the text, on which a transformer parks attention and whose
+  state is an outlier, is left out): `features`;
+- as the model's chat prompt (the text as the user's message in the model's chat template, up to where the answer
+  starts): each of its `prompt_layers` states at the last token, where the model has read the whole request and is
+  about to answer (an instruction-tuned model's refusals are decided there): `prompt_states`.
+
+The states are put side by side and standardized, and a multinomial logistic regression reads them: P(benign) and
+P(each hazard category). A long text's score is its most harmful window's (each window beside the prompt's states).
+
+The probe's weights are a small `.npz` file (`Probe.save`/`load`): the weights [classes, features], the bias, the
+features' mean and scale, the layers, the class names, the threshold and the veto floor (`Probe.veto`), trained by
 `fit` (L2-regularized, L-BFGS).
 
 >>> probe = Probe.load(SHIPPED)  # doctest: +SKIP
->>> probe.scores(features(model, "How do I make a pipe bomb?", probe.layer))  # doctest: +SKIP
-{'benign': 0.01, 'S9': 0.97, ...}
+>>> probe.probabilities(probe.features(model, "How do I make a pipe bomb?"))  # doctest: +SKIP
+array([[0.01, ..., 0.97, ...]])
 """
 
 from __future__ import annotations
@@ -26,7 +33,10 @@ import numpy as np
 
 from .decisions import SafetyConfigError
 
-__all__ = ["BENIGN", "MAX_WINDOWS", "VETO", "WINDOW", "Probe", "features", "fit", "windows"]
+__all__ = [
+    "BENIGN", "MAX_WINDOWS", "VETO", "WINDOW", "Probe", "features", "fit", "layer_states", "prompt_states", "reading",
+    "windows",
+]  # fmt: skip
 
 BENIGN = "benign"
 VETO = 0.01
@@ -42,13 +52,17 @@ _WIDTHS = (16, WINDOW)
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
 class Probe:
-    """A trained probe: multinomial logistic regression over standardized mean hidden states of one layer."""
+    """A trained probe: multinomial logistic regression over standardized hidden states of some layers."""
 
-    weights: np.ndarray  # [classes, d]
+    weights: np.ndarray  # [classes, features]: (layers + prompt layers) x d
     bias: np.ndarray  # [classes]
-    mean: np.ndarray  # [d]
-    scale: np.ndarray  # [d]
-    layer: int
+    mean: np.ndarray  # [features]
+    scale: np.ndarray  # [features]
+    layers: tuple[int, ...]
+    """The layers whose mean states over the text it reads, side by side in this order (0: the embedding)."""
+    prompt_layers: tuple[int, ...] = ()
+    """The layers whose state at the chat prompt's last token it reads next (`prompt_states`: the request as the
+    model reads it when its answer is about to start)."""
     classes: tuple[str, ...]
     """`BENIGN` first, then the hazard categories ("S1", … "S14")."""
     threshold: float = 0.5
@@ -62,11 +76,19 @@ class Probe:
     def __post_init__(self) -> None:
         if self.classes[:1] != (BENIGN,) or self.weights.shape != (len(self.classes), self.mean.shape[0]):
             raise SafetyConfigError(f"A probe's classes start with {BENIGN!r} and match its weights' rows.")
+        if not self.layers or self.mean.shape[0] % (len(self.layers) + len(self.prompt_layers)):
+            raise SafetyConfigError(
+                f"A probe reads d features from each of its layers {self.layers} and {self.prompt_layers}."
+            )
 
     @property
     def dim(self) -> int:
-        """The hidden size it reads."""
-        return int(self.mean.shape[0])
+        """The hidden size it reads (of each layer)."""
+        return int(self.mean.shape[0]) // (len(self.layers) + len(self.prompt_layers))
+
+    def features(self, model: Any, text: str) -> np.ndarray:
+        """What it reads of `text` in `model`: [windows, features] (`reading`)."""
+        return reading(model, text, self.layers, self.prompt_layers)
 
     def probabilities(self, feature: np.ndarray) -> np.ndarray:
         """P(class) for each row of `feature` [n, d] (or one row [d]): [n, classes]."""
@@ -75,18 +97,26 @@ class Probe:
 
     def save(self, path: Path) -> None:
         """Write the probe as an `.npz` file."""
-        meta = np.array([self.layer, self.threshold, self.veto], np.float64)
+        meta = np.array([self.threshold, self.veto], np.float64)
         np.savez(path, weights=self.weights.astype(np.float32), bias=self.bias.astype(np.float32),
                  mean=self.mean.astype(np.float32), scale=self.scale.astype(np.float32), meta=meta,
-                 classes=np.array(self.classes), model=np.array(self.model))  # fmt: skip
+                 layers=np.array(self.layers, np.int32), prompt_layers=np.array(self.prompt_layers, np.int32),
+                 classes=np.array(self.classes),
+                 model=np.array(self.model))  # fmt: skip
 
     @classmethod
     def load(cls, path: Path) -> Probe:
         """Read a probe written by `save`."""
         with np.load(path, allow_pickle=False) as data:
-            layer, threshold, veto = [*data["meta"], VETO][:3]  # files written before the floor have two
+            prompt_layers = tuple(int(n) for n in data["prompt_layers"]) if "prompt_layers" in data else ()
+            if "layers" in data:
+                layers, (threshold, veto) = tuple(int(n) for n in data["layers"]), data["meta"]
+            else:  # files of one layer: meta holds it, then the threshold (and the floor, once it was chosen)
+                layer, threshold, veto = [*data["meta"], VETO][:3]
+                layers = (int(layer),)
             return cls(weights=data["weights"], bias=data["bias"], mean=data["mean"], scale=data["scale"],
-                       layer=int(layer), threshold=float(threshold), veto=float(veto), model=str(data["model"]),
+                       layers=layers, prompt_layers=prompt_layers, threshold=float(threshold), veto=float(veto),
+                       model=str(data["model"]),
                        classes=tuple(str(c) for c in data["classes"]))  # fmt: skip
 
 
@@ -97,22 +127,45 @@ def windows(ids: Sequence[int]) -> list[list[int]]:
     return cut if len(cut) <= MAX_WINDOWS else cut[:half] + cut[-half:]
 
 
-def features(model: Any, text: str, layer: int) -> np.ndarray:
-    """The mean hidden state of `layer` over each window of `text`: float32 [windows, d]."""
+def features(model: Any, text: str, layers: Sequence[int], *, wide: bool = False) -> np.ndarray:
+    """The mean hidden state of each of `layers` over each window of `text`, side by side: float32
+    [windows, layers x d]. `wide`: every window in the 128-token chunk (`layer_states`)."""
     ids = model.tokenizer.encode(text) or [0]
     rows = []
     for index, window in enumerate(windows(ids)):
-        states = hidden_states(model, window, layer)  # [t, d]
+        states = layer_states(model, window, layers, wide=wide)  # [layers, t, d]
         first = 1 if index == 0 and len(window) > 1 else 0  # the text's first token: an attention sink
-        rows.append(states[first:].mean(axis=0))
+        rows.append(states[:, first:].mean(axis=1).reshape(-1))
     return np.stack(rows).astype(np.float32)
 
 
-def hidden_states(model: Any, ids: Sequence[int], layer: int) -> np.ndarray:
-    """The hidden states [t, d] after the first `layer` layers of `model` for tokens `ids` (t <= `WINDOW`): one
-    zero-padded chunk of 16 or 128 tokens at position 0 (`Runner.hidden_states`), the shapes of a chat's own
-    prefill, so no program is compiled for the probe."""
-    return model.runner.hidden_states(ids, layer, next(w for w in _WIDTHS if w >= len(ids)))
+def reading(model: Any, text: str, layers: Sequence[int], prompt_layers: Sequence[int] = ()) -> np.ndarray:
+    """A probe's features of `text`: each window's mean states of `layers` (`features`), the chat prompt's last
+    states of `prompt_layers` (`prompt_states`) beside each: float32 [windows, features]. With prompt layers, every
+    pass runs in the 128-token chunk (the chat prompt needs it: its template alone passes 16 tokens), so the probe
+    needs one program, not two: after `release_programs()` a chat's next turn compiled both again, 340 MiB more at
+    its peak (tour chapter 9), for ~30 ms less on a short request."""
+    rows = features(model, text, layers, wide=bool(prompt_layers))
+    if not prompt_layers:
+        return rows
+    prompt = prompt_states(model, text, prompt_layers)
+    return np.hstack([rows, np.broadcast_to(prompt, (len(rows), prompt.shape[0]))])
+
+
+def prompt_states(model: Any, text: str, layers: Sequence[int]) -> np.ndarray:
+    """The state after each of `layers` at the last token of `text` as the model's chat prompt (the user's message
+    in its chat template, up to where the answer starts; its last `WINDOW` tokens), side by side: float32
+    [layers x d]."""
+    ids = model.tokenizer.apply_chat_template([{"role": "user", "content": text}])[-WINDOW:]
+    return layer_states(model, ids, layers, wide=True)[:, -1].reshape(-1)
+
+
+def layer_states(model: Any, ids: Sequence[int], layers: Sequence[int], *, wide: bool = False) -> np.ndarray:
+    """The hidden states [layers, t, d] after each of `layers` of `model` for tokens `ids` (t <= `WINDOW`): one
+    zero-padded chunk of 16 (unless `wide`) or 128 tokens at position 0 (`Runner.layer_states`), the shapes of a
+    chat's own prefill, so no program is compiled for the probe alone. The padding changes no state."""
+    width = WINDOW if wide else next(w for w in _WIDTHS if w >= len(ids))
+    return model.runner.layer_states(ids, layers, width)
 
 
 def fit(x: np.ndarray, labels: Sequence[str], classes: Sequence[str], *, l2: float = 1.0) -> tuple[np.ndarray, ...]:

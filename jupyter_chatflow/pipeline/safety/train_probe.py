@@ -1,9 +1,23 @@
 """Train the intent probe for a model file, and choose its threshold, without looking at the held-out split.
 
-Features are the mean hidden states of the model's middle layer (`layer = n_layers // 2`: on SmolLM2-135M, layer
-15 of 30 separated harmful from benign requests best in 5-fold cross-validation on the training pool, AUC 0.990,
-against 0.985 for 12 and 0.988 for 18, 0.95–0.98 for 6, 9, 21, 24 and 30, and 0.984 for the last token's state;
-the text wrapped in the chat template scored 0.992, not worth its extra tokens and a template per model). The
+Features (`default_layers`): the text's mean hidden states at a third, half and two thirds of the model's depth
+(10, 15 and 20 of SmolLM2-135M's 30), and the state at the last token of the text as the model's chat prompt two
+thirds of the way up (20). Chosen in round 4 on the training pool (5-fold cross-validation, 3,508 requests) and the
+first fresh split (`heldout_fresh.jsonl`, a development set since): the probe alone's recall at 3 % of look-alikes
+blocked out of fold / its AUC, and recall at 5 % blocked on that split / its AUC:
+
+| features | out of fold | first fresh split |
+|---|---|---|
+| mean of layer 15 (rounds 1-3) | 0.896 / 0.9855 | 0.940 / 0.9874 |
+| means of 10, 15, 20 | 0.918 / 0.9892 | 0.943 / 0.9886 |
+| means of 10, 15, 20, 25 | 0.913 / 0.9892 | 0.949 / 0.9902 |
+| the prompt's last state at 20 | 0.872 / 0.9841 | 0.900 / 0.9781 |
+| means of 10, 15, 20 + the prompt's last state at 20 | **0.939 / 0.9935** | **0.966 / 0.9920** |
+| mean and last token of the text at 15 | 0.908 / 0.9868 | 0.917 / 0.9816 |
+
+(Rounds 1-3 chose layer 15 alone: AUC 0.990 against 0.985 for 12 and 0.988 for 18.) The prompt's last state is
+where an instruction-tuned model has read the whole request and decides how to answer; it costs a second pass (the
+text in the chat template), the means one pass to layer 20: about 2.7 times the cost of layer 15 alone. The
 probe is an L2 logistic regression over benign and S1–S14 (`probe.fit`). Its threshold and its veto floor (below
 which a hazard frame's block is lowered to a flag, `intent.reconcile`) are the pair, among `THRESHOLDS` and
 `VETOS`, with the highest recall of the whole input layer (rules, probe and `intent.reconcile`) at most
@@ -17,8 +31,8 @@ the rules' actions those the rules take on the same rows.
     python -m jupyter_chatflow.pipeline.safety.train_probe --ship           # the package's probe (data/intent/)
 
 A probe in the cache folder (`intent.probe_folder()`) is used by every chat on that model file from then on.
-Training runs the model over about 2,900 requests and fits 15 regressions: about five minutes for SmolLM2-135M on
-two CPU cores.
+Training runs the model twice over about 4,200 requests and fits 16 regressions: about twelve minutes for
+SmolLM2-135M on two CPU cores.
 """
 
 from __future__ import annotations
@@ -38,7 +52,7 @@ from .decisions import merge
 from .intent import model_key, probe_folder, reconcile, verdict
 from .intent_data import Row, Tally, tally, training_pool
 from .policy import SafetyPolicy
-from .probe import BENIGN, Probe, features, fit
+from .probe import BENIGN, Probe, fit, reading
 from .tables import DATA
 from .taxonomy import HAZARDS
 
@@ -49,6 +63,7 @@ __all__ = [
     "MAX_EVERYDAY_BLOCKED",
     "THRESHOLDS",
     "VETOS",
+    "default_layers",
     "featurize",
     "layer_action",
     "main",
@@ -56,6 +71,8 @@ __all__ = [
 ]
 
 CLASSES = (BENIGN, *(c.code for c in HAZARDS))
+Layers = tuple[tuple[int, ...], tuple[int, ...]]
+"""The layers a probe reads: those of the text's mean states, those of the chat prompt's last state."""
 L2 = 3.0
 """The penalty: 1, 3, 10 and 100 gave cross-validated AUCs within 0.002 of each other; 3 the best."""
 THRESHOLDS = tuple(round(0.3 + 0.05 * i, 2) for i in range(14))  # 0.3 … 0.95
@@ -74,9 +91,16 @@ FRESH = ("train-", "everyday-")
 the rules were first written against)."""
 
 
-def featurize(model: Any, examples: Sequence[Row], layer: int) -> np.ndarray:
-    """The probe's features of each example (its first window: training requests are short): [n, d]."""
-    return np.stack([features(model, example.text, layer)[0] for example in examples])
+def default_layers(n_layers: int) -> Layers:
+    """The layers a probe reads: the text's mean states a third, half and two thirds of the way up (10, 15 and 20
+    of SmolLM2's 30), and the chat prompt's last state two thirds of the way up (20)."""
+    return (n_layers // 3, n_layers // 2, 2 * n_layers // 3), (2 * n_layers // 3,)
+
+
+def featurize(model: Any, examples: Sequence[Row], layers: Layers) -> np.ndarray:
+    """A probe's features of each example over `layers` (`probe.reading`; the first window: training requests are
+    short): [n, features]."""
+    return np.stack([reading(model, example.text, *layers)[0] for example in examples])
 
 
 def rule_decisions(examples: Sequence[Row]) -> list[list[SafetyDecision]]:
@@ -99,7 +123,7 @@ def cross_validate(x: np.ndarray, labels: Sequence[str], *, l2: float = L2, seed
     for fold in range(FOLDS):
         test = order[fold::FOLDS]
         train = np.setdiff1d(order, test)
-        probe = _probe(x[train], [labels[i] for i in train], l2=l2, layer=0)
+        probe = _probe(x[train], [labels[i] for i in train], l2=l2, layers=((0,), ()))
         out[test] = probe.probabilities(x[test])
     return out
 
@@ -129,18 +153,19 @@ def choose_threshold(
     return best, totals
 
 
-def train(model: Any, *, layer: int | None = None, l2: float = L2, log: Any = print) -> Probe:
-    """A probe for `model`, its threshold and veto floor chosen by cross-validation on the training pool's
-    `train.jsonl` and `everyday.jsonl` rows."""
-    layer = model.config.n_layers // 2 if layer is None else layer
+def train(model: Any, *, layers: Layers | None = None, l2: float = L2, log: Any = print) -> Probe:
+    """A probe for `model` reading `layers` (the text's mean states, the chat prompt's last state; default
+    `default_layers`), its threshold and veto floor chosen by cross-validation on the training pool's `train.jsonl`
+    and `everyday.jsonl` rows."""
+    layers = default_layers(model.config.n_layers) if layers is None else layers
     pool = training_pool()
     started = time.perf_counter()
-    x = featurize(model, pool, layer)
-    log(f"features of {len(pool)} requests, layer {layer}: {time.perf_counter() - started:.0f} s")
+    x = featurize(model, pool, layers)
+    log(f"features of {len(pool)} requests, layers {layers}: {time.perf_counter() - started:.0f} s")
     labels = [e.label for e in pool]
     fresh = [i for i, e in enumerate(pool) if e.id.startswith(FRESH)]
     runs = [cross_validate(x, labels, l2=l2, seed=seed)[fresh] for seed in range(REPEATS)]
-    probe = dataclasses.replace(_probe(x, labels, l2=l2, layer=layer), model=model_key(model))
+    probe = dataclasses.replace(_probe(x, labels, l2=l2, layers=layers), model=model_key(model))
     examples = [pool[i] for i in fresh]
     (threshold, veto), totals = choose_threshold(examples, runs, rule_decisions(examples), probe)
     for (t, v), total in totals.items():
@@ -152,9 +177,10 @@ def train(model: Any, *, layer: int | None = None, l2: float = L2, log: Any = pr
     return dataclasses.replace(probe, threshold=threshold, veto=veto)
 
 
-def _probe(x: np.ndarray, labels: Sequence[str], *, l2: float, layer: int) -> Probe:
+def _probe(x: np.ndarray, labels: Sequence[str], *, l2: float, layers: Layers) -> Probe:
     weights, bias, mean, scale = fit(x, labels, CLASSES, l2=l2)
-    return Probe(weights=weights, bias=bias, mean=mean, scale=scale, layer=layer, classes=CLASSES)
+    return Probe(weights=weights, bias=bias, mean=mean, scale=scale, layers=layers[0], prompt_layers=layers[1],
+                 classes=CLASSES)  # fmt: skip
 
 
 def main(argv: Sequence[str] | None = None) -> int:

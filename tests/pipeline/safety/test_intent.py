@@ -21,9 +21,9 @@ BENIGN_TEXTS = ["the cat sat on the mat", "a walk in the park", "the sun is out 
 @pytest.fixture(scope="module")
 def probe(tiny_model) -> Probe:
     """A probe for the tiny model that reads strings of z, q and x as S9 (its features tell them apart)."""
-    x = np.vstack([features(tiny_model, t, 1)[0] for t in HARMFUL + BENIGN_TEXTS])
+    x = np.vstack([features(tiny_model, t, (1,))[0] for t in HARMFUL + BENIGN_TEXTS])
     weights, bias, mean, scale = fit(x, ["S9"] * 4 + [BENIGN] * 4, CLASSES, l2=0.1)
-    return Probe(weights=weights, bias=bias, mean=mean, scale=scale, layer=1, classes=CLASSES, threshold=0.5,
+    return Probe(weights=weights, bias=bias, mean=mean, scale=scale, layers=(1,), classes=CLASSES, threshold=0.5,
                  model=model_key(tiny_model))  # fmt: skip
 
 
@@ -88,7 +88,7 @@ def test_a_probe_in_the_cache_folder_is_found_for_its_model_file(tiny_model, pro
     monkeypatch.setenv("CHATFLOW_SAFETY_CACHE", str(tmp_path))
     probe.save(tmp_path / f"{model_key(tiny_model)}.npz")
     policy = SafetyPolicy().with_model(tiny_model)
-    assert isinstance(policy.intent, IntentGuard) and policy.intent.probe.layer == 1
+    assert isinstance(policy.intent, IntentGuard) and policy.intent.probe.layers == (1,)
     assert policy.with_model(tiny_model) is policy  # bound once
     wrong = dataclasses.replace(probe, weights=probe.weights[:, :8], mean=probe.mean[:8], scale=probe.scale[:8])
     wrong.save(tmp_path / f"{model_key(tiny_model)}.npz")

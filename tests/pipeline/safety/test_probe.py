@@ -13,7 +13,10 @@ from jupyter_chatflow.pipeline.safety.evaluate import Row
 from jupyter_chatflow.pipeline.safety.intent_data import (
     EVERYDAY,
     EVERYDAY_HELDOUT,
+    HELD_OUT,
     HELDOUT,
+    HELDOUT_FRESH,
+    HELDOUT_FRESH2,
     TRAIN,
     load,
     tally,
@@ -27,29 +30,49 @@ from jupyter_chatflow.pipeline.safety.probe import (
     Probe,
     features,
     fit,
-    hidden_states,
+    layer_states,
+    prompt_states,
+    reading,
     windows,
 )
 from jupyter_chatflow.pipeline.safety.train_probe import CLASSES, choose_threshold
 
 
-def test_hidden_states_are_causal_and_ignore_the_padding(tiny_model):
+def test_layer_states_are_causal_ignore_the_padding_and_equal_each_layer_alone(tiny_model):
     ids = tiny_model.tokenizer.encode("the quick brown fox jumps over the lazy dog again and again")
     assert 16 < len(ids) <= WINDOW  # padded to the wide chunk
-    whole = hidden_states(tiny_model, ids, 2)
-    head = hidden_states(tiny_model, ids[:10], 2)  # padded to 16
-    assert whole.shape == (len(ids), tiny_model.config.dim) and whole.dtype == np.float32
-    np.testing.assert_allclose(head, whole[:10], rtol=1e-4, atol=1e-4)  # a token sees only the tokens before it
-    assert not np.allclose(hidden_states(tiny_model, ids, 1), whole)  # another layer, other states
+    whole = layer_states(tiny_model, ids, (1, 2))  # one pass, the states after layers 1 and 2
+    head = layer_states(tiny_model, ids[:10], (1, 2))  # padded to 16
+    assert whole.shape == (2, len(ids), tiny_model.config.dim) and whole.dtype == np.float32
+    np.testing.assert_allclose(head, whole[:, :10], rtol=1e-4, atol=1e-4)  # a token sees only the tokens before it
+    for at, layer in enumerate((1, 2)):
+        np.testing.assert_allclose(whole[at], tiny_model.runner.hidden_states(ids, layer), rtol=1e-5, atol=1e-5)
+    assert not np.allclose(whole[0], whole[1])  # another layer, other states
 
 
-def test_features_average_each_window_leaving_out_the_first_token(tiny_model):
+def test_features_average_each_layer_over_each_window_leaving_out_the_first_token(tiny_model):
     text = "the cat sat on the mat"
     ids = tiny_model.tokenizer.encode(text)
-    [row] = features(tiny_model, text, 1)
-    np.testing.assert_allclose(row, hidden_states(tiny_model, ids, 1)[1:].mean(axis=0), rtol=1e-5, atol=1e-6)
-    long = features(tiny_model, "a" * (WINDOW * 20), 1)  # the byte-level vocabulary: one token a character or so
+    [row] = features(tiny_model, text, (2, 1))
+    states = layer_states(tiny_model, ids, (2, 1))[:, 1:].mean(axis=1)  # [2, d]: layer 2's mean, then layer 1's
+    np.testing.assert_allclose(row, np.concatenate(states), rtol=1e-5, atol=1e-6)
+    long = features(tiny_model, "a" * (WINDOW * 20), (1,))  # the byte-level vocabulary: one token a character or so
     assert long.shape == (MAX_WINDOWS, tiny_model.config.dim)
+
+
+def test_the_prompt_states_are_the_last_tokens_of_the_chat_prompt_beside_each_windows_means(tiny_model):
+    text = "the cat sat on the mat"
+    ids = tiny_model.tokenizer.apply_chat_template([{"role": "user", "content": text}])
+    assert ids[-1] != tiny_model.tokenizer.encode(text)[-1]  # the prompt ends where the answer starts, not the text
+    prompt = prompt_states(tiny_model, text, (2, 1))
+    np.testing.assert_allclose(prompt, layer_states(tiny_model, ids, (2, 1))[:, -1].reshape(-1), rtol=1e-5, atol=1e-6)
+    [row] = reading(tiny_model, text, (1,), (2, 1))
+    np.testing.assert_allclose(row, np.concatenate([features(tiny_model, text, (1,))[0], prompt]), rtol=1e-5, atol=1e-6)
+    long = reading(tiny_model, "a" * (WINDOW * 20), (1,), (2,))  # every window beside the one prompt's states
+    assert (
+        long.shape == (MAX_WINDOWS, 2 * tiny_model.config.dim)
+        and (long[:, -tiny_model.config.dim :] == long[0, -tiny_model.config.dim :]).all()
+    )
 
 
 def test_windows_keep_the_first_and_last_of_a_long_text():
@@ -64,33 +87,49 @@ def test_fit_separates_what_is_separable_and_the_file_round_trips(tmp_path):
     x = np.vstack([rng.normal(0, 1, (40, 8)), rng.normal(3, 1, (40, 8))])
     labels = [BENIGN] * 40 + ["S9"] * 40
     weights, bias, mean, scale = fit(x, labels, CLASSES, l2=1.0)
-    probe = Probe(weights=weights, bias=bias, mean=mean, scale=scale, layer=3, classes=CLASSES, threshold=0.7,
-                  veto=0.1)  # fmt: skip
+    probe = Probe(weights=weights, bias=bias, mean=mean, scale=scale, layers=(3,), prompt_layers=(5,),
+                  classes=CLASSES, threshold=0.7, veto=0.1)  # fmt: skip
     p = probe.probabilities(x)
     assert p.shape == (80, 15) and np.allclose(p.sum(axis=1), 1.0)
     assert (p[:40, 0] > 0.5).all() and (p[40:, CLASSES.index("S9")] > 0.5).all()
     probe.save(tmp_path / "p.npz")
     again = Probe.load(tmp_path / "p.npz")
-    assert (again.layer, again.threshold, again.veto, again.classes, again.dim) == (3, 0.7, 0.1, CLASSES, 8)
+    assert (again.layers, again.prompt_layers, again.dim) == ((3,), (5,), 4)
+    assert (again.threshold, again.veto, again.classes) == (0.7, 0.1, CLASSES)
     np.testing.assert_allclose(again.probabilities(x), p, rtol=1e-5, atol=1e-6)
-    with np.load(tmp_path / "p.npz") as data:  # a file written before the veto floor was kept: meta [layer, threshold]
-        np.savez(tmp_path / "old.npz", **{k: data[k][:2] if k == "meta" else data[k] for k in data.files})
+    with np.load(tmp_path / "p.npz") as data:  # files of one layer: meta [layer, threshold(, veto floor)]
+        kept = {k: data[k] for k in data.files if k not in ("meta", "layers", "prompt_layers")}
+    np.savez(tmp_path / "one.npz", meta=np.array([3, 0.7, 0.1]), **kept)
+    np.savez(tmp_path / "old.npz", meta=np.array([3, 0.7]), **kept)  # before the veto floor was kept
+    assert (Probe.load(tmp_path / "one.npz").layers, Probe.load(tmp_path / "one.npz").veto) == ((3,), 0.1)
     old = Probe.load(tmp_path / "old.npz")
-    assert (old.layer, old.threshold, old.veto) == (3, 0.7, VETO) and VETO == 0.01
+    assert (old.layers, old.threshold, old.veto, old.dim) == ((3,), 0.7, VETO, 8) and VETO == 0.01
     with pytest.raises(SafetyConfigError, match="classes start with"):
-        Probe(weights=weights, bias=bias, mean=mean, scale=scale, layer=3, classes=CLASSES[::-1])
+        Probe(weights=weights, bias=bias, mean=mean, scale=scale, layers=(3,), classes=CLASSES[::-1])
+    with pytest.raises(SafetyConfigError, match="d features from each of its layers"):
+        Probe(weights=weights, bias=bias, mean=mean, scale=scale, layers=(1, 2), prompt_layers=(3,), classes=CLASSES)
 
 
 def test_the_held_out_split_is_kept_out_of_training():
     held, train = load(HELDOUT), load(TRAIN)
-    assert len(held) == 700 and len(train) == 1828  # 1,457 at first, then a second round of paraphrases and look-alikes
+    assert len(held) == 700 and len(train) == 3338  # 1,457 at first; 1,828 after a second round; 2,608 and 3,338
+    # after a fourth and a fifth (paraphrases and look-alikes in every category)
     per = tally((e, "allow") for e in held)
     assert all(per[c].harmful == 25 and per[c].benign == 25 for c in CLASSES[1:])
     pool = training_pool(held)
     texts = {e.text.lower() for e in held}
     assert not texts & {e.text.lower() for e in pool}
-    assert len(pool) == 2929  # train.jsonl, everyday.jsonl and eval.jsonl's input rows, less those within 60 % of
+    assert len(pool) == 4469  # train.jsonl, everyday.jsonl and eval.jsonl's input rows, less those within 60 % of
     assert {e.label for e in pool} == set(CLASSES)  # a held-out row's words
+
+
+def test_no_held_out_file_is_trained_on_and_each_split_has_25_and_25_per_category():
+    pool = {e.text.lower() for e in training_pool()}
+    for path in HELD_OUT:
+        assert not pool & {e.text.lower() for e in load(path)}, path.name
+    for path in (HELDOUT, HELDOUT_FRESH, HELDOUT_FRESH2):
+        per = tally((e, "allow") for e in load(path))
+        assert all(per[c].harmful == 25 and per[c].benign == 25 for c in CLASSES[1:]), path.name
 
 
 def test_the_everyday_requests_are_trained_on_and_their_held_out_split_is_not():
@@ -138,8 +177,8 @@ def test_the_threshold_and_veto_floor_are_chosen_together_within_the_blocked_cap
     rules = [[frame] if i < 42 else [] for i in range(len(rows))]
     p = np.zeros((len(rows), len(CLASSES)))
     p[:, 0], p[:, CLASSES.index("S2")] = 1 - np.array(harmful), harmful
-    probe = Probe(weights=np.zeros((15, 1)), bias=np.zeros(15), mean=np.zeros(1), scale=np.ones(1), layer=1,
-                  classes=CLASSES)  # fmt: skip
+    probe = Probe(weights=np.zeros((15, 1)), bias=np.zeros(15), mean=np.zeros(1), scale=np.ones(1),
+                  layers=(1,), classes=CLASSES)  # fmt: skip
     (threshold, veto), totals = choose_threshold(rows, [p, p], rules, probe)
     assert (threshold, veto) == (0.95, 0.1)
     assert (totals[(0.95, 0.1)].caught, totals[(0.95, 0.1)].harmful, totals[(0.95, 0.1)].blocked) == (72, 80, 0)
