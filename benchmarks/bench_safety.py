@@ -5,14 +5,15 @@ look-alikes per Llama Guard 3 category, written for evaluation only, since read 
 set now), or of the file `--heldout` names, goes through the rules alone, the intent probe
 alone and the input layer a chat runs (rules + PII + probe); the table gives recall (a harmful request blocked, or
 flagged for S6) and the share of benign look-alikes blocked, per category, and the input layer's flagged share.
-Also: the probe's milliseconds per prompt (its extra pass over the middle layer of the chat's own model), the
+Also: the probe's milliseconds per prompt (its two extra passes over the chat's own model's first 20 layers), the
 share of held-out everyday requests (`everyday_heldout.jsonl`, never trained on) the input layer blocks and flags,
 and the four requests issue 23 names.
 
-    python benchmarks/bench_safety.py [--heldout PATH] [--out bench-results/safety.json]
+    python benchmarks/bench_safety.py [--heldout PATH] [--everyday PATH] [--out bench-results/safety.json]
 
 `--heldout PATH` scores another file of requests in the same format (JSON lines with `id`, `category` S1–S14,
-`kind` harmful | benign, `expected` block | flag | allow, `text`) instead of the shipped `heldout.jsonl`.
+`kind` harmful | benign, `expected` block | flag | allow, `text`) instead of the shipped `heldout.jsonl`: the
+fresh split is `heldout_fresh2.jsonl`. `--everyday PATH` another file of everyday requests (`everyday_fresh2.jsonl`).
 """
 
 from __future__ import annotations
@@ -23,7 +24,7 @@ from pathlib import Path
 
 from jupyter_chatflow import load_model
 from jupyter_chatflow.pipeline.safety import SafetyPolicy
-from jupyter_chatflow.pipeline.safety.intent_data import HELDOUT
+from jupyter_chatflow.pipeline.safety.intent_data import EVERYDAY_HELDOUT, HELDOUT
 from jupyter_chatflow.pipeline.safety.intent_eval import evaluate, evaluate_everyday, everyday_line, markdown
 
 ISSUE_EXAMPLES = (
@@ -38,6 +39,7 @@ ISSUE_EXAMPLES = (
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--heldout", type=Path, default=HELDOUT, help="the requests to score (default: %(default)s)")
+    parser.add_argument("--everyday", type=Path, default=EVERYDAY_HELDOUT, help="everyday requests (%(default)s)")
     parser.add_argument("--out", type=Path, default=Path("bench-results/safety.json"))
     args = parser.parse_args()
     model = load_model()
@@ -48,8 +50,8 @@ def main() -> int:
     probe, layer = timing["probe_ms_median"], timing["layer_ms_median"]
     print(f"\nthreshold {report.threshold:g}; probe {probe:.1f} ms per prompt (median, p95 "
           f"{timing['probe_ms_p95']:.1f}); the whole input layer {layer:.1f} ms (median)")  # fmt: skip
-    everyday = evaluate_everyday(model)
-    print(everyday_line(everyday))
+    everyday = evaluate_everyday(model, args.everyday)
+    print(f"{args.everyday.name}: {everyday_line(everyday)}")
     for example, action in zip(everyday.examples, everyday.actions["input layer"], strict=True):
         if action != "allow":
             print(f"  {action:5} {example.text}")
@@ -63,7 +65,7 @@ def main() -> int:
     tallies = {layer: {c: vars(t) for c, t in per.items()} for layer, per in report.tallies.items()}
     daily = vars(everyday.tallies["input layer"]["all"])
     args.out.write_text(json.dumps({"tallies": tallies, "timing": timing, "threshold": report.threshold,
-                                    "everyday_heldout": daily, "issue_examples": issue,
+                                    "everyday": daily, "everyday_file": str(args.everyday), "issue_examples": issue,
                                     "heldout": str(args.heldout)}, indent=1))  # fmt: skip
     print(f"wrote {args.out}")
     return 0

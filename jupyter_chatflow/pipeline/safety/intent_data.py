@@ -1,6 +1,6 @@
 """The intent probe's labelled requests and how the input layer is scored on them, per category.
 
-Two files under `data/intent/` (JSON lines: `id`, `category` S1–S14 or "none", `kind` harmful | benign, `expected`
+Files under `data/intent/` (JSON lines: `id`, `category` S1–S14 or "none", `kind` harmful | benign, `expected`
 block | flag | allow, `text`):
 
 - `heldout.jsonl`: 25 harmful requests and 25 benign look-alikes per category (defensive, educational, medical,
@@ -9,21 +9,28 @@ block | flag | allow, `text`):
   (`training_pool` keeps out any row near one), and the threshold is still chosen by cross-validation on training
   rows. A fresh split for evaluation is scored with `intent_eval.evaluate(model, path)` or
   `python benchmarks/bench_safety.py --heldout PATH`.
-- `heldout_fresh.jsonl`: the fresh split, the same shape (25 + 25 per category), written for evaluation only by
-  someone who never read the training rows, the frames or the dev split; nobody tuning the layer reads it. Its
-  figures are the ones to trust (README).
-- `train.jsonl`: other requests (49 to 95 harmful and 50 to 90 benign per category, plus everyday chat), written
-  after; a second round (S2, S4, S6, S8, S9, S10 and S11 paraphrases, look-alikes) after the first scoring.
+- `heldout_fresh.jsonl`: the first fresh split, the same shape (25 + 25 per category), written for evaluation only
+  by someone who never read the training rows, the frames or the dev split. Scored in aggregate through rounds 1-3,
+  then used in round 4 to compare probe features: a development set too now, never trained on.
+- `heldout_fresh2.jsonl`: the second fresh split, the same shape, written in round 4 by someone who read none of
+  the safety data or code (the categories' definitions only); nobody tuning the layer reads it. Its figures are the
+  ones to trust (README). When it has been looked at beyond its aggregate, a new split is written the same way.
+- `train.jsonl`: other requests (85 to 150 harmful and 105 to 160 benign per category, plus everyday chat), written
+  after; a second round (S2, S4, S6, S8, S9, S10 and S11 paraphrases, look-alikes) after the first scoring; a fourth
+  and a fifth in round 4 (every category: harmful paraphrases stated indirectly, and benign look-alikes: one's own
+  property and data, victims and bystanders, protection, repair, games, fiction, figurative speech).
 
 Two more, of ordinary requests only (category "none", benign): a probe trained on harmful requests and their
 look-alikes alone drew its boundary through everyday chat at random ("Count from 1 to 50, one number per line."
 was blocked as S11):
 
-- `everyday.jsonl`: about 420 requests a chat assistant gets every day (counting and lists, arithmetic, trivia,
+- `everyday.jsonl`: about 450 requests a chat assistant gets every day (counting and lists, arithmetic, trivia,
   explanations, code, writing, recipes, travel, small talk, one-word messages, role-play, formatting requests),
   every benign prompt of the examples, the README and the integration tests among them. Trained on.
 - `everyday_heldout.jsonl`: about 150 others, written separately on other topics and in other words, for
   evaluation only: the share of everyday requests the layer blocks (target: at most 1 %).
+- `everyday_fresh2.jsonl`: 100 more, written with `heldout_fresh2.jsonl` (some with dark-sounding harmless words:
+  "kill the process", "shoot a photo").
 
 The probe trains on `train.jsonl` and `everyday.jsonl` together with the evaluation set's input rows
 (`data/eval.jsonl`), less any row whose words overlap a held-out row's (any held-out file) by 60 % or more
@@ -47,7 +54,8 @@ from .evaluate import load as load_rows
 from .tables import DATA
 
 __all__ = [
-    "EVAL", "EVERYDAY", "EVERYDAY_HELDOUT", "HELDOUT", "HELDOUT_FRESH", "TRAIN", "Row", "Tally", "load", "tally",
+    "EVAL", "EVERYDAY", "EVERYDAY_FRESH2", "EVERYDAY_HELDOUT", "HELDOUT", "HELDOUT_FRESH", "HELDOUT_FRESH2", "HELD_OUT",
+    "TRAIN", "Row", "Tally", "load", "tally",
     "training_pool",
 ]  # fmt: skip
 
@@ -56,6 +64,10 @@ EVERYDAY = DATA / "intent" / "everyday.jsonl"
 HELDOUT = DATA / "intent" / "heldout.jsonl"
 EVERYDAY_HELDOUT = DATA / "intent" / "everyday_heldout.jsonl"
 HELDOUT_FRESH = DATA / "intent" / "heldout_fresh.jsonl"
+HELDOUT_FRESH2 = DATA / "intent" / "heldout_fresh2.jsonl"
+EVERYDAY_FRESH2 = DATA / "intent" / "everyday_fresh2.jsonl"
+HELD_OUT = (HELDOUT, HELDOUT_FRESH, HELDOUT_FRESH2, EVERYDAY_HELDOUT, EVERYDAY_FRESH2)
+"""Every file kept out of training, and any training row near one of their rows (`training_pool`)."""
 EVAL = DATA / "eval.jsonl"
 OVERLAP = 0.6
 """Word overlap (Jaccard) with a held-out row at or above which a row is kept out of training."""
@@ -70,8 +82,8 @@ def load(path: Path) -> list[Row]:
 
 def training_pool(held_out: Sequence[Row] | None = None) -> list[Row]:
     """`train.jsonl`, `everyday.jsonl` and the evaluation set's input rows, less the rows too close to a held-out
-    row (of `heldout.jsonl`, `heldout_fresh.jsonl` and `everyday_heldout.jsonl` by default)."""
-    held_rows = [*load(HELDOUT), *load(HELDOUT_FRESH), *load(EVERYDAY_HELDOUT)] if held_out is None else held_out
+    row (of the `HELD_OUT` files by default)."""
+    held_rows = [row for path in HELD_OUT for row in load(path)] if held_out is None else held_out
     held = [_words(e.text) for e in held_rows]
     pool = []
     for example in [*load(TRAIN), *load(EVERYDAY), *load(EVAL)]:

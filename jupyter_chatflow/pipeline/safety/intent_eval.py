@@ -5,8 +5,9 @@
 (each a `SafetyPolicy` in mode "input"): the rules alone (`intent_probe=False`), the probe alone (its guard only),
 and the layer a chat runs (rules, PII, the probe, `intent.reconcile`). It times the probe's pass per prompt.
 `markdown(report)` is the README's table; `benchmarks/bench_safety.py` prints it and writes the JSON.
-`evaluate_everyday(model)` runs `data/intent/everyday_heldout.jsonl` (ordinary requests, never trained on) through
-the same layers, and `everyday_line(report)` says the share the input layer blocks and flags.
+`evaluate_everyday(model)` runs `data/intent/everyday_heldout.jsonl` (ordinary requests, never trained on; or
+another file of them: `everyday_fresh2.jsonl`) through the same layers, and `everyday_line(report)` says the
+share the input layer blocks and flags.
 """
 
 from __future__ import annotations
@@ -75,9 +76,9 @@ def evaluate(model: Any, examples: Sequence[Row] | Path | None = None) -> Report
     )  # fmt: skip
 
 
-def evaluate_everyday(model: Any) -> Report:
-    """The three input layers on the held-out everyday requests (`everyday_heldout.jsonl`)."""
-    return evaluate(model, load(EVERYDAY_HELDOUT))
+def evaluate_everyday(model: Any, path: Path = EVERYDAY_HELDOUT) -> Report:
+    """The three input layers on held-out everyday requests (`everyday_heldout.jsonl`, or another file of them)."""
+    return evaluate(model, load(path))
 
 
 def everyday_line(report: Report) -> str:
