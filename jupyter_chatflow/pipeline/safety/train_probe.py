@@ -31,7 +31,7 @@ the rules' actions those the rules take on the same rows.
     python -m jupyter_chatflow.pipeline.safety.train_probe --ship           # the package's probe (data/intent/)
 
 A probe in the cache folder (`intent.probe_folder()`) is used by every chat on that model file from then on.
-Training runs the model twice over about 4,200 requests and fits 16 regressions: about twelve minutes for
+Training runs the model twice over about 4,200 requests and fits 16 regressions: about twenty minutes for
 SmolLM2-135M on two CPU cores.
 """
 
