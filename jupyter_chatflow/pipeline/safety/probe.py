@@ -143,8 +143,8 @@ def reading(model: Any, text: str, layers: Sequence[int], prompt_layers: Sequenc
     """A probe's features of `text`: each window's mean states of `layers` (`features`), the chat prompt's last
     states of `prompt_layers` (`prompt_states`) beside each: float32 [windows, features]. With prompt layers, every
     pass runs in the 128-token chunk (the chat prompt needs it: its template alone passes 16 tokens), so the probe
-    needs one program, not two: after `release_programs()` a chat's next turn compiled both again, 340 MiB more at
-    its peak (tour chapter 9), for ~30 ms less on a short request."""
+    needs one program, not two: after `release_programs()` a chat's next turn compiled both again (tour chapter 9
+    peaked at 1,525 MiB with two, 1,311 with one), for ~30 ms less on a short request."""
     rows = features(model, text, layers, wide=bool(prompt_layers))
     if not prompt_layers:
         return rows
