@@ -3,7 +3,8 @@
 `evaluate(model)` runs every row of `data/intent/heldout.jsonl` (or of another file in its format:
 `evaluate(model, Path(...))`) through three input layers on the chat's own model
 (each a `SafetyPolicy` in mode "input"): the rules alone (`intent_probe=False`), the probe alone (its guard only),
-and the layer a chat runs (rules, PII, the probe, `intent.reconcile`). It times the probe's pass per prompt.
+and the layer a chat runs (rules, PII, the probe, `intent.reconcile`). The probe reads each row once: the layer a
+chat runs is timed whole, and the probe alone reuses its reading and its time (`_Remembering`).
 `markdown(report)` is the README's table; `benchmarks/bench_safety.py` prints it and writes the JSON.
 `evaluate_everyday(model)` runs `data/intent/everyday_heldout.jsonl` (ordinary requests, never trained on; or
 another file of them: `everyday_fresh2.jsonl`) through the same layers, and `everyday_line(report)` says the
@@ -19,6 +20,9 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from jupyter_chatflow.events import SafetyDecision
+
+from .decisions import since
 from .intent import IntentGuard
 from .intent_data import EVERYDAY_HELDOUT, HELDOUT, Row, Tally, load, tally
 from .policy import SafetyPolicy
@@ -58,21 +62,22 @@ def evaluate(model: Any, examples: Sequence[Row] | Path | None = None) -> Report
     guard = IntentGuard.for_model(model)
     if guard is None:
         raise ValueError(f"No intent probe for this model file ({model.path}): train one first.")
-    policies = {
-        "rules": SafetyPolicy(mode="input", intent_probe=False),
-        "probe": SafetyPolicy(mode="input", guards={"input": (guard,)}),
-        "input layer": SafetyPolicy(mode="input", intent=guard),
-    }
+    guard = _Remembering(model=guard.model, probe=guard.probe)
+    layer = SafetyPolicy(mode="input", intent=guard)  # reads each row; the probe alone reuses that reading
+    others = {"rules": SafetyPolicy(mode="input", intent_probe=False),
+              "probe": SafetyPolicy(mode="input", guards={"input": (guard,)})}  # fmt: skip
     actions: dict[str, list[str]] = {name: [] for name in LAYERS}
-    times: dict[str, list[float]] = {name: [] for name in LAYERS}
+    probe_ms, layer_ms = [], []
     for example in rows:
-        for name, policy in policies.items():
-            started = time.perf_counter()
+        started = time.perf_counter()
+        actions["input layer"].append(layer.scan_input(example.text)[0][0].action)
+        layer_ms.append(since(started))
+        probe_ms.append(guard.seen["input", example.text].latency_ms)
+        for name, policy in others.items():
             actions[name].append(policy.scan_input(example.text)[0][0].action)
-            times[name].append((time.perf_counter() - started) * 1000)
     return Report(
         tallies={name: tally(zip(rows, actions[name], strict=True)) for name in LAYERS}, actions=actions,
-        probe_ms=times["probe"], layer_ms=times["input layer"], threshold=guard.probe.threshold, examples=rows,
+        probe_ms=probe_ms, layer_ms=layer_ms, threshold=guard.probe.threshold, examples=rows,
     )  # fmt: skip
 
 
@@ -103,6 +108,19 @@ def markdown(report: Report) -> str:
         label = "**all**" if category == "all" else f"{category} {describe(category)}"
         lines.append(f"| {label} | {' | '.join(cells)} | {_rate(layer.flagged, layer.benign)} |")
     return "\n".join(lines)
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class _Remembering(IntentGuard):
+    """The intent guard, reading each text once: its decision is kept and given again (evaluation only; a chat's
+    guard reads every turn)."""
+
+    seen: dict[tuple[str, str], SafetyDecision] = dataclasses.field(default_factory=dict, compare=False, hash=False)
+
+    def check(self, text: str, *, layer: str) -> SafetyDecision:
+        if (layer, text) not in self.seen:
+            self.seen[layer, text] = super().check(text, layer=layer)
+        return self.seen[layer, text]
 
 
 def _rate(part: int, whole: int) -> str:
