@@ -13,12 +13,17 @@ block | flag | allow, `text`):
   by someone who never read the training rows, the frames or the dev split. Scored in aggregate through rounds 1-3,
   then used in round 4 to compare probe features: a development set too now, never trained on.
 - `heldout_fresh2.jsonl`: the second fresh split, the same shape, written in round 4 by someone who read none of
-  the safety data or code (the categories' definitions only); nobody tuning the layer reads it. Its figures are the
-  ones to trust (README). When it has been looked at beyond its aggregate, a new split is written the same way.
-- `train.jsonl`: other requests (85 to 150 harmful and 105 to 160 benign per category, plus everyday chat), written
+  the safety data or code (the categories' definitions only). Its figures were the ones to trust in round 4 (93 %
+  caught, 2.6 % blocked); its misses were read in round 5, which makes it a development set too.
+- `heldout_fresh3.jsonl`: the third fresh split, written in round 5 the same way; nobody tuning the layer reads it.
+  Its figures are the ones to trust (README). When it has been looked at beyond its aggregate, a new split is
+  written the same way.
+- `train.jsonl`: other requests (95 to 180 harmful and 125 to 180 benign per category, plus everyday chat), written
   after; a second round (S2, S4, S6, S8, S9, S10 and S11 paraphrases, look-alikes) after the first scoring; a fourth
   and a fifth in round 4 (every category: harmful paraphrases stated indirectly, and benign look-alikes: one's own
-  property and data, victims and bystanders, protection, repair, games, fiction, figurative speech).
+  property and data, victims and bystanders, protection, repair, games, fiction, figurative speech); a sixth in
+  round 5 (harmful requests stated indirectly, most in S3, S4, S5, S8, S10, S11 and S12, and look-alikes,
+  safeguarding among them).
 
 Two more, of ordinary requests only (category "none", benign): a probe trained on harmful requests and their
 look-alikes alone drew its boundary through everyday chat at random ("Count from 1 to 50, one number per line."
@@ -29,8 +34,8 @@ was blocked as S11):
   every benign prompt of the examples, the README and the integration tests among them. Trained on.
 - `everyday_heldout.jsonl`: about 150 others, written separately on other topics and in other words, for
   evaluation only: the share of everyday requests the layer blocks (target: at most 1 %).
-- `everyday_fresh2.jsonl`: 100 more, written with `heldout_fresh2.jsonl` (some with dark-sounding harmless words:
-  "kill the process", "shoot a photo").
+- `everyday_fresh2.jsonl` and `everyday_fresh3.jsonl`: 100 more each, written with `heldout_fresh2.jsonl` and
+  `heldout_fresh3.jsonl` (some with dark-sounding harmless words: "kill the process", "shoot a photo").
 
 The probe trains on `train.jsonl` and `everyday.jsonl` together with the evaluation set's input rows
 (`data/eval.jsonl`), less any row whose words overlap a held-out row's (any held-out file) by 60 % or more
@@ -54,9 +59,8 @@ from .evaluate import load as load_rows
 from .tables import DATA
 
 __all__ = [
-    "EVAL", "EVERYDAY", "EVERYDAY_FRESH2", "EVERYDAY_HELDOUT", "HELDOUT", "HELDOUT_FRESH", "HELDOUT_FRESH2", "HELD_OUT",
-    "TRAIN", "Row", "Tally", "load", "tally",
-    "training_pool",
+    "EVAL", "EVERYDAY", "EVERYDAY_FRESH2", "EVERYDAY_FRESH3", "EVERYDAY_HELDOUT", "HELDOUT", "HELDOUT_FRESH",
+    "HELDOUT_FRESH2", "HELDOUT_FRESH3", "HELD_OUT", "TRAIN", "Row", "Tally", "load", "tally", "training_pool",
 ]  # fmt: skip
 
 TRAIN = DATA / "intent" / "train.jsonl"
@@ -66,7 +70,9 @@ EVERYDAY_HELDOUT = DATA / "intent" / "everyday_heldout.jsonl"
 HELDOUT_FRESH = DATA / "intent" / "heldout_fresh.jsonl"
 HELDOUT_FRESH2 = DATA / "intent" / "heldout_fresh2.jsonl"
 EVERYDAY_FRESH2 = DATA / "intent" / "everyday_fresh2.jsonl"
-HELD_OUT = (HELDOUT, HELDOUT_FRESH, HELDOUT_FRESH2, EVERYDAY_HELDOUT, EVERYDAY_FRESH2)
+HELDOUT_FRESH3 = DATA / "intent" / "heldout_fresh3.jsonl"
+EVERYDAY_FRESH3 = DATA / "intent" / "everyday_fresh3.jsonl"
+HELD_OUT = (HELDOUT, HELDOUT_FRESH, HELDOUT_FRESH2, HELDOUT_FRESH3, EVERYDAY_HELDOUT, EVERYDAY_FRESH2, EVERYDAY_FRESH3)
 """Every file kept out of training, and any training row near one of their rows (`training_pool`)."""
 EVAL = DATA / "eval.jsonl"
 OVERLAP = 0.6
