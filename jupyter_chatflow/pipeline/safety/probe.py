@@ -1,17 +1,21 @@
 """A linear probe over the loaded model's own hidden states: what a request asks for, read from its middle layers.
 
-It reads a text twice, through the chat's loaded model as deep as the layers it reads (no second copy of the
-weights, no sampling, no cache kept):
+It reads a text in one pass through the chat's loaded model, as deep as the layers it reads (no second copy of the
+weights, no sampling, no cache kept): the text as the user's message in the model's chat template, up to where the
+answer starts (`prompt_reading`), and takes
 
-- as it is (no chat template), cut into windows of at most `WINDOW` tokens: each of the probe's `layers` states
-  averaged over the window's tokens (the first token of the text, on which a transformer parks attention and whose
-  state is an outlier, is left out): `features`;
-- as the model's chat prompt (the text as the user's message in the model's chat template, up to where the answer
-  starts): each of its `prompt_layers` states at the last token, where the model has read the whole request and is
-  about to answer (an instruction-tuned model's refusals are decided there): `prompt_states`.
+- each of the probe's `layers` states averaged over the text's own tokens (the template's are left out);
+- each of its `prompt_layers` states at the prompt's last token, where the model has read the whole request and is
+  about to answer (an instruction-tuned model's refusals are decided there).
 
-The states are put side by side and standardized, and a multinomial logistic regression reads them: P(benign) and
-P(each hazard category). A long text's score is its most harmful window's (each window beside the prompt's states).
+A text longer than a window (`WINDOW` tokens with the template) is cut into windows of the text, each read in the
+template. The states are put side by side and standardized, and a multinomial logistic regression reads them:
+P(benign) and P(each hazard category). A long text's score is its most harmful window's.
+
+Probes of round 4 (`Probe.in_prompt` false) read the text twice: the means over the text alone (no template,
+`features`, the first token left out: a transformer parks attention on it), and the prompt's last states
+(`prompt_states`) in a second pass (`reading`). Reading the means inside the prompt caught as much out of fold and
+on the development splits, at half the passes (`train_probe`'s table).
 
 The probe's weights are a small `.npz` file (`Probe.save`/`load`): the weights [classes, features], the bias, the
 features' mean and scale, the layers, the class names, the threshold and the veto floor (`Probe.veto`), trained by
@@ -34,8 +38,8 @@ import numpy as np
 from .decisions import SafetyConfigError
 
 __all__ = [
-    "BENIGN", "MAX_WINDOWS", "VETO", "WINDOW", "Probe", "features", "fit", "layer_states", "prompt_states", "reading",
-    "windows",
+    "BENIGN", "MAX_WINDOWS", "VETO", "WINDOW", "Probe", "features", "fit", "layer_states", "prompt_parts",
+    "prompt_reading", "prompt_states", "reading", "windows",
 ]  # fmt: skip
 
 BENIGN = "benign"
@@ -44,7 +48,8 @@ VETO = 0.01
 WINDOW = 128
 """Tokens per window: the engine's wide prefill chunk, so a long window runs programs the chat has compiled."""
 MAX_WINDOWS = 8
-"""Windows scored per text (1,024 tokens); a longer one is scored on its first and last four (rules read it all)."""
+"""Windows scored per text (1,024 tokens less the template's eight times over: about 780 with SmolLM2's); a longer
+one is scored on its first and last four (rules read it all)."""
 _WIDTHS = (16, WINDOW)
 """Chunk widths: the engine's two prefill widths, whose layer programs a chat has compiled (32 and 64 would add
 ~15 MiB of programs each for ~20 ms less on a 30-token prompt)."""
@@ -72,6 +77,9 @@ class Probe:
     threshold by cross-validation (`train_probe`)."""
     model: str = ""
     """The model file it was trained on (`model_key`)."""
+    in_prompt: bool = False
+    """Whether the means of `layers` are read over the text inside the chat prompt, in the one pass that reads the
+    prompt's last states (`prompt_reading`), rather than over the text alone in a pass of their own (`reading`)."""
 
     def __post_init__(self) -> None:
         if self.classes[:1] != (BENIGN,) or self.weights.shape != (len(self.classes), self.mean.shape[0]):
@@ -87,8 +95,9 @@ class Probe:
         return int(self.mean.shape[0]) // (len(self.layers) + len(self.prompt_layers))
 
     def features(self, model: Any, text: str) -> np.ndarray:
-        """What it reads of `text` in `model`: [windows, features] (`reading`)."""
-        return reading(model, text, self.layers, self.prompt_layers)
+        """What it reads of `text` in `model`: [windows, features] (`prompt_reading`, or `reading`)."""
+        read = prompt_reading if self.in_prompt else reading
+        return read(model, text, self.layers, self.prompt_layers)
 
     def probabilities(self, feature: np.ndarray) -> np.ndarray:
         """P(class) for each row of `feature` [n, d] (or one row [d]): [n, classes]."""
@@ -101,7 +110,7 @@ class Probe:
         np.savez(path, weights=self.weights.astype(np.float32), bias=self.bias.astype(np.float32),
                  mean=self.mean.astype(np.float32), scale=self.scale.astype(np.float32), meta=meta,
                  layers=np.array(self.layers, np.int32), prompt_layers=np.array(self.prompt_layers, np.int32),
-                 classes=np.array(self.classes),
+                 in_prompt=np.array(self.in_prompt), classes=np.array(self.classes),
                  model=np.array(self.model))  # fmt: skip
 
     @classmethod
@@ -109,6 +118,7 @@ class Probe:
         """Read a probe written by `save`."""
         with np.load(path, allow_pickle=False) as data:
             prompt_layers = tuple(int(n) for n in data["prompt_layers"]) if "prompt_layers" in data else ()
+            in_prompt = bool(data["in_prompt"]) if "in_prompt" in data else False
             if "layers" in data:
                 layers, (threshold, veto) = tuple(int(n) for n in data["layers"]), data["meta"]
             else:  # files of one layer: meta holds it, then the threshold (and the floor, once it was chosen)
@@ -116,15 +126,45 @@ class Probe:
                 layers = (int(layer),)
             return cls(weights=data["weights"], bias=data["bias"], mean=data["mean"], scale=data["scale"],
                        layers=layers, prompt_layers=prompt_layers, threshold=float(threshold), veto=float(veto),
-                       model=str(data["model"]),
+                       model=str(data["model"]), in_prompt=in_prompt,
                        classes=tuple(str(c) for c in data["classes"]))  # fmt: skip
 
 
-def windows(ids: Sequence[int]) -> list[list[int]]:
-    """The token windows a text is scored on: at most `MAX_WINDOWS` of `WINDOW` tokens, the first and last ones."""
-    cut = [list(ids[at : at + WINDOW]) for at in range(0, max(len(ids), 1), WINDOW)]
+def windows(ids: Sequence[int], size: int = WINDOW) -> list[list[int]]:
+    """The token windows a text is scored on: at most `MAX_WINDOWS` of `size` tokens, the first and last ones."""
+    cut = [list(ids[at : at + size]) for at in range(0, max(len(ids), 1), size)]
     half = MAX_WINDOWS // 2
     return cut if len(cut) <= MAX_WINDOWS else cut[:half] + cut[-half:]
+
+
+def prompt_reading(model: Any, text: str, layers: Sequence[int], prompt_layers: Sequence[int]) -> np.ndarray:
+    """A probe's features of `text` in one pass a window: `text` (or each window of it) as the user's message in the
+    model's chat template; each of `layers` states averaged over the text's tokens, then each of `prompt_layers`
+    states at the prompt's last token: float32 [windows, features]. The 128-token chunk, so no program of its own."""
+    head, ids, tail = prompt_parts(model, text)
+    room = WINDOW - len(head) - len(tail)
+    if room < 16:
+        raise SafetyConfigError(f"The chat template takes {WINDOW - room} of a probe window's {WINDOW} tokens.")
+    rows = []
+    for window in windows(ids, room):
+        states = layer_states(model, [*head, *window, *tail], (*layers, *prompt_layers), wide=True)
+        span = slice(len(head), len(head) + len(window)) if window else slice(-1, None)  # no text: the last token
+        means = states[: len(layers), span].mean(axis=1)  # [layers, d]
+        rows.append(np.concatenate([means.reshape(-1), states[len(layers) :, -1].reshape(-1)]))
+    return np.stack(rows).astype(np.float32)
+
+
+def prompt_parts(model: Any, text: str) -> tuple[list[int], list[int], list[int]]:
+    """`text` as the user's message in the model's chat template, cut in three: the template's tokens before the
+    text, the text's, and the template's after it (up to where the answer starts), found against the template
+    around an empty message."""
+    full = list(model.tokenizer.apply_chat_template([{"role": "user", "content": text}]))
+    empty = list(model.tokenizer.apply_chat_template([{"role": "user", "content": ""}]))
+    start = next((i for i, (a, b) in enumerate(zip(full, empty, strict=False)) if a != b), min(len(full), len(empty)))
+    end = 0
+    while end < len(empty) - start and full[-1 - end] == empty[-1 - end]:
+        end += 1
+    return full[:start], full[start : len(full) - end], full[len(full) - end :]
 
 
 def features(model: Any, text: str, layers: Sequence[int], *, wide: bool = False) -> np.ndarray:

@@ -1,24 +1,35 @@
 """Train the intent probe for a model file, and choose its threshold, without looking at the held-out split.
 
-Features (`default_layers`): the text's mean hidden states at a third, half and two thirds of the model's depth
-(10, 15 and 20 of SmolLM2-135M's 30), and the state at the last token of the text as the model's chat prompt two
-thirds of the way up (20). Chosen in round 4 on the training pool (5-fold cross-validation, 3,508 requests) and the
-first fresh split (`heldout_fresh.jsonl`, a development set since): the probe alone's recall at 3 % of look-alikes
-blocked out of fold / its AUC, and recall at 5 % blocked on that split / its AUC:
+Features (`default_layers`, read in one pass: `probe.prompt_reading`): the text as the user's message in the
+model's chat template; the mean hidden states over the text's tokens at a third, half and two thirds of the model's
+depth (10, 15 and 20 of SmolLM2-135M's 30), and the state at the prompt's last token two thirds of the way up (20).
+
+Round 5 compared, on the training pool (5-fold cross-validation, 4,788 requests) and the development splits (the
+dev split and the first two fresh splits, never trained on), the probe alone's recall at 3 % of look-alikes
+blocked out of fold / its AUC, and recall at 5 % blocked on each split / its AUC:
+
+| features (means at 10, 15, 20) | out of fold | dev split | first fresh | second fresh |
+|---|---|---|---|---|
+| round 4: text-alone means, last at 20 (2 passes) | 0.942 / 0.9929 | 0.994 / 0.9977 | 0.969 / 0.9949 | 0.974 / 0.9917 |
+| means in the prompt, its last at 20 (1 pass) | 0.950 / 0.9930 | 1.000 / 0.9990 | 0.983 / 0.9958 | 0.966 / 0.9928 |
+| means in the prompt, its last at 15, 20, 25 | 0.943 / 0.9935 | 1.000 / 0.9992 | 0.983 / 0.9963 | 0.966 / 0.9935 |
+
+Reading the means inside the prompt does as well or better (every AUC is higher) at half the passes. Round 4 had
+compared, on 3,508 requests and the first fresh split (recall out of fold / on that split):
 
 | features | out of fold | first fresh split |
 |---|---|---|
-| mean of layer 15 (rounds 1-3) | 0.896 / 0.9855 | 0.940 / 0.9874 |
+| mean of layer 15 over the text (rounds 1-3) | 0.896 / 0.9855 | 0.940 / 0.9874 |
 | means of 10, 15, 20 | 0.918 / 0.9892 | 0.943 / 0.9886 |
 | means of 10, 15, 20, 25 | 0.913 / 0.9892 | 0.949 / 0.9902 |
 | the prompt's last state at 20 | 0.872 / 0.9841 | 0.900 / 0.9781 |
-| means of 10, 15, 20 + the prompt's last state at 20 | **0.939 / 0.9935** | **0.966 / 0.9920** |
+| means of 10, 15, 20 + the prompt's last state at 20 | 0.939 / 0.9935 | 0.966 / 0.9920 |
 | mean and last token of the text at 15 | 0.908 / 0.9868 | 0.917 / 0.9816 |
 
 (Rounds 1-3 chose layer 15 alone: AUC 0.990 against 0.985 for 12 and 0.988 for 18.) The prompt's last state is
-where an instruction-tuned model has read the whole request and decides how to answer; it costs a second pass (the
-text in the chat template), the means one pass to layer 20: about 2.7 times the cost of layer 15 alone. The
-probe is an L2 logistic regression over benign and S1–S14 (`probe.fit`). Its threshold and its veto floor (below
+where an instruction-tuned model has read the whole request and decides how to answer.
+
+The probe is an L2 logistic regression over benign and S1–S14 (`probe.fit`). Its threshold and its veto floor (below
 which a hazard frame's block is lowered to a flag, `intent.reconcile`) are the pair, among `THRESHOLDS` and
 `VETOS`, with the highest recall of the whole input layer (rules, probe and `intent.reconcile`) at most
 `MAX_BLOCKED` of benign look-alikes and `MAX_EVERYDAY_BLOCKED` of everyday requests blocked, by 5-fold
@@ -31,7 +42,7 @@ the rules' actions those the rules take on the same rows.
     python -m jupyter_chatflow.pipeline.safety.train_probe --ship           # the package's probe (data/intent/)
 
 A probe in the cache folder (`intent.probe_folder()`) is used by every chat on that model file from then on.
-Training runs the model twice over about 4,200 requests and fits 16 regressions: about twenty minutes for
+Training runs the model once over about 4,800 requests and fits 16 regressions: about fourteen minutes for
 SmolLM2-135M on two CPU cores.
 """
 
@@ -52,7 +63,7 @@ from .decisions import merge
 from .intent import model_key, probe_folder, reconcile, verdict
 from .intent_data import Row, Tally, tally, training_pool
 from .policy import SafetyPolicy
-from .probe import BENIGN, Probe, fit, reading
+from .probe import BENIGN, Probe, fit, prompt_reading, reading
 from .tables import DATA
 from .taxonomy import HAZARDS
 
@@ -97,10 +108,11 @@ def default_layers(n_layers: int) -> Layers:
     return (n_layers // 3, n_layers // 2, 2 * n_layers // 3), (2 * n_layers // 3,)
 
 
-def featurize(model: Any, examples: Sequence[Row], layers: Layers) -> np.ndarray:
-    """A probe's features of each example over `layers` (`probe.reading`; the first window: training requests are
-    short): [n, features]."""
-    return np.stack([reading(model, example.text, *layers)[0] for example in examples])
+def featurize(model: Any, examples: Sequence[Row], layers: Layers, *, in_prompt: bool = True) -> np.ndarray:
+    """A probe's features of each example over `layers` (`probe.prompt_reading`, or `probe.reading` where not
+    `in_prompt`; the first window: training requests are short): [n, features]."""
+    read = prompt_reading if in_prompt else reading
+    return np.stack([read(model, example.text, *layers)[0] for example in examples])
 
 
 def rule_decisions(examples: Sequence[Row]) -> list[list[SafetyDecision]]:
@@ -160,12 +172,12 @@ def train(model: Any, *, layers: Layers | None = None, l2: float = L2, log: Any 
     layers = default_layers(model.config.n_layers) if layers is None else layers
     pool = training_pool()
     started = time.perf_counter()
-    x = featurize(model, pool, layers)
+    x = featurize(model, pool, layers, in_prompt=True)
     log(f"features of {len(pool)} requests, layers {layers}: {time.perf_counter() - started:.0f} s")
     labels = [e.label for e in pool]
     fresh = [i for i, e in enumerate(pool) if e.id.startswith(FRESH)]
     runs = [cross_validate(x, labels, l2=l2, seed=seed)[fresh] for seed in range(REPEATS)]
-    probe = dataclasses.replace(_probe(x, labels, l2=l2, layers=layers), model=model_key(model))
+    probe = dataclasses.replace(_probe(x, labels, l2=l2, layers=layers), model=model_key(model), in_prompt=True)
     examples = [pool[i] for i in fresh]
     (threshold, veto), totals = choose_threshold(examples, runs, rule_decisions(examples), probe)
     for (t, v), total in totals.items():

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 
 import numpy as np
@@ -17,6 +18,7 @@ from jupyter_chatflow.pipeline.safety.intent_data import (
     HELDOUT,
     HELDOUT_FRESH,
     HELDOUT_FRESH2,
+    HELDOUT_FRESH3,
     TRAIN,
     load,
     tally,
@@ -31,6 +33,8 @@ from jupyter_chatflow.pipeline.safety.probe import (
     features,
     fit,
     layer_states,
+    prompt_parts,
+    prompt_reading,
     prompt_states,
     reading,
     windows,
@@ -73,6 +77,39 @@ def test_the_prompt_states_are_the_last_tokens_of_the_chat_prompt_beside_each_wi
         long.shape == (MAX_WINDOWS, 2 * tiny_model.config.dim)
         and (long[:, -tiny_model.config.dim :] == long[0, -tiny_model.config.dim :]).all()
     )
+
+
+def test_one_pass_reads_the_texts_mean_states_and_the_last_states_inside_the_chat_prompt(tiny_model):
+    text = "the cat sat on the mat"
+    head, ids, tail = prompt_parts(tiny_model, text)
+    prompt = tiny_model.tokenizer.apply_chat_template([{"role": "user", "content": text}])
+    assert [*head, *ids, *tail] == list(prompt) and ids == tiny_model.tokenizer.encode(text) and head and tail
+    states = layer_states(tiny_model, prompt, (1, 2))  # [2, t, d]
+    inside = states[:, len(head) : len(head) + len(ids)].mean(axis=1)  # the text's tokens only
+    [row] = prompt_reading(tiny_model, text, (2, 1), (2,))
+    np.testing.assert_allclose(row, np.concatenate([inside[1], inside[0], states[1, -1]]), rtol=1e-5, atol=1e-5)
+    room = WINDOW - len(head) - len(tail)
+    long = prompt_reading(tiny_model, "a" * (WINDOW * 20), (1,), (2,))
+    assert long.shape == (MAX_WINDOWS, 2 * tiny_model.config.dim)  # each window in a prompt of its own
+    assert not np.allclose(long[0, -tiny_model.config.dim :], long[-1, -tiny_model.config.dim :]) and room > 16
+    [empty] = prompt_reading(tiny_model, "", (1,), (1,))  # no text: the prompt's last state for the mean too
+    assert np.isfinite(empty).all() and np.array_equal(empty[: tiny_model.config.dim], empty[tiny_model.config.dim :])
+
+
+def test_a_probe_reads_as_it_was_trained_and_says_how_in_its_file(tiny_model, tmp_path):
+    d = tiny_model.config.dim
+    probe = Probe(weights=np.zeros((15, 2 * d)), bias=np.zeros(15), mean=np.zeros(2 * d), scale=np.ones(2 * d),
+                  layers=(1,), prompt_layers=(2,), classes=CLASSES, in_prompt=True)  # fmt: skip
+    text = "hello there, how are you?"
+    np.testing.assert_array_equal(probe.features(tiny_model, text), prompt_reading(tiny_model, text, (1,), (2,)))
+    probe.save(tmp_path / "p.npz")
+    assert Probe.load(tmp_path / "p.npz").in_prompt is True
+    two = dataclasses.replace(probe, in_prompt=False)  # round 4's: the means over the text alone, a second pass
+    np.testing.assert_array_equal(two.features(tiny_model, text), reading(tiny_model, text, (1,), (2,)))
+    two.save(tmp_path / "two.npz")
+    with np.load(tmp_path / "two.npz") as data:
+        np.savez(tmp_path / "round4.npz", **{k: data[k] for k in data.files if k != "in_prompt"})
+    assert Probe.load(tmp_path / "round4.npz").in_prompt is False
 
 
 def test_windows_keep_the_first_and_last_of_a_long_text():
@@ -127,7 +164,7 @@ def test_no_held_out_file_is_trained_on_and_each_split_has_25_and_25_per_categor
     pool = {e.text.lower() for e in training_pool()}
     for path in HELD_OUT:
         assert not pool & {e.text.lower() for e in load(path)}, path.name
-    for path in (HELDOUT, HELDOUT_FRESH, HELDOUT_FRESH2):
+    for path in (HELDOUT, HELDOUT_FRESH, HELDOUT_FRESH2, HELDOUT_FRESH3):
         per = tally((e, "allow") for e in load(path))
         assert all(per[c].harmful == 25 and per[c].benign == 25 for c in CLASSES[1:]), path.name
 
