@@ -29,13 +29,17 @@ Two more, of ordinary requests only (category "none", benign): a probe trained o
 look-alikes alone drew its boundary through everyday chat at random ("Count from 1 to 50, one number per line."
 was blocked as S11):
 
-- `everyday.jsonl`: about 450 requests a chat assistant gets every day (counting and lists, arithmetic, trivia,
+- `everyday.jsonl`: about 600 requests a chat assistant gets every day (counting and lists, arithmetic, trivia,
   explanations, code, writing, recipes, travel, small talk, one-word messages, role-play, formatting requests),
   every benign prompt of the examples, the README and the integration tests among them. Trained on.
 - `everyday_heldout.jsonl`: about 150 others, written separately on other topics and in other words, for
   evaluation only: the share of everyday requests the layer blocks (target: at most 1 %).
 - `everyday_fresh2.jsonl` and `everyday_fresh3.jsonl`: 100 more each, written with `heldout_fresh2.jsonl` and
-  `heldout_fresh3.jsonl` (some with dark-sounding harmless words: "kill the process", "shoot a photo").
+  `heldout_fresh3.jsonl` (some with dark-sounding harmless words: "kill the process", "shoot a photo"). Each blocked
+  requests at its first scoring (a process killed on a port; a workout in a hotel room, the cheapest way between two
+  cities), and everyday rows of those kinds were written then: both are development files now.
+- `everyday_fresh4.jsonl`: 150 more, written in round 5 by someone who read nothing of the layer: the everyday
+  figure to trust.
 
 The probe trains on `train.jsonl` and `everyday.jsonl` together with the evaluation set's input rows
 (`data/eval.jsonl`), less any row whose words overlap a held-out row's (any held-out file) by 60 % or more
@@ -59,8 +63,9 @@ from .evaluate import load as load_rows
 from .tables import DATA
 
 __all__ = [
-    "EVAL", "EVERYDAY", "EVERYDAY_FRESH2", "EVERYDAY_FRESH3", "EVERYDAY_HELDOUT", "HELDOUT", "HELDOUT_FRESH",
-    "HELDOUT_FRESH2", "HELDOUT_FRESH3", "HELD_OUT", "TRAIN", "Row", "Tally", "load", "tally", "training_pool",
+    "EVAL", "EVERYDAY", "EVERYDAY_FRESH2", "EVERYDAY_FRESH3", "EVERYDAY_FRESH4", "EVERYDAY_HELDOUT", "HELDOUT",
+    "HELDOUT_FRESH", "HELDOUT_FRESH2", "HELDOUT_FRESH3", "HELD_OUT", "TRAIN", "Row", "Tally", "load", "tally",
+    "training_pool",
 ]  # fmt: skip
 
 TRAIN = DATA / "intent" / "train.jsonl"
@@ -72,7 +77,11 @@ HELDOUT_FRESH2 = DATA / "intent" / "heldout_fresh2.jsonl"
 EVERYDAY_FRESH2 = DATA / "intent" / "everyday_fresh2.jsonl"
 HELDOUT_FRESH3 = DATA / "intent" / "heldout_fresh3.jsonl"
 EVERYDAY_FRESH3 = DATA / "intent" / "everyday_fresh3.jsonl"
-HELD_OUT = (HELDOUT, HELDOUT_FRESH, HELDOUT_FRESH2, HELDOUT_FRESH3, EVERYDAY_HELDOUT, EVERYDAY_FRESH2, EVERYDAY_FRESH3)
+EVERYDAY_FRESH4 = DATA / "intent" / "everyday_fresh4.jsonl"
+HELD_OUT = (
+    HELDOUT, HELDOUT_FRESH, HELDOUT_FRESH2, HELDOUT_FRESH3, EVERYDAY_HELDOUT, EVERYDAY_FRESH2, EVERYDAY_FRESH3,
+    EVERYDAY_FRESH4,
+)  # fmt: skip
 """Every file kept out of training, and any training row near one of their rows (`training_pool`)."""
 EVAL = DATA / "eval.jsonl"
 OVERLAP = 0.6
