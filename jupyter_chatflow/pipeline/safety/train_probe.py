@@ -93,7 +93,13 @@ MAX_BLOCKED = 0.03
 """The share of benign look-alikes (`train.jsonl`) the chosen threshold may block (cross-validated): the target is
 5 %."""
 MAX_EVERYDAY_BLOCKED = 0.01
-"""The share of everyday requests (`everyday.jsonl`) it may block (cross-validated): the target is 1 %."""
+"""The share of everyday requests (`everyday.jsonl`) it may block (cross-validated): the target is 1 %. Round 5
+added 150 everyday rows written in the shapes of harmful requests on purpose ("the cheapest way to", "in a hotel
+room", "without them noticing"); out of fold 1.6 % of the everyday rows were blocked at 0.75, so 1 % chose 0.9
+(recall 0.926 out of fold). A 2 % cap (0.6, floor 0.3) caught more on the development splits (1,018 of 1,050
+against 994) and blocked no request of their three everyday files (352), but 5 of the 150 requests of the
+everyday file written apart in round 5 (`everyday_fresh4.jsonl`: "continue", why onions make you cry, a photo of
+the moon), against none at 0.9: the cap stays at 1 %."""
 FOLDS = 5
 REPEATS = 3
 """Cross-validation runs (other fold assignments), pooled: one run's choice moved with the folds (0.85 or 0.9)."""
