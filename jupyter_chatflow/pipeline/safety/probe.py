@@ -14,8 +14,8 @@ P(benign) and P(each hazard category). A long text's score is its most harmful w
 
 Probes of round 4 (`Probe.in_prompt` false) read the text twice: the means over the text alone (no template,
 `features`, the first token left out: a transformer parks attention on it), and the prompt's last states
-(`prompt_states`) in a second pass (`reading`). Reading the means inside the prompt caught as much out of fold and
-on the development splits, at half the passes (`train_probe`'s table).
+(`prompt_states`) in a second pass (`reading`). Reading the means inside the prompt gave every AUC higher, out of
+fold and on the development splits, at half the passes (`train_probe`'s table).
 
 The probe's weights are a small `.npz` file (`Probe.save`/`load`): the weights [classes, features], the bias, the
 features' mean and scale, the layers, the class names, the threshold and the veto floor (`Probe.veto`), trained by
