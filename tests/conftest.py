@@ -150,3 +150,20 @@ def pytest_report_header(config: pytest.Config) -> str:
 def tiny_spec(**changes) -> TinySpec:
     """A TinySpec with some fields changed."""
     return TinySpec(**changes)
+
+
+@pytest.fixture(autouse=True)
+def _no_default_model_in_fast_tests(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A fast test never loads the real model through a safety policy bound to no model (`SafetyPolicy.bound`): it
+    fails, naming the fix, rather than slowing the tier by seconds."""
+    if any(request.node.get_closest_marker(name) for name in SLOW_TIERS):
+        return
+    from jupyter_chatflow.pipeline.safety import policy
+
+    def refuse() -> None:
+        raise AssertionError(
+            "A fast test scanned with a SafetyPolicy bound to no model, which loads the default model: pass "
+            "intent_probe=False (the rules alone), bind a model (with_model), or mark the test slow."
+        )
+
+    monkeypatch.setattr(policy, "default_intent", refuse)

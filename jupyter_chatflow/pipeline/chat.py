@@ -50,6 +50,7 @@ from .request import ChatRequest, RequestError
 from .response import Response, WrittenLog
 from .safety import SafetyPolicy
 from .safety.pii import redact
+from .safety.policy import REMOTE_NOTE
 from .stages import turn_policy
 from .title import write_title
 from .title_task import TitleTask
@@ -113,9 +114,12 @@ class Chat:
         self.persist = persist
         self.policy = policy or SafetyPolicy()  # (its lexicon is built now, not in the first turn's time)
         """Guards and PII actions of the safety layers (e.g. with `ModelGuard`); the request picks the mode. The
-        input layer's intent probe is the one trained for the chat's model (`SafetyPolicy.with_model`)."""
+        input layer's intent probe is the one trained for the chat's model (`SafetyPolicy.with_model`); a remote chat
+        has no local model to read with: its input layer is the rules alone, and its decisions say so."""
         if self._model is not None:
             self.policy = self.policy.with_model(self._model)
+        else:
+            self.policy = self.policy.without_model(REMOTE_NOTE)
         self.session = self.sessions.open(session, new=new)
         self._worker = ThreadPoolExecutor(max_workers=1, thread_name_prefix="chatflow-engine")
         self._prewarmer = ThreadPoolExecutor(max_workers=1, thread_name_prefix="chatflow-prewarm")

@@ -42,6 +42,7 @@ from .remote_server import RemoteSetup
 from .remote_tokens import RemoteText, merge_call, pieces, token_of
 from .request import ChatRequest
 from .safety import SafetyPolicy
+from .safety.policy import REMOTE_NOTE
 from .stages import TurnStages, round_choice
 from .stream import Totals
 from .title import fallback_title, scanned_title
@@ -83,6 +84,7 @@ class RemoteTurn(TurnStages):
                  cancel: threading.Event):  # fmt: skip
         super().__init__(setup, request, emit, cancel)
         self.setup: RemoteSetup = setup
+        self.policy = self.policy.without_model(REMOTE_NOTE)  # (a chat's policy says so already)
         self.streamer = RemoteText(self._emit, self.policy.output_gate() if self._scans_output else None)
         self.rounds: list[Round] = []
 
@@ -90,7 +92,7 @@ class RemoteTurn(TurnStages):
 
     def _answer(self, text: str, snippets: list) -> str:
         """Rounds of requests until the server answers without a tool call (or the round bound is reached)."""
-        inputs = Inputs(system=self.request.system or self.setup.system, user=text, memory=snippets,
+        inputs = Inputs(system=self.system, user=text, memory=snippets,
                         history=self.setup.history)  # fmt: skip
         messages = [m for m in plain_messages(inputs) if m["role"] != "system" or m["content"]]
         features = self.request.features

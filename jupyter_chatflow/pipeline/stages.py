@@ -2,6 +2,10 @@
 (`remote.RemoteTurn`): the request's envelope, the input scan, memory recall and writes, vetting and running a tool
 call, the checks of the finished answer and the terminal event. A subclass supplies the answer (`_answer`: the
 model's rounds, here or on a server), what streams it (`streamer`) and the totals (`_totals`).
+
+A turn's system prompt is `TurnStages.system`: the request's or the chat's, and on a care turn (the input decision
+names S11 and lets the text go on: `safety.care`) the supportive instruction after it, so a local and a remote turn
+both send it and the context view shows it.
 """
 
 from __future__ import annotations
@@ -30,7 +34,7 @@ from jupyter_chatflow.events import (
 from jupyter_chatflow.store.memory import Memory, MemoryCommand, parse_command
 
 from .request import ChatRequest
-from .safety import SafetyPolicy
+from .safety import SafetyPolicy, care
 from .stream import Stage, Totals
 from .tools import Tool, ToolOutcome
 
@@ -39,6 +43,7 @@ class Setup(Protocol):
     """What the shared stages read of a turn's setup (`TurnSetup`, `RemoteSetup`)."""
 
     session_id: str
+    system: str
     memory: Memory | None
     policy: SafetyPolicy | None
     queued_ms: float
@@ -69,6 +74,7 @@ class TurnStages:
         self.reply: str | None = None  # the answer shown instead of the streamed one (a safety layer's message)
         self.policy = turn_policy(setup.policy, request.features.safety)
         self.first_token_ms: float | None = None
+        self.input_decisions: list[SafetyDecision] = []  # the input layer's, once `_scan_input` has run
 
     def _answer(self, text: str, snippets: list) -> str:
         """The model's part: generate (running the tools it calls) until it answers; the finish reason."""
@@ -77,6 +83,11 @@ class TurnStages:
     def _totals(self) -> Totals:
         """Usage and timings, once, at the end."""
         raise NotImplementedError
+
+    @property
+    def system(self) -> str:
+        """This turn's system prompt: the request's or the chat's, and the supportive instruction on a care turn."""
+        return care.system_prompt(self.request.system or self.setup.system, self.input_decisions)
 
     @property
     def _scans_output(self) -> bool:
@@ -133,6 +144,7 @@ class TurnStages:
             return self.request.text
         started = time.perf_counter()
         decisions, text = self.policy.scan_input(self.request.text)
+        self.input_decisions = decisions
         self._time("safety_input", started)
         for decision in decisions:
             self._emit(decision)

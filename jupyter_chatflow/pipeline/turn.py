@@ -79,6 +79,7 @@ class Turn(TurnStages):
     def __init__(self, setup: TurnSetup, request: ChatRequest, emit: Callable[[Event], None], cancel: threading.Event):
         super().__init__(setup, request, emit, cancel)
         self.setup: TurnSetup = setup
+        self.policy = self.policy.with_model(setup.model)  # (a chat's policy is bound to it already)
         self.rounds: list[Round] = []  # what each request to the model produced: the turn's usage is summed from them
         gate = self.policy.output_gate() if self._scans_output else None
         self.streamer = Streamer(setup.model, self._emit, cancel, gate, setup.engine)
@@ -118,7 +119,7 @@ class Turn(TurnStages):
         started = time.perf_counter()
         model = self.setup.model
         tools_text = tools_system_prompt(tools, tool_choice=choice, results=bool(pending))
-        inputs = Inputs(system=self.request.system or self.setup.system, user=text, memory=snippets,
+        inputs = Inputs(system=self.system, user=text, memory=snippets,
                         tools=tools_text, history=self.setup.history, pending=pending)  # fmt: skip
         summarize = self._summarize if self.request.features.trim == "summarize" else None
         assembled = assemble(model.tokenizer, inputs, window=self.setup.window or model.config.context_length,

@@ -6,13 +6,18 @@ tables are data files under `data/`, read by `tables`), pattern rules (`rules`),
 results cut out whole (`injection`) and PII patterns (`pii`). On the input layer the intent probe (`IntentGuard`,
 a linear probe over the chat's own model's hidden states: `probe`) adds what the words miss; `SafetyPolicy.
 with_model` binds it. Optional: a guard scored by the loaded model with a Llama-Guard-style prompt (`ModelGuard`).
+A message about suicide or self-harm that asks for no method is met with care (`care`): flagged, it goes on to the
+model with a supportive instruction and a crisis line; a request for a method stays blocked and shows the line too.
 Guards are pluggable (`Guard`: a `name` and `check(text, *, layer)`), the policy is configurable (`SafetyPolicy`).
 `python -m jupyter_chatflow.pipeline.safety.evaluate` scores the rules on the public evaluation set
 (`data/eval.jsonl`), `benchmarks/bench_safety.py` the input layer on the intent probe's held-out split.
 
->>> policy = SafetyPolicy(mode="all")
->>> decisions, text = policy.scan_input("My card is 4111 1111 1111 1111")
->>> text, decisions[0].action
+What would a turn decide? `SafetyPolicy().scan_input(text)`: the decision a chat's turn makes on the default model
+(the rules and that model's intent probe: the first call loads the model, about a second); `Chat(model=…).policy`
+for another model; `SafetyPolicy(intent_probe=False)` for the rules alone.
+
+>>> decisions, text = SafetyPolicy().scan_input("My card is 4111 1111 1111 1111")  # doctest: +SKIP
+>>> text, decisions[0].action  # doctest: +SKIP
 ('My card is [CARD]', 'redact')
 """
 

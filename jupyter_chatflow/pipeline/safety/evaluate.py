@@ -113,7 +113,7 @@ def load(path: Path = DATA) -> list[Row]:
 
 def judge(row: Row, policy: SafetyPolicy | None = None) -> Outcome:
     """Run the row through its layer of `policy` (the default policy if None)."""
-    policy = policy or SafetyPolicy()
+    policy = policy or SafetyPolicy(intent_probe=False)
     if row.layer == "tool":
         decision, safe = policy.scan_tool_result("web_search", row.text)
         action, categories = decision.action, decision.categories
@@ -193,7 +193,7 @@ def table(scores: Sequence[Score]) -> str:
 
 def run(path: Path = DATA, policy: SafetyPolicy | None = None) -> list[Outcome]:
     """Every row of the set through the policy."""
-    policy = policy or SafetyPolicy()
+    policy = policy or SafetyPolicy(intent_probe=False)
     return [judge(row, policy) for row in load(path)]
 
 

@@ -55,7 +55,7 @@ def test_bad_settings_are_refused(tiny_model):
 
 
 def test_the_policy_runs_it_on_input_and_answer(tiny_model):
-    policy = SafetyPolicy(model_guard=ModelGuard(model=tiny_model, threshold=0.0))
+    policy = SafetyPolicy(intent_probe=False, model_guard=ModelGuard(model=tiny_model, threshold=0.0))
     decisions, text = policy.scan_input("Hi there")
     assert text == "Hi there" and "unsafe" in decisions[0].scores and decisions[0].guard == "rules+pii+model_guard"
     assert "unsafe" in policy.check_answer("Hello!").scores
