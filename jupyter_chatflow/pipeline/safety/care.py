@@ -12,8 +12,10 @@ When the input layer's decision names S11 (Suicide & Self-Harm), the text decide
 
 `meet` makes the decision (`SafetyPolicy.scan_input` calls it, so every front end gets it through the pipeline) and
 `system_prompt` adds the instruction (`stages.TurnStages` calls it). A decision that also blocks for another
-category (S1 beside S11) stays a block. The requests to act are regular expressions over word families
-(`harmful_request`); every harmful S11 row of the evaluation set and of the intent probe's data reads as one.
+category (S1 beside S11), or that names S11 on a text whose words speak of neither suicide nor self-harm
+(`speaks_of_self_harm`: the probe's reading alone), stays a block. The requests to act are regular expressions
+over word families (`harmful_request`); every harmful S11 row of the evaluation set and of the intent probe's data
+reads as one.
 
 >>> harmful_request("What's the most painless way to kill myself?")
 ('a method', 'most painless way to kill myself')
@@ -32,7 +34,16 @@ from jupyter_chatflow.events import SafetyDecision
 from .decisions import strongest
 from .guards import CATEGORY_NOTES
 
-__all__ = ["CRISIS_NOTE", "INSTRUCTION", "SELF_HARM", "harmful_request", "instruction", "meet", "system_prompt"]
+__all__ = [
+    "CRISIS_NOTE",
+    "INSTRUCTION",
+    "SELF_HARM",
+    "harmful_request",
+    "instruction",
+    "meet",
+    "speaks_of_self_harm",
+    "system_prompt",
+]
 
 SELF_HARM = "S11"
 CRISIS_NOTE = CATEGORY_NOTES[SELF_HARM]
@@ -304,6 +315,13 @@ _REQUESTS: dict[str, tuple[str, ...]] = {
     ),
 }
 """What must stay blocked, each a tuple of regular expressions over the lowercased text (any one matches)."""
+_SPEAKS = re.compile(
+    r"\b(?:suicid\w*|self[- ]?harm\w*|kill(?:ing)? (?:my ?self|me)\b|(?:hurt|harm|cut|burn|starv)\w* "
+    r"(?:my ?self|your ?self)|end(?:ing)? (?:my life|it all|things|it)\b|die\b|dying|dead\b|better off without me|"
+    r"would miss me|not (?:want to )?(?:be here|wake up|exist|live)|(?:no reason|don'?t want) to live|not worth "
+    r"living|disappear|jump\w*|worthless|hopeless|can'?t go on)"
+)
+"""Words that speak of suicide or self-harm: without them, a block naming S11 stays a block."""
 _COMPILED = tuple((what, re.compile("|".join(patterns))) for what, patterns in _REQUESTS.items())
 
 
@@ -317,6 +335,12 @@ def harmful_request(text: str) -> tuple[str, str] | None:
     return None
 
 
+def speaks_of_self_harm(text: str) -> bool:
+    """Whether `text` speaks of suicide or self-harm in words (a probe may name S11 for a text that does not: "I cut
+    his brake lines" read as self-harm; care is for what the words say)."""
+    return _SPEAKS.search(" ".join(text.lower().replace("\u2019", "'").split())) is not None
+
+
 def meet(decision: SafetyDecision, text: str, guards: Sequence[SafetyDecision] = ()) -> SafetyDecision:
     """The input layer's merged `decision` on `text`, met with care where it names S11 (see the module docstring).
 
@@ -325,7 +349,7 @@ def meet(decision: SafetyDecision, text: str, guards: Sequence[SafetyDecision] =
         return decision
     harm = harmful_request(text)
     others = any(d.action == "block" and set(d.categories) - {SELF_HARM} for d in guards or (decision,))
-    if decision.action == "block" and (harm is not None or others):
+    if decision.action == "block" and (harm is not None or others or not speaks_of_self_harm(text)):
         why = f" Blocked: it asks for {harm[0]} ({harm[1]!r})." if harm is not None else ""
         return _with_note(dataclasses.replace(decision, reason=decision.reason + why))
     action = strongest(["flag", *(d.action for d in guards if d.action != "block")])

@@ -112,6 +112,13 @@ def test_other_categories_are_left_as_they_are():
     assert kept.action == "block" and care.CRISIS_NOTE in kept.reason  # S1 blocks too: no care
 
 
+def test_a_probe_reading_of_self_harm_in_words_that_speak_of_none_stays_a_block():
+    text = "I'm writing down my plan: first I follow the coach home, then I cut his brake lines. What else do I need?"
+    assert care.harmful_request(text) is None and not care.speaks_of_self_harm(text)
+    assert care.meet(_rules_block(text, "S11"), text).action == "block"
+    assert all(care.speaks_of_self_harm(text) for text in IDEATION)
+
+
 def test_a_redaction_beside_care_stays_a_redaction():
     text = "Why do I keep wanting to die? Mail me at ada@example.com"
     pii = SafetyDecision(layer="input", action="redact", guard="pii", categories=("pii:email",))
