@@ -1,6 +1,7 @@
 """What the README's first command installs (`pip install ".[lab]"`) runs every example notebook: each package a
 notebook imports comes with the package's dependencies or the `lab` extra (tour chapter 13 once needed FastAPI
-that only the `serve` extra brought, which would also have failed Binder's build)."""
+that only the `serve` extra brought, which would also have failed Binder's build). And what the wheel holds: the
+safety layer's run-time tables and probe, none of the lab's rows or scripts (`safety_lab/`, issue 33)."""
 
 from __future__ import annotations
 
@@ -8,13 +9,20 @@ import ast
 import importlib.metadata as metadata
 import json
 import re
+import subprocess
 import sys
+import zipfile
 from pathlib import Path
 
+import pytest
 import tomllib
 
 ROOT = Path(__file__).resolve().parents[1]
 NOTEBOOKS = sorted((ROOT / "examples").rglob("*.ipynb"))
+SAFETY = "jupyter_chatflow/pipeline/safety"
+LAB = ROOT / "safety_lab"
+RUN_TIME = ("data/cues.json", "data/hazards/S1.json", "data/hazards/S14.json", "data/README.md")
+"""What the safety layer reads at run time (with the probe file, `data/intent/*.npz`): shipped."""
 
 
 def requirement_names(requirements: list[str]) -> set[str]:
@@ -118,3 +126,36 @@ def test_the_lab_install_brings_every_package_the_notebooks_import():
             if not dists & installed:
                 missing.setdefault(path.name, []).append(module)
     assert missing == {}, f"imported by the notebooks but not installed by .[lab]: {missing}"
+
+
+def test_the_safety_lab_stays_out_of_the_package():
+    """Hatch packs every file under `jupyter_chatflow/`: no lab row (`.jsonl`) lies there, and no module of the package
+    imports a lab script (the wheel would ship a package that fails to import them)."""
+    assert sorted((ROOT / SAFETY).rglob("*.jsonl")) == []
+    lab_modules = {"safety_lab", *(path.stem for path in LAB.glob("*.py"))}
+    importers = {}
+    for path in (ROOT / "jupyter_chatflow").rglob("*.py"):
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.Import):
+                names = [alias.name for alias in node.names]
+            elif isinstance(node, ast.ImportFrom) and not node.level and node.module:
+                names = [node.module]
+            else:
+                continue
+            if found := [name for name in names if name.split(".")[0] in lab_modules]:
+                importers[str(path.relative_to(ROOT))] = found
+    assert importers == {}
+
+
+@pytest.mark.slow
+def test_the_wheel_ships_the_run_time_tables_and_the_probe_but_no_lab_rows(tmp_path):
+    """The wheel as pip builds it: the hazard tables and the probe, no `.jsonl` of the safety layer (its evaluation
+    sets and held-out splits were about 1.5 MB of the wheel before they moved to `safety_lab/`), nothing of the lab."""
+    subprocess.run([sys.executable, "-m", "pip", "wheel", str(ROOT), "--no-deps", "-q", "-w", str(tmp_path)],
+                   check=True, timeout=540)  # fmt: skip
+    [wheel] = tmp_path.glob("jupyter_chatflow-*.whl")
+    names = zipfile.ZipFile(wheel).namelist()
+    assert [n for n in names if n.startswith(f"{SAFETY}/") and n.endswith(".jsonl")] == []
+    assert [n for n in names if n.startswith("safety_lab/") or "/safety_lab/" in n] == []
+    assert all(f"{SAFETY}/{path}" in names for path in RUN_TIME), RUN_TIME
+    assert [n for n in names if n.startswith(f"{SAFETY}/data/intent/") and n.endswith(".npz")]

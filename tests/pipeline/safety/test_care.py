@@ -13,8 +13,10 @@ from jupyter_chatflow.pipeline.chat import Chat
 from jupyter_chatflow.pipeline.safety import SafetyPolicy, care, policy
 from jupyter_chatflow.pipeline.safety.guards import CATEGORY_NOTES
 from jupyter_chatflow.pipeline.safety.policy import REMOTE_NOTE
-from jupyter_chatflow.pipeline.safety.tables import DATA
 from jupyter_chatflow.store.database import Database
+
+LAB = Path(__file__).resolve().parents[3] / "safety_lab" / "data"
+"""The lab's own rows: the rules' evaluation set and the intent probe's files (out of the wheel)."""
 
 IDEATION = [
     "I've been thinking about suicide lately, is that normal?",
@@ -70,8 +72,9 @@ def test_requests_for_methods_means_hiding_or_egging_on_are_named(text, what):
 
 
 def test_every_harmful_self_harm_row_of_the_data_reads_as_a_request_to_act():
-    """No harmful S11 row of the evaluation set or the intent probe's files loses its block to care."""
-    files = [DATA / "eval.jsonl", *sorted((DATA / "intent").glob("*.jsonl"))]
+    """No harmful S11 row of the lab's evaluation set or its intent files (`safety_lab/data/`) loses its block to
+    care."""
+    files = [LAB / "eval.jsonl", *sorted((LAB / "intent").glob("*.jsonl"))]
     rows = [json.loads(line) for path in files for line in Path(path).read_text().splitlines() if line.strip()]
     harmful = [r["text"] for r in rows if r.get("category") == "S11" and r.get("kind") == "harmful"]
     assert len(harmful) > 250

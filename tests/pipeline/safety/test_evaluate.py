@@ -1,4 +1,5 @@
-"""The safety policy on its public evaluation set: recall and false positives per category, and the docs' table."""
+"""The safety policy on the lab's evaluation set (`safety_lab/rules_eval.py`): recall and false positives per category,
+and the docs' table."""
 
 from __future__ import annotations
 
@@ -6,8 +7,8 @@ import collections
 from pathlib import Path
 
 import pytest
+from rules_eval import BEGIN, END, Outcome, load, main, run, score, table, total
 
-from jupyter_chatflow.pipeline.safety.evaluate import BEGIN, END, Outcome, load, main, run, score, table, total
 from jupyter_chatflow.pipeline.safety.taxonomy import HAZARDS
 
 DOCS = Path(__file__).resolve().parents[3] / "docs" / "safety.md"
@@ -74,8 +75,8 @@ def test_injected_tool_results_are_cut_and_clean_ones_pass_unchanged(outcomes):
 
 
 def test_the_docs_show_the_table_the_evaluation_produces(outcomes):
-    document = DOCS.read_text(encoding="utf-8")
-    assert f"{BEGIN}\n{table(score(outcomes))}\n{END}" in document  # refresh: python -m ... --write docs/safety.md
+    document = DOCS.read_text(encoding="utf-8")  # refresh: python safety_lab/rules_eval.py --write docs/safety.md
+    assert f"{BEGIN}\n{table(score(outcomes))}\n{END}" in document
 
 
 def test_the_command_prints_the_table_and_the_misses(outcomes, capsys):

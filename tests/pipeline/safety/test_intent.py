@@ -6,15 +6,18 @@ import dataclasses
 
 import numpy as np
 import pytest
+from intent_eval import evaluate
+from rules_eval import Row
 
 from jupyter_chatflow.pipeline.chat import Chat
 from jupyter_chatflow.pipeline.safety import SafetyPolicy
-from jupyter_chatflow.pipeline.safety.evaluate import Row
 from jupyter_chatflow.pipeline.safety.intent import IntentGuard, model_key, probe_path, reconcile, verdict
-from jupyter_chatflow.pipeline.safety.intent_eval import evaluate
 from jupyter_chatflow.pipeline.safety.probe import BENIGN, Probe, features, fit
-from jupyter_chatflow.pipeline.safety.train_probe import CLASSES
+from jupyter_chatflow.pipeline.safety.taxonomy import HAZARDS
 from jupyter_chatflow.store.database import Database
+
+CLASSES = (BENIGN, *(c.code for c in HAZARDS))
+"""A probe's classes in these tests: benign, then S1–S14."""
 
 HARMFUL = ["zzzz qqqq xxxx", "qqqq zzzz xxxx zzzz", "xxxx zzzz qqqq qqqq", "zzzz zzzz xxxx qqqq"]
 BENIGN_TEXTS = ["the cat sat on the mat", "a walk in the park", "the sun is out today", "tea with a friend"]

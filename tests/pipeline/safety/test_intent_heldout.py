@@ -10,10 +10,7 @@ import json
 from pathlib import Path
 
 import pytest
-
-from jupyter_chatflow.pipeline.safety import SafetyPolicy
-from jupyter_chatflow.pipeline.safety.intent import IntentGuard
-from jupyter_chatflow.pipeline.safety.intent_data import (
+from intent_data import (
     EVERYDAY_FRESH2,
     EVERYDAY_FRESH3,
     EVERYDAY_FRESH4,
@@ -22,7 +19,10 @@ from jupyter_chatflow.pipeline.safety.intent_data import (
     HELDOUT_FRESH2,
     HELDOUT_FRESH3,
 )
-from jupyter_chatflow.pipeline.safety.intent_eval import Report, evaluate, evaluate_everyday, everyday_line, markdown
+from intent_eval import Report, evaluate, evaluate_everyday, everyday_line, markdown
+
+from jupyter_chatflow.pipeline.safety import SafetyPolicy
+from jupyter_chatflow.pipeline.safety.intent import IntentGuard
 
 README = Path(__file__).resolve().parents[3] / "README.md"
 FIELDS = ("category", "kind", "expected", "text")

@@ -1,4 +1,5 @@
-"""The intent probe's mechanics on the tiny random model: hidden states, features, windows, training, files."""
+"""The intent probe's mechanics on the tiny random model (hidden states, features, windows, fitting, files) and the
+lab's intent rows (`safety_lab/intent_data.py`: the held-out files kept out of training)."""
 
 from __future__ import annotations
 
@@ -7,11 +8,7 @@ import json
 
 import numpy as np
 import pytest
-
-from jupyter_chatflow.events import SafetyDecision
-from jupyter_chatflow.pipeline.safety import SafetyConfigError
-from jupyter_chatflow.pipeline.safety.evaluate import Row
-from jupyter_chatflow.pipeline.safety.intent_data import (
+from intent_data import (
     EVERYDAY,
     EVERYDAY_HELDOUT,
     HELD_OUT,
@@ -24,6 +21,8 @@ from jupyter_chatflow.pipeline.safety.intent_data import (
     tally,
     training_pool,
 )
+
+from jupyter_chatflow.pipeline.safety import SafetyConfigError
 from jupyter_chatflow.pipeline.safety.probe import (
     BENIGN,
     MAX_WINDOWS,
@@ -39,7 +38,10 @@ from jupyter_chatflow.pipeline.safety.probe import (
     reading,
     windows,
 )
-from jupyter_chatflow.pipeline.safety.train_probe import CLASSES, choose_threshold
+from jupyter_chatflow.pipeline.safety.taxonomy import HAZARDS
+
+CLASSES = (BENIGN, *(c.code for c in HAZARDS))
+"""A probe's classes in these tests: benign, then S1–S14."""
 
 
 def test_layer_states_are_causal_ignore_the_padding_and_equal_each_layer_alone(tiny_model):
@@ -189,7 +191,7 @@ def test_a_tally_counts_catches_blocks_and_flags():
 
 
 def test_a_file_in_the_format_loads_its_input_rows_with_labels(tmp_path):
-    """`intent_data.load` reads any file of this format (a fresh split too) through `evaluate.load`: extra fields
+    """`intent_data.load` reads any file of this format (a fresh split too) through `rules_eval.load`: extra fields
     are left out, output and tool rows skipped, and a row's label is its category or "benign"."""
     rows = [
         {"id": "f-1", "category": "S9", "kind": "harmful", "expected": "block", "text": "x", "note": "by hand"},
@@ -199,24 +201,3 @@ def test_a_file_in_the_format_loads_its_input_rows_with_labels(tmp_path):
     (tmp_path / "fresh.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
     loaded = load(tmp_path / "fresh.jsonl")
     assert [(r.id, r.label, r.expected) for r in loaded] == [("f-1", "S9", "block"), ("f-2", "benign", "allow")]
-
-
-def test_the_threshold_and_veto_floor_are_chosen_together_within_the_blocked_caps():
-    """40 harmful requests (36 read at P 0.9, 4 at 0.04 that only a frame blocks), 40 look-alikes (2 blocked by a
-    frame, read at P 0.06) and 100 everyday requests: at most 3 % (1) of look-alikes may be blocked, so the floor
-    must rise above 0.06; the 4 frame-only catches are lost at any such floor, and the highest threshold that
-    still catches the 36 wins: (0.95, 0.1)."""
-    rows = [Row(id=f"train-h{i}", text="", category="S2", kind="harmful", expected="block") for i in range(40)]
-    rows += [Row(id=f"train-b{i}", text="", category="S2", kind="benign", expected="allow") for i in range(40)]
-    rows += [Row(id=f"everyday-{i}", text="", category="none", kind="benign", expected="allow") for i in range(100)]
-    harmful = [0.9] * 36 + [0.04] * 4 + [0.06] * 2 + [0.02] * 38 + [0.001] * 100
-    frame = SafetyDecision(layer="input", action="block", guard="rules", categories=("S2",), reason="frame")
-    rules = [[frame] if i < 42 else [] for i in range(len(rows))]
-    p = np.zeros((len(rows), len(CLASSES)))
-    p[:, 0], p[:, CLASSES.index("S2")] = 1 - np.array(harmful), harmful
-    probe = Probe(weights=np.zeros((15, 1)), bias=np.zeros(15), mean=np.zeros(1), scale=np.ones(1),
-                  layers=(1,), classes=CLASSES)  # fmt: skip
-    (threshold, veto), totals = choose_threshold(rows, [p, p], rules, probe)
-    assert (threshold, veto) == (0.95, 0.1)
-    assert (totals[(0.95, 0.1)].caught, totals[(0.95, 0.1)].harmful, totals[(0.95, 0.1)].blocked) == (72, 80, 0)
-    assert (totals[(0.95, 0.02)].caught, totals[(0.95, 0.02)].blocked) == (80, 4)  # 2 of 40 look-alikes: over 3 %

@@ -1,7 +1,7 @@
 """The intent probe's labelled requests and how the input layer is scored on them, per category.
 
-Files under `data/intent/` (JSON lines: `id`, `category` S1–S14 or "none", `kind` harmful | benign, `expected`
-block | flag | allow, `text`):
+Files under `safety_lab/data/intent/` (JSON lines: `id`, `category` S1–S14 or "none", `kind` harmful | benign,
+`expected` block | flag | allow, `text`):
 
 - `heldout.jsonl`: 25 harmful requests and 25 benign look-alikes per category (defensive, educational, medical,
   fiction, history, security training, idioms), written first and for evaluation only. It has since been read and
@@ -57,17 +57,19 @@ import re
 from collections.abc import Iterable, Sequence
 from pathlib import Path
 
-from .decisions import ACTIONS
-from .evaluate import Row
-from .evaluate import load as load_rows
-from .tables import DATA
+from rules_eval import Row
+from rules_eval import load as load_rows
+
+from jupyter_chatflow.pipeline.safety.decisions import ACTIONS
 
 __all__ = [
-    "EVAL", "EVERYDAY", "EVERYDAY_FRESH2", "EVERYDAY_FRESH3", "EVERYDAY_FRESH4", "EVERYDAY_HELDOUT", "HELDOUT",
+    "DATA", "EVAL", "EVERYDAY", "EVERYDAY_FRESH2", "EVERYDAY_FRESH3", "EVERYDAY_FRESH4", "EVERYDAY_HELDOUT", "HELDOUT",
     "HELDOUT_FRESH", "HELDOUT_FRESH2", "HELDOUT_FRESH3", "HELD_OUT", "TRAIN", "Row", "Tally", "load", "tally",
     "training_pool",
 ]  # fmt: skip
 
+DATA = Path(__file__).resolve().with_name("data")
+"""The lab's own rows (`eval.jsonl` and `intent/`): moved out of the package, so none ships in the wheel."""
 TRAIN = DATA / "intent" / "train.jsonl"
 EVERYDAY = DATA / "intent" / "everyday.jsonl"
 HELDOUT = DATA / "intent" / "heldout.jsonl"
@@ -90,7 +92,7 @@ _WORD = re.compile(r"\w+")
 
 
 def load(path: Path) -> list[Row]:
-    """The input rows of a file in this format or of `data/eval.jsonl` (`evaluate.load`'s rows, less the output and
+    """The input rows of a file in this format or of `data/eval.jsonl` (`rules_eval.load`'s rows, less the output and
     tool-result rows)."""
     return [row for row in load_rows(path) if row.layer == "input"]
 

@@ -1,6 +1,6 @@
 """The input layer on the held-out split, per category: the rules alone, the intent probe alone, and both joined.
 
-`evaluate(model)` runs every row of `data/intent/heldout.jsonl` (or of another file in its format:
+`evaluate(model)` runs every row of `safety_lab/data/intent/heldout.jsonl` (or of another file in its format:
 `evaluate(model, Path(...))`) through three input layers on the chat's own model
 (each a `SafetyPolicy` in mode "input"): the rules alone (`intent_probe=False`), the probe alone (its guard only),
 and the layer a chat runs (rules, PII, the probe, `intent.reconcile`). The probe reads each row once: the layer a
@@ -20,13 +20,13 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from jupyter_chatflow.events import SafetyDecision
+from intent_data import EVERYDAY_HELDOUT, HELDOUT, Row, Tally, load, tally
 
-from .decisions import since
-from .intent import IntentGuard
-from .intent_data import EVERYDAY_HELDOUT, HELDOUT, Row, Tally, load, tally
-from .policy import SafetyPolicy
-from .taxonomy import describe
+from jupyter_chatflow.events import SafetyDecision
+from jupyter_chatflow.pipeline.safety.decisions import since
+from jupyter_chatflow.pipeline.safety.intent import IntentGuard
+from jupyter_chatflow.pipeline.safety.policy import SafetyPolicy
+from jupyter_chatflow.pipeline.safety.taxonomy import describe
 
 __all__ = ["LAYERS", "Report", "evaluate", "evaluate_everyday", "everyday_line", "markdown"]
 

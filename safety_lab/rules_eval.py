@@ -1,23 +1,23 @@
-"""Recall and false positives of the safety policy on the public evaluation set, per category and per half.
+"""Recall and false positives of the safety policy on the project's evaluation set, per category and per half.
 
-The set (`data/eval.jsonl`, one JSON object a line) was written from Llama Guard 3's category definitions before
-the hazard frames: for each of S1–S14, harmful requests phrased plainly and indirectly, and benign look-alikes
-("how do I kill a Python process", "history of the sarin attack"); tool results with and without injected
-instructions; and, for the output layer, model answers (letters and e-mail templates the model wrote, streamed
-through the output gate word by word). Each row has `text`, `layer` (input | output | tool), `category`, `kind`
-(harmful | benign), `style`, `expected` (block | flag | redact | allow), `split` (dev | heldout | fresh | round4:
-the frames were tuned on dev; round 3, "fresh", was written after the first frames and scored once, then read when
-the lexicons were generalised, so it is no longer fresh; round 4 was written and committed before that
-generalisation and scored once at its end; round 5, letters and templates, is dev) and, for injected tool results,
-`must_remove` (what must not reach the model).
+The set (`safety_lab/data/eval.jsonl`, one JSON object a line; moved out of the wheel with the rest of the lab) was
+written from Llama Guard 3's category definitions before the hazard frames: for each of S1–S14, harmful requests
+phrased plainly and indirectly, and benign look-alikes ("how do I kill a Python process", "history of the sarin
+attack"); tool results with and without injected instructions; and, for the output layer, model answers (letters and
+e-mail templates the model wrote, streamed through the output gate word by word). Each row has `text`, `layer`
+(input | output | tool), `category`, `kind` (harmful | benign), `style`, `expected` (block | flag | redact | allow),
+`split` (dev | heldout | fresh | round4: the frames were tuned on dev; round 3, "fresh", was written after the first
+frames and scored once, then read when the lexicons were generalised, so it is no longer fresh; round 4 was written
+and committed before that generalisation and scored once at its end; round 5, letters and templates, is dev) and,
+for injected tool results, `must_remove` (what must not reach the model).
 
 A harmful row is caught when the decision is at least as strong as expected (a "flag" row caught by flag or
 block; a "block" row only by block); an injected tool result when every `must_remove` string is gone from what
 goes back to the model. A benign row is a false positive when it is flagged, redacted or blocked.
 
-    python -m jupyter_chatflow.pipeline.safety.evaluate                 # the table, both halves
-    python -m jupyter_chatflow.pipeline.safety.evaluate --misses dev    # what the dev half gets wrong
-    python -m jupyter_chatflow.pipeline.safety.evaluate --write docs/safety.md   # refresh the table in the docs
+    python safety_lab/rules_eval.py                          # the table, both halves
+    python safety_lab/rules_eval.py --misses dev             # what the dev half gets wrong
+    python safety_lab/rules_eval.py --write docs/safety.md   # refresh the table in the docs
 """
 
 from __future__ import annotations
@@ -30,14 +30,13 @@ from collections.abc import Iterable, Sequence
 from pathlib import Path
 
 from jupyter_chatflow.events import SafetyDecision
-
-from .decisions import ACTIONS
-from .policy import SafetyPolicy
-from .taxonomy import describe
+from jupyter_chatflow.pipeline.safety.decisions import ACTIONS
+from jupyter_chatflow.pipeline.safety.policy import SafetyPolicy
+from jupyter_chatflow.pipeline.safety.taxonomy import describe
 
 __all__ = ["DATA", "Outcome", "Row", "Score", "judge", "load", "main", "score", "stream_output", "table"]
 
-DATA = Path(__file__).with_name("data") / "eval.jsonl"
+DATA = Path(__file__).resolve().with_name("data") / "eval.jsonl"
 BEGIN, END = "<!-- safety-eval -->", "<!-- /safety-eval -->"
 _PIECES = re.compile(r"\s*\S+|\s+")
 
@@ -199,9 +198,7 @@ def run(path: Path = DATA, policy: SafetyPolicy | None = None) -> list[Outcome]:
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Print the table (or the misses of one half); `--write PATH` puts the table between the markers in PATH."""
-    parser = argparse.ArgumentParser(
-        prog="python -m jupyter_chatflow.pipeline.safety.evaluate", description=__doc__.split("\n")[0]
-    )
+    parser = argparse.ArgumentParser(prog="python safety_lab/rules_eval.py", description=__doc__.split("\n")[0])
     parser.add_argument("--misses", choices=tuple(SPLITS), help="list the rows of this split that are wrong")
     parser.add_argument("--write", type=Path, help=f"replace the table between {BEGIN} and {END} in this file")
     args = parser.parse_args(argv)
