@@ -9,8 +9,9 @@ with_model` binds it. Optional: a guard scored by the loaded model with a Llama-
 A message about suicide or self-harm that asks for no method is met with care (`care`): flagged, it goes on to the
 model with a supportive instruction and a crisis line; a request for a method stays blocked and shows the line too.
 Guards are pluggable (`Guard`: a `name` and `check(text, *, layer)`), the policy is configurable (`SafetyPolicy`).
-`python -m jupyter_chatflow.pipeline.safety.evaluate` scores the rules on the public evaluation set
-(`data/eval.jsonl`), `benchmarks/bench_safety.py` the input layer on the intent probe's held-out split.
+The rows the layer is trained and scored on, and the scripts that do it, are in the repository's `safety_lab/`
+(not in the wheel): `python safety_lab/rules_eval.py` scores the rules on the evaluation set
+(`safety_lab/data/eval.jsonl`), `benchmarks/bench_safety.py` the input layer on the intent probe's held-out split.
 
 What would a turn decide? `SafetyPolicy().scan_input(text)`: the decision a chat's turn makes on the default model
 (the rules and that model's intent probe: the first call loads the model, about a second); `Chat(model=…).policy`
