@@ -2,21 +2,22 @@
 
 `IntentGuard` scores a user's message with a `probe.Probe` over the loaded model's hidden states (one extra pass
 over the first layers, no second copy of the weights): P(harmful) = 1 - P(benign). At or above the probe's
-threshold it blocks and names the most likely category (S6, specialized advice, is flagged, as the rules do);
-below, it allows. Its decision carries `scores["harmful"]`, so the turn's input decision shows the probe's number
-beside the rules' matches.
+threshold it blocks and names the likeliest category (S6, specialized advice, is flagged, as the rules do, when it
+holds at least half of P(harmful)); at or above its flag threshold (`Probe.flag_at`) it flags: the text goes on and
+the decision says what the probe read; below, it allows. Its decision carries `scores["harmful"]`, so the turn's
+input decision shows the probe's number beside the rules' matches.
 
-The rules stay where they are precise; the probe adds recall on paraphrases the word lists do not hold. One more
-step joins the two (`reconcile`): a block by the hazard frames (S1–S13 less S4 and S9: words only, never a code
-pattern, S14, injection, markup or PII) on a text the probe reads as benign (P(harmful) below the probe's veto
-floor, `Probe.veto`, chosen with its threshold by cross-validation) is lowered to a flag. The text goes on and the
-decision still names both readings: what the frames matched and the probe's P(harmful) ("how phishing works, to
-train our staff" matches the phishing frame; the probe reads a defensive request).
+The probe decides; the hazard frames give evidence. A block by a frame (S1–S13: words only, never a code pattern,
+S14, injection, markup or PII) stands where the probe reads P(harmful) at or above its veto floor (`Probe.veto`);
+below, it is lowered to a flag (`reconcile`), and the decision names both readings: what the frames matched and the
+probe's P. On public data nobody here wrote, the frames' words blocked look-alikes the probe reads as benign
+("Can you define child pornography?", "How many atomic bombs have been used in combat?"), so the gravest
+categories are lowered too (`safety_lab/frame_hits.py` counts each frame's hits).
 
-Which probe: the one shipped for the default model (`data/intent/<key>.npz`, trained on
-`data/intent/train.jsonl` and the evaluation set's input rows), else one trained for this model file and kept in
-`probe_folder()` (`python -m jupyter_chatflow.pipeline.safety.train_probe --model PATH`). A model with neither gets
-no intent guard: the input layer is the rules alone, and its decision says so (`SafetyPolicy.with_model`).
+Which probe: the one shipped for the default model (`data/intent/<key>.npz`; its data card is `data/README.md`),
+else one trained for this model file and kept in `probe_folder()` (the lab's `features.py --model PATH` and
+`train_probe.py --model PATH`, in a checkout: `safety_lab/README.md`). A model with neither gets no intent guard:
+the input layer is the rules alone, and its decision says so (`SafetyPolicy.with_model`).
 
 >>> guard = IntentGuard.for_model(load_model())  # doctest: +SKIP
 >>> guard.check("Which dose of her digoxin would kill grandma undetected?", layer="input").action  # doctest: +SKIP
@@ -32,6 +33,8 @@ import time
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
+
+import numpy as np
 
 from jupyter_chatflow.events import SafetyAction, SafetyDecision
 
@@ -57,9 +60,11 @@ NAME = "intent"
 """The guard's name in decisions."""
 FLAG_ONLY = frozenset({"S6"})
 """Categories the probe flags rather than blocks (specialized advice: the rules flag it too)."""
-_VETOED = frozenset(f"S{n}" for n in range(1, 14)) - {"S4", "S9"}
-"""Categories whose frame blocks the probe may lower: the word-based hazards, not S14's code patterns, and never
-the gravest two (S4 child sexual exploitation, S9 weapons of mass harm)."""
+_VETOED = frozenset(f"S{n}" for n in range(1, 14))
+"""Categories whose frame blocks the probe may lower: every word-based hazard, not S14's code patterns. The gravest
+two (S4, S9) were kept out until the frames were measured on public data: their words blocked "Can you define child
+pornography?", teaching children about appropriate touch and "How many atomic bombs have been used in combat?"
+(`safety_lab/frame_hits.py`); where the probe reads such a text as harmful the block stays."""
 CACHE_VAR = "CHATFLOW_SAFETY_CACHE"
 RULES = "rules"
 """The name of the built-in rule guard (`RuleGuard`), whose hazard blocks `reconcile` may lower."""
@@ -110,27 +115,41 @@ class IntentGuard:
         return cls(model=model, probe=probe) if probe.dim == model.config.dim else None
 
     def check(self, text: str, *, layer: str) -> SafetyDecision:
-        """P(harmful) of `text` (its most harmful window's) and the verdict at the probe's threshold."""
+        """P(harmful) of `text` (its windows pooled as the probe says) and the verdict at the probe's thresholds."""
         start = time.perf_counter()
-        rows = self.probe.probabilities(self.probe.features(self.model, text))  # [windows, classes]
-        worst = rows[int((1.0 - rows[:, 0]).argmax())]
-        decision = verdict(worst, self.probe, layer=layer, message=self.message)
+        decision = verdict(self.probe.reading(self.model, text), self.probe, layer=layer, message=self.message)
         return dataclasses.replace(decision, latency_ms=since(start), guard=self.name)
 
 
 def verdict(probabilities: Any, probe: Probe, *, layer: str, message: str = BLOCK_MESSAGE) -> SafetyDecision:
     """The intent guard's decision from one row of the probe's class probabilities [classes]."""
     harmful = float(1.0 - probabilities[0])
-    category = probe.classes[1 + int(probabilities[1:].argmax())]
-    fired = harmful >= probe.threshold
-    action: SafetyAction = ("flag" if category in FLAG_ONLY else "block") if fired else "allow"
-    scores = {"harmful": round(harmful, 4), **({category: round(float(probabilities[1:].max()), 4)} if fired else {})}
+    category = _category(probabilities, probe.classes, harmful)
+    flag_at = probe.threshold if probe.flag_at is None else min(probe.flag_at, probe.threshold)
+    fired, blocks = harmful >= flag_at, harmful >= probe.threshold and category not in FLAG_ONLY
+    action: SafetyAction = ("block" if blocks else "flag") if fired else "allow"
+    score = float(probabilities[list(probe.classes).index(category)])
+    scores = {"harmful": round(harmful, 4), **({category: round(score, 4)} if fired else {})}
     what = f"reads {describe(category)} ({category})" if fired else "reads a benign request"
+    if fired and not blocks and category not in FLAG_ONLY:
+        what += ", below its block threshold: flagged, not blocked"
+    band = f", flag at {flag_at:g}" if flag_at < probe.threshold else ""
     return SafetyDecision(
         layer=check_layer(layer), action=action, guard=NAME, categories=(category,) if fired else (), scores=scores,
-        reason=f"The intent probe {what}: P(harmful) = {harmful:.3f} (threshold {probe.threshold:g}).",
+        reason=f"The intent probe {what}: P(harmful) = {harmful:.3f} (threshold {probe.threshold:g}{band}).",
         replacement=_message(message, category) if action == "block" else "",
     )  # fmt: skip
+
+
+def _category(probabilities: Any, classes: Sequence[str], harmful: float) -> str:
+    """The likeliest hazard; a flag-only one (S6) only where it holds at least half of P(harmful), else the likeliest
+    of the others: "What dose of my uncle's digoxin would kill him undetected?" read S6 0.21, S11 0.19, S1 0.16 of
+    0.97, and S6 alone would have let it through as advice."""
+    order = [1 + int(i) for i in np.argsort(-np.asarray(probabilities[1:]))]
+    top = classes[order[0]]
+    if top in FLAG_ONLY and probabilities[order[0]] < 0.5 * harmful:
+        return next((classes[i] for i in order if classes[i] not in FLAG_ONLY), top)
+    return top
 
 
 def _message(message: str, category: str) -> str:

@@ -15,7 +15,7 @@ P(benign) and P(each hazard category). A long text's score is its most harmful w
 Probes of round 4 (`Probe.in_prompt` false) read the text twice: the means over the text alone (no template,
 `features`, the first token left out: a transformer parks attention on it), and the prompt's last states
 (`prompt_states`) in a second pass (`reading`). Reading the means inside the prompt gave every AUC higher, out of
-fold and on the development splits, at half the passes (`train_probe`'s table).
+fold and on the development splits, at half the passes (round 5's `train_probe` table, now in git history).
 
 The probe's weights are a small `.npz` file (`Probe.save`/`load`): the weights [classes, features], the bias, the
 features' mean and scale, the layers, the class names, the threshold and the veto floor (`Probe.veto`), trained by
@@ -43,10 +43,15 @@ __all__ = [
 ]  # fmt: skip
 
 BENIGN = "benign"
+POOLS = ("mean", "max")
 VETO = 0.01
 """The veto floor of a probe file that names none (written before the floor was chosen with the threshold)."""
 WINDOW = 128
 """Tokens per window: the engine's wide prefill chunk, so a long window runs programs the chat has compiled."""
+SHORT = 64
+"""A window whose prompt fits in 64 tokens (a request of up to ~34 tokens in SmolLM2's template) is read in a 64-wide
+chunk: half the work of the 128-wide one (~80 ms against ~125 on two cores, reading 20 layers), for one program
+compiled once per process (its first short request), never per request."""
 MAX_WINDOWS = 8
 """Windows scored per text (1,024 tokens less the template's eight times over: about 780 with SmolLM2's); a longer
 one is scored on its first and last four (rules read it all)."""
@@ -74,16 +79,24 @@ class Probe:
     """P(harmful) = 1 - P(benign) at or above which a text is judged harmful."""
     veto: float = VETO
     """P(harmful) below which a hazard frame's block is lowered to a flag (`intent.reconcile`): chosen with the
-    threshold by cross-validation (`train_probe`)."""
+    thresholds leaving each training source out (`safety_lab/thresholds.py`)."""
     model: str = ""
     """The model file it was trained on (`model_key`)."""
     in_prompt: bool = False
     """Whether the means of `layers` are read over the text inside the chat prompt, in the one pass that reads the
     prompt's last states (`prompt_reading`), rather than over the text alone in a pass of their own (`reading`)."""
+    flag_at: float | None = None
+    """P(harmful) at or above which (and below `threshold`) the text is flagged: it goes on, and the decision says
+    what the probe read. None: no flag band (files written before it)."""
+    pool: str = "max"
+    """How a text of several windows is read: "mean" (the windows' features averaged: one reading of the whole
+    text) or "max" (its most harmful window's reading: files written before the pooling was chosen)."""
 
     def __post_init__(self) -> None:
         if self.classes[:1] != (BENIGN,) or self.weights.shape != (len(self.classes), self.mean.shape[0]):
             raise SafetyConfigError(f"A probe's classes start with {BENIGN!r} and match its weights' rows.")
+        if self.pool not in POOLS:
+            raise SafetyConfigError(f"A probe pools its windows by {' or '.join(POOLS)}, not {self.pool!r}.")
         if not self.layers or self.mean.shape[0] % (len(self.layers) + len(self.prompt_layers)):
             raise SafetyConfigError(
                 f"A probe reads d features from each of its layers {self.layers} and {self.prompt_layers}."
@@ -99,6 +112,14 @@ class Probe:
         read = prompt_reading if self.in_prompt else reading
         return read(model, text, self.layers, self.prompt_layers)
 
+    def reading(self, model: Any, text: str) -> np.ndarray:
+        """P(class) of `text` as the probe judges it: [classes], its windows pooled (`pool`)."""
+        read = self.features(model, text)  # [windows, features]
+        if self.pool == "mean":
+            return self.probabilities(read.mean(axis=0))[0]
+        rows = self.probabilities(read)
+        return rows[int((1.0 - rows[:, 0]).argmax())]
+
     def probabilities(self, feature: np.ndarray) -> np.ndarray:
         """P(class) for each row of `feature` [n, d] (or one row [d]): [n, classes]."""
         x = (np.atleast_2d(feature) - self.mean) / self.scale
@@ -106,11 +127,12 @@ class Probe:
 
     def save(self, path: Path) -> None:
         """Write the probe as an `.npz` file."""
-        meta = np.array([self.threshold, self.veto], np.float64)
+        flag_at = self.threshold if self.flag_at is None else self.flag_at
+        meta = np.array([self.threshold, self.veto, flag_at], np.float64)
         np.savez(path, weights=self.weights.astype(np.float32), bias=self.bias.astype(np.float32),
                  mean=self.mean.astype(np.float32), scale=self.scale.astype(np.float32), meta=meta,
                  layers=np.array(self.layers, np.int32), prompt_layers=np.array(self.prompt_layers, np.int32),
-                 in_prompt=np.array(self.in_prompt), classes=np.array(self.classes),
+                 in_prompt=np.array(self.in_prompt), classes=np.array(self.classes), pool=np.array(self.pool),
                  model=np.array(self.model))  # fmt: skip
 
     @classmethod
@@ -119,14 +141,17 @@ class Probe:
         with np.load(path, allow_pickle=False) as data:
             prompt_layers = tuple(int(n) for n in data["prompt_layers"]) if "prompt_layers" in data else ()
             in_prompt = bool(data["in_prompt"]) if "in_prompt" in data else False
+            pool = str(data["pool"]) if "pool" in data else "max"
+            flag_at = None
             if "layers" in data:
-                layers, (threshold, veto) = tuple(int(n) for n in data["layers"]), data["meta"]
+                layers, (threshold, veto, *rest) = tuple(int(n) for n in data["layers"]), data["meta"]
+                flag_at = float(rest[0]) if rest else None
             else:  # files of one layer: meta holds it, then the threshold (and the floor, once it was chosen)
                 layer, threshold, veto = [*data["meta"], VETO][:3]
                 layers = (int(layer),)
             return cls(weights=data["weights"], bias=data["bias"], mean=data["mean"], scale=data["scale"],
                        layers=layers, prompt_layers=prompt_layers, threshold=float(threshold), veto=float(veto),
-                       model=str(data["model"]), in_prompt=in_prompt,
+                       model=str(data["model"]), in_prompt=in_prompt, flag_at=flag_at, pool=pool,
                        classes=tuple(str(c) for c in data["classes"]))  # fmt: skip
 
 
@@ -140,14 +165,17 @@ def windows(ids: Sequence[int], size: int = WINDOW) -> list[list[int]]:
 def prompt_reading(model: Any, text: str, layers: Sequence[int], prompt_layers: Sequence[int]) -> np.ndarray:
     """A probe's features of `text` in one pass a window: `text` (or each window of it) as the user's message in the
     model's chat template; each of `layers` states averaged over the text's tokens, then each of `prompt_layers`
-    states at the prompt's last token: float32 [windows, features]. The 128-token chunk, so no program of its own."""
+    states at the prompt's last token: float32 [windows, features]. A window runs in the 64-token chunk when its
+    prompt fits (`SHORT`), else in the 128-token one."""
     head, ids, tail = prompt_parts(model, text)
     room = WINDOW - len(head) - len(tail)
     if room < 16:
         raise SafetyConfigError(f"The chat template takes {WINDOW - room} of a probe window's {WINDOW} tokens.")
     rows = []
     for window in windows(ids, room):
-        states = layer_states(model, [*head, *window, *tail], (*layers, *prompt_layers), wide=True)
+        sequence = [*head, *window, *tail]
+        width = SHORT if len(sequence) <= SHORT else WINDOW
+        states = model.runner.layer_states(sequence, (*layers, *prompt_layers), width)
         span = slice(len(head), len(head) + len(window)) if window else slice(-1, None)  # no text: the last token
         means = states[: len(layers), span].mean(axis=1)  # [layers, d]
         rows.append(np.concatenate([means.reshape(-1), states[len(layers) :, -1].reshape(-1)]))

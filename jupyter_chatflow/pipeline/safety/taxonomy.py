@@ -45,6 +45,7 @@ LABELS: tuple[Category, ...] = (
     Category(code="pii:phone", name="Phone number", description="An international or US-style phone number."),
     Category(code="pii:card", name="Payment card number", description="13–19 digits that pass the Luhn check."),
     Category(code="pii:secret", name="Secret", description="An API key, token, password or private key."),
+    Category(code="other", name="Other Harm", description="Harassment, misinformation, manipulation: outside S1–S14."),
     Category(code="prompt_injection", name="Prompt injection", description="Text that tries to override instructions."),
     Category(code="markup", name="Active markup", description="HTML script, frames or event handlers in text."),
     Category(code="refusal", name="Refusal", description="The model declined to answer."),

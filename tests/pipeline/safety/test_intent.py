@@ -50,6 +50,31 @@ def test_s6_is_flagged_not_blocked(probe):
     assert (decision.action, decision.categories, decision.replacement) == ("flag", ("S6",), "")
 
 
+@pytest.mark.parametrize(("harmful", "action"), [(0.95, "block"), (0.85, "block"), (0.7, "flag"), (0.6, "flag"),
+                                                 (0.59, "allow")])  # fmt: skip
+def test_the_probe_flags_between_its_flag_and_block_thresholds(probe, harmful, action):
+    banded = dataclasses.replace(probe, threshold=0.85, flag_at=0.6)
+    row = np.zeros(len(CLASSES))
+    row[0], row[CLASSES.index("S2")] = 1 - harmful, harmful
+    decision = verdict(row, banded, layer="input")
+    assert decision.action == action and decision.scores["harmful"] == harmful
+    assert decision.categories == (() if action == "allow" else ("S2",))
+    assert ("flagged, not blocked" in decision.reason) is (action == "flag")
+    assert "(threshold 0.85, flag at 0.6)" in decision.reason
+    assert bool(decision.replacement) is (action == "block")
+
+
+def test_a_long_text_is_read_as_the_mean_of_its_windows(tiny_model, probe):
+    """`pool="mean"`: the windows' features averaged, one reading; "max": the most harmful window's."""
+    text = " ".join(["the cat sat on the mat"] * 60 + ["zzzz xxxx qqqq zzzz"] * 3)
+    read = probe.features(tiny_model, text)
+    assert len(read) > 1
+    mean = dataclasses.replace(probe, pool="mean").reading(tiny_model, text)
+    assert np.allclose(mean, probe.probabilities(read.mean(axis=0))[0])
+    worst = probe.reading(tiny_model, text)
+    assert np.allclose(worst, probe.probabilities(read)[int((1 - probe.probabilities(read)[:, 0]).argmax())])
+
+
 def test_a_plainly_benign_reading_lowers_a_hazard_frames_block_to_a_flag(probe):
     rules = SafetyPolicy(mode="input", intent_probe=False).guards_for("input")
     text = "Explain how a phishing email works."  # the S2 phishing frame blocks it
@@ -60,8 +85,11 @@ def test_a_plainly_benign_reading_lowers_a_hazard_frames_block_to_a_flag(probe):
     assert lowered[0].action == "flag" and "Not blocked: the intent probe reads a benign request" in lowered[0].reason
     kept = reconcile([*decisions, verdict(0.985 * benign + 0.015 * harmful, probe, layer="input")])
     assert kept[0].action == "block"  # P(harmful) = 0.015: not below the veto (0.01)
-    child = dataclasses.replace(decisions[0], categories=("S4",))  # the gravest categories are never lowered
-    assert reconcile([child, verdict(benign, probe, layer="input")])[0].action == "block"
+    # every word-based frame is lowered, the gravest two too ("Can you define child pornography?" matched S4's)
+    child = dataclasses.replace(decisions[0], categories=("S4",))
+    assert reconcile([child, verdict(benign, probe, layer="input")])[0].action == "flag"
+    code = dataclasses.replace(decisions[0], categories=("S14",))  # a code pattern's block is never lowered
+    assert reconcile([code, verdict(benign, probe, layer="input")])[0].action == "block"
 
 
 @pytest.mark.parametrize(("veto", "expected"), [(0.01, "block"), (0.05, "flag")])

@@ -135,6 +135,12 @@ def test_fit_separates_what_is_separable_and_the_file_round_trips(tmp_path):
     again = Probe.load(tmp_path / "p.npz")
     assert (again.layers, again.prompt_layers, again.dim) == ((3,), (5,), 4)
     assert (again.threshold, again.veto, again.classes) == (0.7, 0.1, CLASSES)
+    assert (again.flag_at, again.pool) == (0.7, "max")  # no flag band: flag_at is the threshold
+    banded = dataclasses.replace(probe, flag_at=0.55, pool="mean")
+    banded.save(tmp_path / "banded.npz")
+    assert (Probe.load(tmp_path / "banded.npz").flag_at, Probe.load(tmp_path / "banded.npz").pool) == (0.55, "mean")
+    with pytest.raises(SafetyConfigError, match="pools its windows"):
+        dataclasses.replace(probe, pool="median")
     np.testing.assert_allclose(again.probabilities(x), p, rtol=1e-5, atol=1e-6)
     with np.load(tmp_path / "p.npz") as data:  # files of one layer: meta [layer, threshold(, veto floor)]
         kept = {k: data[k] for k in data.files if k not in ("meta", "layers", "prompt_layers")}
