@@ -7,8 +7,8 @@ holds at least half of P(harmful)); at or above its flag threshold (`Probe.flag_
 the decision says what the probe read; below, it allows. Its decision carries `scores["harmful"]`, so the turn's
 input decision shows the probe's number beside the rules' matches.
 
-The probe decides; the hazard frames give evidence. A block by a frame (S1–S13: words only, never a code pattern,
-S14, injection, markup or PII) stands where the probe reads P(harmful) at or above its veto floor (`Probe.veto`);
+The probe decides; the rules give evidence. A block by a hazard rule (S1–S14: the frames' words and, on the input
+layer, S14's code patterns; never injection, markup or PII) stands where the probe reads P(harmful) at or above its veto floor (`Probe.veto`);
 below, it is lowered to a flag (`reconcile`), and the decision names both readings: what the frames matched and the
 probe's P. On public data nobody here wrote, the frames' words blocked look-alikes the probe reads as benign
 ("Can you define child pornography?", "How many atomic bombs have been used in combat?"), so the gravest
@@ -60,11 +60,13 @@ NAME = "intent"
 """The guard's name in decisions."""
 FLAG_ONLY = frozenset({"S6"})
 """Categories the probe flags rather than blocks (specialized advice: the rules flag it too)."""
-_VETOED = frozenset(f"S{n}" for n in range(1, 14))
-"""Categories whose frame blocks the probe may lower: every word-based hazard, not S14's code patterns. The gravest
-two (S4, S9) were kept out until the frames were measured on public data: their words blocked "Can you define child
-pornography?", teaching children about appropriate touch and "How many atomic bombs have been used in combat?"
-(`safety_lab/frame_hits.py`); where the probe reads such a text as harmful the block stays."""
+_VETOED = frozenset(f"S{n}" for n in range(1, 15))
+"""Categories whose rule blocks the probe may lower on the input layer: every hazard, S14's code patterns too. The
+gravest two (S4, S9) were kept out until the frames were measured on public data: their words blocked "Can you
+define child pornography?", teaching children about appropriate touch and "How many atomic bombs have been used in
+combat?" (`safety_lab/frame_hits.py`); S14's patterns blocked pasted documents that only mention a command (an
+OpenSSH changelog, a README's example secrets), which nobody asked to run. Where the probe reads such a text as
+harmful the block stays; a tool call's arguments are checked apart, and their code patterns always block."""
 CACHE_VAR = "CHATFLOW_SAFETY_CACHE"
 RULES = "rules"
 """The name of the built-in rule guard (`RuleGuard`), whose hazard blocks `reconcile` may lower."""
@@ -159,9 +161,9 @@ def _message(message: str, category: str) -> str:
 
 
 def reconcile(decisions: Sequence[SafetyDecision], veto: float = VETO) -> list[SafetyDecision]:
-    """The input guards' decisions with a hazard frame's block lowered to a flag where the intent probe reads the
+    """The input guards' decisions with a hazard rule's block lowered to a flag where the intent probe reads the
     text as benign (P(harmful) < `veto`, the probe's `Probe.veto` in a chat): only blocks whose categories are all
-    word-based hazards (S1–S13). And the probe's own block lowered to a flag where the rules read a prompt
+    hazards (S1–S14). And the probe's own block lowered to a flag where the rules read a prompt
     injection: the probe knows S1–S14 and benign requests, not role markers or "ignore previous instructions" (it
     read a harmless persona so as sexual content or code abuse), which the injection rule names and the pipeline
     escapes."""
@@ -178,7 +180,7 @@ def reconcile(decisions: Sequence[SafetyDecision], veto: float = VETO) -> list[S
 
 
 def _vetoable(decision: SafetyDecision) -> bool:
-    """A block by the built-in rules whose categories are all word-based hazards."""
+    """A block by the built-in rules whose categories are all hazards."""
     hazards = bool(decision.categories) and set(decision.categories) <= _VETOED
     return decision.guard == RULES and decision.action == "block" and hazards
 

@@ -88,8 +88,10 @@ def test_a_plainly_benign_reading_lowers_a_hazard_frames_block_to_a_flag(probe):
     # every word-based frame is lowered, the gravest two too ("Can you define child pornography?" matched S4's)
     child = dataclasses.replace(decisions[0], categories=("S4",))
     assert reconcile([child, verdict(benign, probe, layer="input")])[0].action == "flag"
-    code = dataclasses.replace(decisions[0], categories=("S14",))  # a code pattern's block is never lowered
-    assert reconcile([code, verdict(benign, probe, layer="input")])[0].action == "block"
+    code = dataclasses.replace(decisions[0], categories=("S14",))  # a pasted changelog that mentions a command
+    assert reconcile([code, verdict(benign, probe, layer="input")])[0].action == "flag"
+    injection = dataclasses.replace(decisions[0], categories=("prompt_injection",))  # never lowered
+    assert reconcile([injection, verdict(benign, probe, layer="input")])[0].action == "block"
 
 
 @pytest.mark.parametrize(("veto", "expected"), [(0.01, "block"), (0.05, "flag")])
