@@ -8,11 +8,11 @@ the decision says what the probe read; below, it allows. Its decision carries `s
 input decision shows the probe's number beside the rules' matches.
 
 The probe decides; the rules give evidence. A block by a hazard rule (S1–S14: the frames' words and, on the input
-layer, S14's code patterns; never injection, markup or PII) stands where the probe reads P(harmful) at or above its veto floor (`Probe.veto`);
-below, it is lowered to a flag (`reconcile`), and the decision names both readings: what the frames matched and the
-probe's P. On public data nobody here wrote, the frames' words blocked look-alikes the probe reads as benign
-("Can you define child pornography?", "How many atomic bombs have been used in combat?"), so the gravest
-categories are lowered too (`safety_lab/frame_hits.py` counts each frame's hits).
+layer, S14's code patterns; never injection, markup or PII) stands where the probe reads P(harmful) at or above its
+veto floor (`Probe.veto`); below, it is lowered to a flag (`reconcile`), and the decision names both readings: what
+the rules matched and the probe's P. On public data nobody here wrote, the frames' words blocked look-alikes the
+probe reads as benign ("Can you define child pornography?", "How many atomic bombs have been used in combat?"), so
+the gravest categories are lowered too (`safety_lab/frame_hits.py` counts each frame's hits).
 
 Which probe: the one shipped for the default model (`data/intent/<key>.npz`; its data card is `data/README.md`),
 else one trained for this model file and kept in `probe_folder()` (the lab's `features.py --model PATH` and
