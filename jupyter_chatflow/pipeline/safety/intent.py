@@ -38,6 +38,7 @@ import numpy as np
 
 from jupyter_chatflow.events import SafetyAction, SafetyDecision
 
+from .care import SELF_HARM, speaks_of_self_harm
 from .decisions import check_layer, since
 from .guards import BLOCK_MESSAGE, CATEGORY_NOTES
 from .probe import VETO, Probe
@@ -119,14 +120,19 @@ class IntentGuard:
     def check(self, text: str, *, layer: str) -> SafetyDecision:
         """P(harmful) of `text` (its windows pooled as the probe says) and the verdict at the probe's thresholds."""
         start = time.perf_counter()
-        decision = verdict(self.probe.reading(self.model, text), self.probe, layer=layer, message=self.message)
+        reading = self.probe.reading(self.model, text)
+        other = () if speaks_of_self_harm(text) else (SELF_HARM,)  # S11 named only where the words speak of it
+        decision = verdict(reading, self.probe, layer=layer, message=self.message, exclude=other)
         return dataclasses.replace(decision, latency_ms=since(start), guard=self.name)
 
 
-def verdict(probabilities: Any, probe: Probe, *, layer: str, message: str = BLOCK_MESSAGE) -> SafetyDecision:
-    """The intent guard's decision from one row of the probe's class probabilities [classes]."""
+def verdict(
+    probabilities: Any, probe: Probe, *, layer: str, message: str = BLOCK_MESSAGE, exclude: Sequence[str] = ()
+) -> SafetyDecision:
+    """The intent guard's decision from one row of the probe's class probabilities [classes]; the category named is
+    never one of `exclude` (S11 where the text's words speak of neither suicide nor self-harm)."""
     harmful = float(1.0 - probabilities[0])
-    category = _category(probabilities, probe.classes, harmful)
+    category = _category(probabilities, probe.classes, harmful, exclude)
     flag_at = probe.threshold if probe.flag_at is None else min(probe.flag_at, probe.threshold)
     fired, blocks = harmful >= flag_at, harmful >= probe.threshold and category not in FLAG_ONLY
     action: SafetyAction = ("block" if blocks else "flag") if fired else "allow"
@@ -143,11 +149,11 @@ def verdict(probabilities: Any, probe: Probe, *, layer: str, message: str = BLOC
     )  # fmt: skip
 
 
-def _category(probabilities: Any, classes: Sequence[str], harmful: float) -> str:
+def _category(probabilities: Any, classes: Sequence[str], harmful: float, exclude: Sequence[str] = ()) -> str:
     """The likeliest hazard; a flag-only one (S6) only where it holds at least half of P(harmful), else the likeliest
     of the others: "What dose of my uncle's digoxin would kill him undetected?" read S6 0.21, S11 0.19, S1 0.16 of
     0.97, and S6 alone would have let it through as advice."""
-    order = [1 + int(i) for i in np.argsort(-np.asarray(probabilities[1:]))]
+    order = [1 + int(i) for i in np.argsort(-np.asarray(probabilities[1:])) if classes[1 + int(i)] not in exclude]
     top = classes[order[0]]
     if top in FLAG_ONLY and probabilities[order[0]] < 0.5 * harmful:
         return next((classes[i] for i in order if classes[i] not in FLAG_ONLY), top)
@@ -186,5 +192,6 @@ def _vetoable(decision: SafetyDecision) -> bool:
 
 
 def _lowered(decision: SafetyDecision, harmful: float, veto: float) -> SafetyDecision:
-    why = f" Not blocked: the intent probe reads a benign request (P(harmful) = {harmful:.3f} < its floor {veto:g})."
+    why = f" Not blocked: the intent probe's P(harmful) = {harmful:.3f} is under its floor for a rule's block"
+    why += f" ({veto:g})."
     return dataclasses.replace(decision, action="flag", reason=decision.reason + why, replacement="")

@@ -64,6 +64,20 @@ def test_the_probe_flags_between_its_flag_and_block_thresholds(probe, harmful, a
     assert bool(decision.replacement) is (action == "block")
 
 
+def test_the_category_named_is_the_likeliest_the_words_allow(probe):
+    """S6 names a decision only where it holds half of P(harmful); S11 only where the words speak of self-harm (the
+    guard passes `exclude`): the digoxin request read S11 0.19, S6 0.21, S1 0.16 of 0.97."""
+    row = np.zeros(len(CLASSES))
+    row[0] = 0.03
+    for code, p in {"S6": 0.21, "S11": 0.19, "S1": 0.16, "S7": 0.15, "S2": 0.26}.items():
+        row[CLASSES.index(code)] = p
+    assert verdict(row, probe, layer="input").categories == ("S2",)
+    row[CLASSES.index("S2")], row[0] = 0.0, 0.29  # P(harmful) 0.71
+    assert verdict(row, probe, layer="input").categories == ("S11",)  # S6 0.21 < half of 0.71: not advice
+    decision = verdict(row, probe, layer="input", exclude=("S11",))
+    assert (decision.action, decision.categories) == ("block", ("S1",))
+
+
 def test_a_long_text_is_read_as_the_mean_of_its_windows(tiny_model, probe):
     """`pool="mean"`: the windows' features averaged, one reading; "max": the most harmful window's."""
     text = " ".join(["the cat sat on the mat"] * 60 + ["zzzz xxxx qqqq zzzz"] * 3)
@@ -82,7 +96,7 @@ def test_a_plainly_benign_reading_lowers_a_hazard_frames_block_to_a_flag(probe):
     assert decisions[0].action == "block" and decisions[0].categories == ("S2",)
     benign, harmful = np.eye(len(CLASSES))[0], np.eye(len(CLASSES))[CLASSES.index("S2")]
     lowered = reconcile([*decisions, verdict(benign, probe, layer="input")])
-    assert lowered[0].action == "flag" and "Not blocked: the intent probe reads a benign request" in lowered[0].reason
+    assert lowered[0].action == "flag" and "Not blocked: the intent probe's P(harmful) = " in lowered[0].reason
     kept = reconcile([*decisions, verdict(0.985 * benign + 0.015 * harmful, probe, layer="input")])
     assert kept[0].action == "block"  # P(harmful) = 0.015: not below the veto (0.01)
     # every word-based frame is lowered, the gravest two too ("Can you define child pornography?" matched S4's)
