@@ -22,10 +22,6 @@ class Table:
     starts: np.ndarray
     windows: np.ndarray  # float16 [windows, features]
 
-    def first(self) -> np.ndarray:
-        """Each example's first window: [n, features] float32."""
-        return self.windows[self.starts[:-1]].astype(np.float32)
-
     def mean(self) -> np.ndarray:
         """Each example's windows averaged: [n, features] float32."""
         sums = np.add.reduceat(self.windows.astype(np.float32), self.starts[:-1], axis=0)

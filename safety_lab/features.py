@@ -6,8 +6,7 @@ and kept: the mean states over the text's tokens at each of `MEANS`, and the sta
 each of `LASTS`, side by side, float16 [windows, (len(MEANS) + len(LASTS)) x d]. A probe over any subset of these
 layers is then fitted and compared without running the model again (`columns`).
 
-A window runs at the narrowest of the widths 64 and 128 that holds it (the padding changes no state): the lab
-compiles the 64-wide programs for itself, twice as fast on a short request; a chat reads in the 128-wide chunk only.
+A window runs at the narrowest of the widths 64 and 128 that holds it, as in a chat (the padding changes no state).
 
     python safety_lab/features.py FILE.jsonl [FILE.jsonl ...] [--cache DIR]
 
@@ -28,30 +27,17 @@ from typing import Any
 import numpy as np
 
 from jupyter_chatflow.pipeline.safety.intent import model_key
-from jupyter_chatflow.pipeline.safety.probe import WINDOW, prompt_parts, windows
+from jupyter_chatflow.pipeline.safety.probe import prompt_reading
 
 MEANS = (4, 8, 12, 16, 20)
 LASTS = (8, 12, 16, 20)
 CACHE = Path(__file__).resolve().parent / ".features"
-_WIDTHS = (64, WINDOW)
 
 
 def read(model: Any, text: str) -> np.ndarray:
-    """Every window of `text` read as `probe.prompt_reading` reads it, at all of `MEANS` and `LASTS`: float16
-    [windows, (len(MEANS) + len(LASTS)) x d]."""
-    head, ids, tail = prompt_parts(model, text)
-    room = WINDOW - len(head) - len(tail)
-    depth = sorted(set(MEANS) | set(LASTS))
-    rows = []
-    for window in windows(ids, room):
-        seq = [*head, *window, *tail]
-        width = next(w for w in _WIDTHS if w >= len(seq))
-        states = model.runner.layer_states(seq, depth, width)  # [layers, t, d]
-        span = slice(len(head), len(head) + len(window)) if window else slice(-1, None)
-        means = [states[depth.index(n), span].mean(axis=0) for n in MEANS]
-        lasts = [states[depth.index(n), -1] for n in LASTS]
-        rows.append(np.concatenate(means + lasts))
-    return np.stack(rows).astype(np.float16)
+    """Every window of `text` as the run time reads it (`probe.prompt_reading`), at all of `MEANS` and `LASTS`:
+    float16 [windows, (len(MEANS) + len(LASTS)) x d]."""
+    return prompt_reading(model, text, MEANS, LASTS).astype(np.float16)
 
 
 def columns(d: int, means: Sequence[int] = MEANS, lasts: Sequence[int] = LASTS) -> np.ndarray:

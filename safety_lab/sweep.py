@@ -1,6 +1,6 @@
 """Print, for a probe's scores (`train_probe.py`'s output), what each threshold would catch and block, per source.
 
-python safety_lab/sweep.py [SCORES.json] [--pool mean|max|first_last]
+python safety_lab/sweep.py [SCORES.json] [--pool mean|max]
 """
 
 from __future__ import annotations

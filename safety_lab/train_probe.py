@@ -113,17 +113,21 @@ def predict(model: tuple[np.ndarray, ...], t: Table, cols: np.ndarray) -> dict[s
     }
 
 
-def score(means: Sequence[int], lasts: Sequence[int], l2: float, *, loso: bool, log=print) -> dict:
-    """LOSO scores of each public training source (with `loso`) and the full probe's scores of every unseen one."""
-    cols = columns(D, means, lasts)
+def score(
+    means: Sequence[int], lasts: Sequence[int], l2: float, *, loso: bool, key: str = KEY, dim: int = D,
+    public: Sequence[str] = tuple(PUBLIC), log=print,
+) -> dict:  # fmt: skip
+    """LOSO scores of each public training source of `public` (with `loso`) and the full probe's scores of every
+    unseen one, from the feature cache of the model file `key` (hidden size `dim`)."""
+    cols = columns(dim, means, lasts)
     started = time.perf_counter()
-    base = table([*PUBLIC, *OWN], KEY)
-    long_t = table(["long"], KEY)
+    base = table([*public, *OWN], key)
+    long_t = table(["long"], key)
     long_train = long_t.select([i for i, e in enumerate(long_t.examples) if e.split == "train"])
     long_rows = training_rows(long_train, cols, windows=True)
     result: dict = {"loso": {}, "unseen": {}}
     if loso:
-        for name in PUBLIC:
+        for name in public:
             keep = [i for i, e in enumerate(base.examples) if e.source != name]
             model = train(training_rows(base.select(keep), cols) + long_rows, l2)
             held = base.select([i for i, e in enumerate(base.examples) if e.source == name])
@@ -133,14 +137,14 @@ def score(means: Sequence[int], lasts: Sequence[int], l2: float, *, loso: bool, 
     model = train(training_rows(base, cols) + long_rows, l2)
     for name in UNSEEN:
         try:
-            result["unseen"][name] = predict(model, table([name], KEY), cols)
+            result["unseen"][name] = predict(model, table([name], key), cols)
         except FileNotFoundError:
             log(f"  (no features for {name} yet)")
     held = long_t.select([i for i, e in enumerate(long_t.examples) if e.split != "train"])
     result["unseen"]["long_heldout"] = predict(model, held, cols)
     linear = not isinstance(model, dict)
     result["model"] = [a.tolist() for a in model] if linear else {k: v.tolist() for k, v in model.items()}
-    result["config"] = {"means": list(means), "lasts": list(lasts), "l2": l2}
+    result["config"] = {"means": list(means), "lasts": list(lasts), "l2": l2, "key": key, "public": list(public)}
     log(f"done in {time.perf_counter() - started:.0f} s")
     return result
 
@@ -153,7 +157,7 @@ def ship(scores: dict, *, threshold: float, flag_at: float, veto: float, pool: s
     config = scores["config"]
     probe = Probe(weights=weights, bias=bias, mean=mean, scale=scale, layers=tuple(config["means"]),
                   prompt_layers=tuple(config["lasts"]), classes=CLASSES, threshold=threshold, veto=veto,
-                  flag_at=flag_at, pool=pool, model=KEY, in_prompt=True)  # fmt: skip
+                  flag_at=flag_at, pool=pool, model=config.get("key", KEY), in_prompt=True)  # fmt: skip
     probe.save(path)
 
 
@@ -169,17 +173,19 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--ship", type=Path, help="write the probe file here, with the thresholds of --thresholds")
     parser.add_argument("--thresholds", type=Path, help="thresholds.py's choice (JSON: block, flag, veto)")
     args = parser.parse_args(argv)
-    global KEY, D
+    key, dim = KEY, D
     if args.model:
         from jupyter_chatflow import load_model
         from jupyter_chatflow.pipeline.safety.intent import model_key
 
         model = load_model(args.model)
-        KEY, D = model_key(model), model.config.dim
-    PUBLIC[:] = [name for name in PUBLIC if name not in args.without.split(",")]
+        key, dim = model_key(model), model.config.dim
+    public = [name for name in PUBLIC if name not in args.without.split(",")]
     means = tuple(int(n) for n in args.means.split(",") if n)
     lasts = tuple(int(n) for n in args.lasts.split(",") if n)
-    result = score(means, lasts, args.l2, loso=args.loso, log=lambda s: print(s, flush=True))
+    result = score(
+        means, lasts, args.l2, loso=args.loso, key=key, dim=dim, public=public, log=lambda s: print(s, flush=True)
+    )
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps(result))
     print(f"wrote {args.out}")
