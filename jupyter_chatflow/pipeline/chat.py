@@ -55,6 +55,7 @@ from .stages import turn_policy
 from .title import write_title
 from .title_task import TitleTask
 from .tools import Toolbox
+from .tools.decode import forced_call_problem
 from .turn import Turn, TurnSetup, default_system
 
 STOPPED_MARK = " [stopped]"
@@ -162,6 +163,7 @@ class Chat:
         request = self._request(text, options)
         self._drop_prewarm(unless=request.text)
         tools, cancel = self._tools(request), threading.Event()
+        self._check_call_room(request, tools)
         log = WrittenLog(lambda: self._submit(self._run, request, tools, log, cancel), cancel)
         self._current = cancel
         return Response(log)
@@ -297,6 +299,17 @@ class Chat:
                     self.session = self.sessions.get(session_id)
         except Exception as error:
             warnings.warn(f"jupyter_chatflow could not store the session's title ({error}).", stacklevel=1)
+
+    def _check_call_room(self, request: ChatRequest, tools: list) -> None:
+        """A RequestError when the call a forced tool_choice asks for cannot fit in max_tokens (a remote chat's
+        server says so itself)."""
+        if self._model is None:
+            return
+        model, choice = self._model, request.features.tool_choice
+        problem = forced_call_problem(model.tokenizer, tools, choice=choice, max_tokens=request.params.max_tokens,
+                                      vocab_size=model.config.vocab_size)  # fmt: skip
+        if problem:
+            raise RequestError(problem)
 
     def _tools(self, request: ChatRequest) -> list:
         """The tools the request names, from this chat's toolbox."""

@@ -12,6 +12,7 @@ from jupyter_chatflow.events import TERMINAL, Cancelled, Completed, Failed, Pref
 from jupyter_chatflow.pipeline.chat import Chat
 from jupyter_chatflow.pipeline.request import RequestError
 from jupyter_chatflow.pipeline.tools import Toolbox, tool
+from jupyter_chatflow.pipeline.tools.decode import least_call_tokens
 from jupyter_chatflow.pipeline.turn import DEFAULT_SYSTEM
 from jupyter_chatflow.store.database import Database
 
@@ -141,13 +142,15 @@ def test_a_call_cut_off_by_the_token_limit_is_shown_cut_and_not_run(wide_model, 
         return text
 
     chat = Chat(model=wide_model, db=Database(tmp_path / "t.db"), toolbox=Toolbox([echo]))
-    fixed = len(wide_model.tokenizer.encode('<tool_call>\n{"name": "echo", "arguments": {"text": "'))
-    response = chat.send("go", tools="echo", tool_choice="echo", max_tokens=fixed + 4, temperature=0.0)
+    least = least_call_tokens(wide_model.tokenizer, [echo], only="echo", include_open=True,
+                              vocab_size=wide_model.config.vocab_size)  # fmt: skip
+    response = chat.send("go", tools="echo", tool_choice="echo", max_tokens=least + 8, temperature=0.0)
     call = next(e for e in response if e.type == "tool_call")
     end = response.terminal()
-    assert call.cut and call.tokens == fixed + 4 and call.arguments_text.startswith('{"text": "')
+    assert call.cut and call.tokens == least + 8 and call.arguments_text.startswith('{"text": "')
+    assert "tool_call" not in call.arguments_text  # (never the call's closing markup)
     assert "tool_result" not in types(response) and isinstance(end, Completed) and end.finish_reason == "length"
-    assert end.usage.completion_tokens == fixed + 4
+    assert end.usage.completion_tokens == least + 8
 
 
 def test_prompt_injection_in_a_tool_result_is_flagged(wide_model, tmp_path):
@@ -167,8 +170,17 @@ def test_prompt_injection_in_a_tool_result_is_flagged(wide_model, tmp_path):
 
 
 def test_tool_rounds_are_bounded(chat):
-    response = chat.send("loop", tools="calculator", tool_choice="required", max_tool_rounds=1, max_tokens=4)
+    response = chat.send("loop", tools="calculator", tool_choice="required", max_tool_rounds=1, max_tokens=120)
     assert types(response).count("tool_call") <= 1 and response.terminal() is not None
+
+
+@pytest.mark.parametrize("choice", ["required", "calculator"])
+def test_a_forced_call_max_tokens_cannot_hold_is_a_request_error_naming_the_least_that_works(chat, choice):
+    """`%%chat --tools calculator --tool-choice required --max-tokens 5` ended before the model ran, without a
+    word ("No tools were called"): the grammar fixes the call's first tokens and the budget was below them."""
+    with pytest.raises(RequestError, match=r"max_tokens 5 cannot hold .* is (\d+) tokens.* Give max_tokens \1 or more"):
+        chat.send("What is 17*23?", tools="calculator", tool_choice=choice, max_tokens=5)
+    assert types(chat.send("What is 17*23?", tools="calculator", max_tokens=5))[-1] == "completed"  # auto: fine
 
 
 def test_remember_command_writes_memory_and_later_turns_recall_it(chat):

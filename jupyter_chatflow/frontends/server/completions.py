@@ -28,7 +28,7 @@ from .idempotency import Answer, Claim
 from .pump import ChunkOptions, Pump
 from .requests import ChatRequest, parse_chat
 from .state import ServerState
-from .tools import Tools, ToolStream, parse_tools, prompt_messages
+from .tools import Tools, ToolStream, check_tools, parse_tools, prompt_messages
 
 
 async def chat_completions(request: Request, state: ServerState, data: dict[str, Any]) -> Response:
@@ -46,6 +46,8 @@ async def chat_completions(request: Request, state: ServerState, data: dict[str,
     params = chat.params
     if not chat.max_tokens_given:  # OpenAI's default: as long as the window allows
         params = dataclasses.replace(params, max_tokens=max(1, model.config.context_length - len(prompt)))
+    if tools is not None:
+        check_tools(tools, model.tokenizer, model.config.vocab_size, params.max_tokens)
     if engine.queued >= state.config.max_queue:
         raise APIError(503, f"The server is busy: {engine.queued} requests are queued. Retry shortly.",
                        type="server_error", code="queue_full", headers={"Retry-After": "1"})  # fmt: skip

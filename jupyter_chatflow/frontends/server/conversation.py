@@ -27,6 +27,7 @@ from starlette.responses import Response
 
 from jupyter_chatflow.events import Event
 from jupyter_chatflow.pipeline.request import RequestError
+from jupyter_chatflow.pipeline.tools import ToolError
 
 from .conversations import KEEP_S, Conversations, TurnFrames, conversation_frames
 from .errors import APIError, bad_request
@@ -38,6 +39,9 @@ async def conversation_turn(request: Request, state: ServerState, data: dict[str
     message, options = _message(data), _options(data)
     conversations: Conversations = state.conversations
     given = data.get("conversation_id")
+    if given is not None and not isinstance(given, str):
+        raise bad_request("conversation_id must be the id (a string) a turn's x-conversation-id header gave.",
+                          param="conversation_id")  # fmt: skip
     if given is not None:
         conversation = conversations.get(given, key)
         if conversation.turn is not None and not conversation.turn.ended:  # (no await between this and the send)
@@ -51,6 +55,8 @@ async def conversation_turn(request: Request, state: ServerState, data: dict[str
         response = conversation.chat.send(message, **options)
     except RequestError as error:
         raise bad_request(str(error), param=_option_named(str(error), options)) from None
+    except ToolError as error:  # options.tools naming a tool this server's chats do not have
+        raise bad_request(str(error), param="options.tools") from None
     turn = conversation.turn = TurnFrames(response)
     record = request.state.record
 

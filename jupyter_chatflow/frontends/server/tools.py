@@ -12,6 +12,7 @@ one, its partial arguments in `tool_calls` and finish_reason "length".
 from __future__ import annotations
 
 import dataclasses
+import re
 import threading
 import uuid
 from collections.abc import Iterator, Sequence
@@ -28,8 +29,17 @@ from jupyter_chatflow.pipeline.tools import (
     tool_role,
     tools_system_prompt,
 )
-from jupyter_chatflow.pipeline.tools.decode import AnswerText, CallDecoder, DecodedCall, call_prompt, call_room
+from jupyter_chatflow.pipeline.tools.decode import (
+    AnswerText,
+    CallDecoder,
+    DecodedCall,
+    call_prompt,
+    call_room,
+    forced_call_problem,
+    least_call_tokens,
+)
 from jupyter_chatflow.pipeline.tools.guards import CallGuard
+from jupyter_chatflow.pipeline.tools.schema import schema_problem
 from jupyter_chatflow.tokenizer.tokenizer import Tokenizer
 
 from .engine import Engine, Stream
@@ -56,6 +66,11 @@ def parse_tools(data: dict[str, Any]) -> Tools | None:
         raise bad_request("tools must be a list of {type: function, function: {name, description, parameters}}.",
                           param="tools")  # fmt: skip
     tools = tuple(_tool(t, f"tools[{i}]") for i, t in enumerate(offered))
+    names = [t.name for t in tools]
+    twice = next((i for i, name in enumerate(names) if name in names[:i]), None)
+    if twice is not None:
+        raise bad_request(f"tools[{twice}].function.name {names[twice]!r} names an earlier tool too: give each tool "
+                          "its own name.", param=f"tools[{twice}].function.name")  # fmt: skip
     return Tools(tools, _choice(choice, [t.name for t in tools]))
 
 
@@ -64,12 +79,36 @@ def _tool(item: Any, where: str) -> Tool:
     if not isinstance(function, dict) or not isinstance(function.get("name"), str):
         raise bad_request(f"{where} must be {{type: function, function: {{name, description, parameters}}}}.",
                           param=where)  # fmt: skip
-    parameters = function.get("parameters") or {"type": "object", "properties": {}}
+    parameters = function.get("parameters")
+    parameters = {"type": "object", "properties": {}} if parameters is None else parameters
     try:
-        return Tool(name=function["name"], description=str(function.get("description") or ""),
+        made = Tool(name=function["name"], description=str(function.get("description") or ""),
                     parameters=parameters, function=_not_here)  # fmt: skip
     except ToolError as error:
         raise bad_request(str(error), param=f"{where}.function") from None
+    problem = schema_problem(parameters)
+    if problem:
+        raise bad_request(f"{where}.function.parameters: {problem}.", param=f"{where}.function.parameters")
+    return made
+
+
+def check_tools(tools: Tools, tokenizer: Tokenizer, vocab_size: int, max_tokens: int) -> None:
+    """400 before anything is generated when a tool's schema cannot be decoded under a grammar, or when max_tokens
+    cannot hold the call a forced tool_choice asks for (`decode.forced_call_problem`)."""
+    for index, tool in enumerate(tools.tools):
+        try:  # builds the call's grammar and writes the shortest call under it (cached per tool and tokenizer)
+            least_call_tokens(tokenizer, [tool], only=None, include_open=True, vocab_size=vocab_size)
+        except ToolError as error:
+            why = re.sub(r"^could not build the [^:]*: (at \d+\(\d+\): )?", "", str(error).split("\n")[0])
+            raise bad_request(f"tools[{index}].function.parameters: a call cannot be written under this schema: "
+                              f"{why}.", param=f"tools[{index}].function.parameters") from None  # fmt: skip
+    try:
+        problem = forced_call_problem(tokenizer, tools.tools, choice=tools.choice, max_tokens=max_tokens,
+                                      vocab_size=vocab_size)  # fmt: skip
+    except ToolError as error:  # each tool's grammar builds, but not theirs together (two of one name, say)
+        raise bad_request(f"tools: {error}", param="tools") from None
+    if problem:
+        raise bad_request(problem, param="max_tokens")
 
 
 def _not_here(**_: Any) -> None:

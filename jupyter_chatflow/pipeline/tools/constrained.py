@@ -64,17 +64,36 @@ def call_schema(tools: Sequence[Tool], *, only: str | None = None) -> dict[str, 
     if not chosen:
         names = ", ".join(t.name for t in tools) or "(none)"
         raise ToolError(f"no tool named {only!r} to constrain the call to; tools: {names}.")
+    where = (
+        ["#/properties/arguments"]
+        if len(chosen) == 1
+        else [f"#/anyOf/{i}/properties/arguments" for i in range(len(chosen))]
+    )
     options = [
         {
             "type": "object",
-            "properties": {"name": {"const": t.name}, "arguments": t.parameters},
+            "properties": {"name": {"const": t.name}, "arguments": _rebased(t.parameters, at)},
             "required": ["name", "arguments"],
             "additionalProperties": False,
         }
-        for t in chosen
+        for t, at in zip(chosen, where, strict=True)
     ]
     schema = options[0] if len(options) == 1 else {"anyOf": options}
     return {**schema, "x-guidance": _JSON_LAYOUT}
+
+
+def _rebased(schema: Any, at: str) -> Any:
+    """`schema` with its local `$ref`s ("#/$defs/Item", "#") pointing where it sits inside the call's schema (`at`):
+    a tool's parameters are the call's `arguments`, not its root."""
+    if isinstance(schema, list):
+        return [_rebased(item, at) for item in schema]
+    if not isinstance(schema, dict):
+        return schema
+    out = {key: _rebased(value, at) for key, value in schema.items()}
+    ref = schema.get("$ref")
+    if isinstance(ref, str) and (ref == "#" or ref.startswith("#/")):
+        out["$ref"] = at + ref[1:]
+    return out
 
 
 def call_grammar(tools: Sequence[Tool], *, only: str | None = None, include_open: bool = False) -> str:

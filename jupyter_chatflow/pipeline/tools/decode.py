@@ -38,9 +38,20 @@ from jupyter_chatflow.tokenizer.tokenizer import Tokenizer
 from .calls import CALL_CLOSE, CALL_OPEN, ToolCallDetector, ToolCallError, parse_tool_call
 from .constrained import ToolCallConstraint
 from .guards import CallGuard
+from .schema import ToolError
 from .tool import Tool
 
-__all__ = ["AnswerText", "CallDecoder", "CallStatus", "DecodedCall", "call_prompt", "call_room", "read_call"]
+__all__ = [
+    "AnswerText",
+    "CallDecoder",
+    "CallStatus",
+    "DecodedCall",
+    "call_prompt",
+    "call_room",
+    "forced_call_problem",
+    "least_call_tokens",
+    "read_call",
+]
 
 CallStatus = Literal["complete", "cut", "unreadable", "cancelled"]
 """How a call's writing ended: `</tool_call>` written; max_tokens ran out first; whole but not a call we can read
@@ -54,6 +65,68 @@ def call_room(max_tokens: int, used: int) -> int:
     """The tokens a call may use, fixed ones included: what `max_tokens` leaves after the `used` tokens of the
     answer before it (0 or less: none; the call is cut before it begins)."""
     return max_tokens - used
+
+
+# The pieces `least_call_tokens` writes where the grammar leaves a choice, most closing first: end a string, an
+# object, a list; the shortest number; a letter where a string must have one
+_SHORTEST = ('"', "}", "]", "0", "a")
+_LONGEST_WALK = 512
+_LEAST: dict[tuple[int, str | None, bool, str], int | None] = {}  # (tokenizer, only, include_open, the tools' specs)
+
+
+def least_call_tokens(
+    tokenizer: Tokenizer, tools: Sequence[Tool], *, only: str | None, include_open: bool, vocab_size: int
+) -> int | None:
+    """The fewest tokens a whole call of `tools` (or the one named `only`) can take under its mask, fixed ones
+    included: a forced call needs max_tokens at least this (`call_room`). Found by writing a call that closes every
+    string, object and list as soon as the grammar lets it (a call that short exists; one a token shorter may, where
+    the walk took a longer way round a pattern); None when the walk finds no end in `_LONGEST_WALK` tokens.
+    ToolError when the schema admits no call at all."""
+    key = (id(tokenizer), only, include_open, json.dumps([t.spec() for t in tools], sort_keys=True, default=str))
+    if key not in _LEAST:
+        if len(_LEAST) >= 64:
+            _LEAST.clear()
+        _LEAST[key] = _walk_shortest(ToolCallConstraint(tokenizer, tools, only=only, include_open=include_open,
+                                                        vocab_size=vocab_size), tokenizer)  # fmt: skip
+    return _LEAST[key]
+
+
+def forced_call_problem(
+    tokenizer: Tokenizer, tools: Sequence[Tool], *, choice: str, max_tokens: int, vocab_size: int
+) -> str:
+    """Why `max_tokens` cannot hold the call a forced `choice` ("required" or a tool's name) asks for, or "" when it
+    can (or nothing is forced): below `least_call_tokens` the call would be cut before it is whole."""
+    if choice in ("auto", "none") or not tools:
+        return ""
+    only = None if choice == "required" else choice
+    least = least_call_tokens(tokenizer, tools, only=only, include_open=True, vocab_size=vocab_size)
+    if least is None or max_tokens >= least:
+        return ""
+    names = only or " or ".join(t.name for t in tools)
+    return (
+        f"max_tokens {max_tokens} cannot hold the call tool_choice {choice!r} asks for: the shortest whole call "
+        f"to {names} is {least} tokens, its fixed beginning included. Give max_tokens {least} or more (a call "
+        "with real arguments takes a few more)."
+    )
+
+
+def _walk_shortest(constraint: ToolCallConstraint, tokenizer: Tokenizer) -> int | None:
+    shortest = [ids[0] for ids in map(tokenizer.encode, _SHORTEST) if len(ids) == 1]
+    constraint.take_forced()
+    last = -1
+    for _ in range(_LONGEST_WALK):
+        if constraint.is_done():
+            return len(constraint.ids)
+        allowed = constraint.allowed()
+        allowed[[i for i in (tokenizer.eos_id, *tokenizer.stop_ids) if i < allowed.size]] = False
+        choices = [i for i in shortest if allowed[i]] or allowed.nonzero()[0][:1].tolist()
+        if not choices:  # (llguidance lets a schema it cannot satisfy, a property that is only a $ref to itself, end)
+            raise ToolError(f"nothing may follow {constraint.text!r} (no value satisfies what comes next)")
+        # not the same piece twice when another will do: "00…" never meets a pattern that wants a letter
+        last = next((i for i in choices if i != last), choices[0])
+        constraint.advance(last)
+        constraint.take_forced()
+    return None
 
 
 def call_prompt(prompt: Sequence[int], text: str, tokenizer: Tokenizer) -> list[int]:
@@ -90,13 +163,16 @@ def read_call(text: str, *, complete: bool = True) -> DecodedCall:
     >>> cut = read_call('<tool_call>\\n{"name": "calculator", "arguments": {"expression": "17*', complete=False)
     >>> cut.status, cut.name, cut.arguments_text
     ('cut', 'calculator', '{"expression": "17*')
+    >>> read_call('<tool_call>\\n{"name": "f", "arguments": {"x": "1"}}\\n</tool', complete=False).arguments_text
+    '{"x": "1"}'
     """
     body = text.split(CALL_OPEN, 1)[-1].split(CALL_CLOSE, 1)[0]
     if not complete:
         name = _NAME.search(body)
         start = _ARGUMENTS.search(body)
         arguments = body[start.end() :] if start and name and start.start() > name.end() else ""
-        return DecodedCall(status="cut", name=name[1] if name else "", arguments={}, arguments_text=arguments)
+        return DecodedCall(status="cut", name=name[1] if name else "", arguments={},
+                           arguments_text=_arguments_only(arguments))  # fmt: skip
     try:
         called, parsed = parse_tool_call(body)
     except ToolCallError as error:
@@ -105,6 +181,16 @@ def read_call(text: str, *, complete: bool = True) -> DecodedCall:
                            arguments_text=body.strip(), error=str(error))  # fmt: skip
     written = json.dumps(parsed, ensure_ascii=False)
     return DecodedCall(status="complete", name=called, arguments=parsed, arguments_text=written)
+
+
+def _arguments_only(text: str) -> str:
+    """A cut call's arguments without what follows them: when max_tokens cut the call's fixed end (`}` and
+    `</tool_call>`), the arguments object is whole and that end is none of it."""
+    try:
+        _, end = json.JSONDecoder().raw_decode(text)
+    except ValueError:
+        return text
+    return text[:end]
 
 
 class CallDecoder:

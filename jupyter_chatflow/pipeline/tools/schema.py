@@ -17,11 +17,22 @@ from typing import Any, Literal, Union
 
 from jupyter_chatflow.errors import ChatflowError
 
-__all__ = ["ToolError", "function_schema", "prepare_validation", "type_schema", "validate_arguments"]
+__all__ = [
+    "MAX_SCHEMA_DEPTH",
+    "ToolError",
+    "function_schema",
+    "prepare_validation",
+    "schema_problem",
+    "type_schema",
+    "validate_arguments",
+]
 
 _SCALARS: dict[type, str] = {bool: "boolean", int: "integer", float: "number", str: "string"}
 _SECTION = re.compile(r"^\s*(Args|Arguments|Parameters|Returns|Raises|Yields|Examples?|Notes?)\s*:\s*$")
 _ARG_LINE = re.compile(r"^\s*\*{0,2}(\w+)\s*(?:\([^)]*\))?\s*:\s*(.*)$")
+MAX_SCHEMA_DEPTH = 32
+"""Objects and lists nested deeper than this in a tool's schema are refused: a call is decoded under a grammar
+built from the schema, and a 400-deep one filled the prompt to 8,162 of 8,192 tokens before its grammar failed."""
 
 
 class ToolError(ChatflowError):
@@ -110,6 +121,37 @@ def prepare_validation() -> None:
     traceback into a cell, about once in twelve runs.
     """
     import jsonschema.validators  # noqa: F401
+
+
+def schema_problem(schema: Any) -> str:
+    """ "" when `schema` is a JSON schema (of any draft jsonschema knows) no deeper than `MAX_SCHEMA_DEPTH`, else
+    one line saying what is wrong and where. Whether a call can be written under it is the grammar's to say
+    (`constrained.call_grammar`)."""
+    import jsonschema
+
+    if not isinstance(schema, dict):
+        return f"a JSON schema is an object, not {type(schema).__name__}"
+    if _depth(schema) > MAX_SCHEMA_DEPTH:
+        return f"it nests objects and lists more than {MAX_SCHEMA_DEPTH} deep"
+    try:
+        jsonschema.validators.validator_for(schema).check_schema(schema)
+    except jsonschema.exceptions.SchemaError as problem:
+        where = "/".join(str(p) for p in problem.absolute_path)
+        return f"not a valid JSON schema{f' at {where!r}' if where else ''}: {problem.message}"
+    return ""
+
+
+def _depth(value: Any) -> int:
+    """How deep objects and lists nest in `value` (a scalar: 0), without recursion."""
+    deepest, todo = 0, [(value, 1)]
+    while todo:
+        item, depth = todo.pop()
+        children = item.values() if isinstance(item, dict) else item if isinstance(item, list) else None
+        if children is None:
+            continue
+        deepest = max(deepest, depth)
+        todo.extend((child, depth + 1) for child in children)
+    return deepest
 
 
 def validate_arguments(schema: Mapping[str, Any], arguments: Any) -> str:

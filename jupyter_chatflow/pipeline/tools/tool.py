@@ -37,6 +37,7 @@ __all__ = ["Tool", "ToolOutcome", "format_output", "tool"]
 
 DEFAULT_TIMEOUT_S = 30.0
 MAX_OUTPUT_CHARS = 4000
+_JSON_NAMES = {str: "a string", list: "an array", int: "a number", float: "a number", bool: "a boolean"}
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
@@ -71,8 +72,10 @@ class Tool:
     def __post_init__(self) -> None:
         if not self.name.replace("_", "").replace("-", "").isalnum():
             raise ToolError(f"tool name {self.name!r} must be letters, digits, '_' or '-'; pass name=... to @tool.")
-        if self.parameters.get("type") != "object":
-            raise ToolError(f"tool {self.name!r}: parameters must be a JSON schema with type 'object'.")
+        if not isinstance(self.parameters, dict) or self.parameters.get("type") != "object":
+            params = self.parameters
+            got = f"type {params.get('type')!r}" if isinstance(params, dict) else _JSON_NAMES.get(type(params), "?")
+            raise ToolError(f"tool {self.name!r}: parameters must be a JSON schema with type 'object', got {got}.")
         if self.timeout_s is not None and self.timeout_s <= 0:
             raise ToolError(f"tool {self.name!r}: timeout_s must be positive (or None for no limit).")
 

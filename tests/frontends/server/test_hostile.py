@@ -87,6 +87,46 @@ MESSAGE = st.fixed_dictionaries(
     {"role": st.sampled_from(["user", "system", "assistant", "tool", "developer", "x"]) | JSON},
     optional={"content": st.text(max_size=12) | JSON, "tool_call_id": JSON, "tool_calls": JSON},
 )
+# JSON schemas of every shape, well-formed or not: the keywords a tool's parameters use, with values that are right,
+# wrong, self-referencing, unsatisfiable or deep
+SCHEMA_TYPES = st.sampled_from(["object", "string", "integer", "number", "boolean", "array", "null", "foo"])
+SCHEMA = st.recursive(
+    st.fixed_dictionaries(
+        {},
+        optional={
+            "type": SCHEMA_TYPES | JSON,
+            "enum": st.lists(JSON, max_size=2) | JSON,
+            "$ref": st.sampled_from(["#", "#/properties/a", "#/$defs/x", "#/nope"]) | JSON,
+            "pattern": st.sampled_from(["^a+$", "[", "^[0-9]{2}$"]) | JSON,
+            "minLength": st.integers(-1, 3) | JSON,
+            "const": JSON,
+        },
+    ),
+    lambda inner: st.fixed_dictionaries(
+        {"type": st.just("object") | SCHEMA_TYPES},
+        optional={
+            "properties": st.dictionaries(st.sampled_from(["a", "b"]), inner, max_size=2) | JSON,
+            "required": st.lists(st.sampled_from(["a", "b", "c"]), max_size=2) | JSON,
+            "items": inner,
+            "anyOf": st.lists(inner, max_size=2),
+            "$defs": st.fixed_dictionaries({"x": inner}),
+            "additionalProperties": st.booleans() | inner,
+        },
+    ),
+    max_leaves=8,
+)
+HOSTILE_TOOL = st.fixed_dictionaries(
+    {"type": st.just("function") | JSON,
+     "function": st.fixed_dictionaries({"name": st.sampled_from(["f", "bad name"]) | JSON},
+                                       optional={"description": JSON, "parameters": SCHEMA | JSON})},
+)  # fmt: skip
+# most tools are well-formed around their schema, so that the schema is what each body tests
+GOOD_TOOL = st.fixed_dictionaries(
+    {"type": st.just("function"),
+     "function": st.fixed_dictionaries({"name": st.sampled_from(["f", "g"])},
+                                       optional={"description": st.text(max_size=8), "parameters": SCHEMA})},
+)  # fmt: skip
+TOOL = GOOD_TOOL | HOSTILE_TOOL
 OPTIONS = {
     "max_tokens": st.integers(-3, 5) | JSON,
     "temperature": st.floats(-1, 3, allow_nan=False) | JSON,
@@ -97,7 +137,7 @@ OPTIONS = {
     "logprobs": JSON,
     "top_logprobs": JSON,
     "seed": JSON,
-    "tools": JSON,
+    "tools": st.lists(TOOL, max_size=2) | JSON,
     "tool_choice": JSON,
     "stream_options": JSON,
     "prompt": JSON,
@@ -107,6 +147,25 @@ OPTIONS = {
 BODIES = st.fixed_dictionaries(
     {"model": st.just("tiny"), "messages": st.lists(MESSAGE | JSON, min_size=1, max_size=3)}, optional=OPTIONS
 ) | st.dictionaries(st.sampled_from(["model", "messages", *OPTIONS]), JSON, max_size=5)
+# A good request around tools of every shape: each body gets past the skeleton's checks to the tools'.
+CHOICE = st.sampled_from(["auto", "none", "required"]) | st.just({"type": "function", "function": {"name": "f"}}) | JSON
+TOOL_BODIES = st.fixed_dictionaries(
+    {"model": st.just("tiny"), "messages": st.just([{"role": "user", "content": "What is 2 + 3?"}]),
+     "max_tokens": st.integers(1, 4) | st.sampled_from([60, 120]), "tools": st.lists(TOOL, min_size=1, max_size=2)},
+    optional={"tool_choice": CHOICE, "stream": st.booleans()},
+)  # fmt: skip
+# The conversation route's body: a message and Chat.send's keywords (tools are named from the server's toolbox).
+CONVERSATION = st.fixed_dictionaries(
+    {"message": st.text("ab 7*", min_size=1, max_size=12).filter(str.strip) | JSON},
+    optional={"options": st.fixed_dictionaries({}, optional={
+        "tools": st.sampled_from(["calculator", "nope", "python", "variable", "remember", "default", "none"])
+                 | st.lists(st.sampled_from(["calculator", "nope", "python"]), max_size=2) | JSON,
+        "tool_choice": st.sampled_from(["auto", "none", "required", "calculator", "nope"]) | JSON,
+        "max_tokens": st.integers(-1, 4) | JSON, "temperature": st.floats(0, 2) | JSON, "system": st.text(max_size=8),
+        "safety": st.sampled_from(["off", "input", "all", "x"]), "memory": st.just(False) | JSON,
+        "trim": st.sampled_from(["drop", "x"]), "max_tool_rounds": st.integers(0, 3) | JSON}),
+        "conversation_id": st.just("nope") | JSON},
+)  # fmt: skip
 
 
 @pytest.fixture(scope="module")
@@ -136,3 +195,42 @@ def test_every_generated_body_gets_a_2xx_or_a_4xx_in_openais_shape(shared_server
         assert error["type"] and error["message"], body
         assert error.get("param") is None or isinstance(error["param"], str)
     assert http.get(shared_server + "/health").status_code == 200
+
+
+@pytest.fixture(scope="module")
+def wide_server(wide_model):
+    """The shared server on the tiny model with a 2,048-token window: room in the prompt for two tools."""
+    import contextlib
+
+    from jupyter_chatflow.engine.scheduler import Scheduler
+    from jupyter_chatflow.frontends.server import ModelHost, create_app
+
+    from .conftest import running
+
+    with contextlib.ExitStack() as stack:
+        scheduler = stack.enter_context(Scheduler(wide_model, max_batch=4))
+        host = ModelHost.ready(wide_model, name="tiny", make_engine=lambda _: scheduler)
+        yield stack.enter_context(running(create_app(host)))
+
+
+@settings(max_examples=120, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(body=TOOL_BODIES, route=st.sampled_from(["/v1/chat/completions", "/tokenize"]))
+def test_every_generated_tool_definition_gets_a_2xx_or_a_4xx_naming_it(wide_server, http, body, route):
+    response = http.post(wide_server + route, content=json.dumps(body).encode())
+    assert response.status_code < 500, (body, response.text)
+    if response.status_code >= 400:
+        error = response.json()["error"]
+        assert error["message"] and (error["param"] is None or isinstance(error["param"], str)), body
+    assert http.get(wide_server + "/health").status_code == 200
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(body=CONVERSATION)
+def test_every_generated_conversation_body_gets_a_2xx_or_a_4xx(shared_server, http, body):
+    options = body.get("options")
+    if isinstance(options, dict) and not (isinstance(options.get("max_tokens"), int) and options["max_tokens"] < 5):
+        options["max_tokens"] = 3  # (a turn that is allowed runs short)
+    response = http.post(shared_server + "/v1/chatflow/conversation", content=json.dumps(body).encode())
+    assert response.status_code < 500, (body, response.text)
+    if response.status_code >= 400:
+        assert response.json()["error"]["message"], body

@@ -47,29 +47,44 @@ NOTE = {"type": "function", "function": {"name": "note", "description": "Write a
         "type": "object", "properties": {"text": {"type": "string"}}, "required": ["text"]}}}  # fmt: skip
 
 
-@pytest.mark.parametrize("max_tokens", [3, 30, 60])
-def test_a_call_max_tokens_cuts_comes_back_as_written_with_finish_reason_length(client, max_tokens):
-    """An unbounded string argument the tiny model never closes: max_tokens ends the call (the tiny byte-level
-    vocabulary spells the fixed `<tool_call>\n{"name": "note", "arguments": {"text": "` in 52 tokens: 3 end inside
-    the tag, 30 after the name, 60 inside the string). As OpenAI returns a cut call: the name, once whole, and the
-    arguments written so far, finish_reason "length", streamed and whole alike."""
+LEAST_NOTE = 68  # the tiny byte-level vocabulary spells the shortest whole `note` call in 68 tokens
+
+
+@pytest.mark.parametrize("max_tokens", [3, 30, LEAST_NOTE - 1])
+def test_a_forced_call_max_tokens_cannot_hold_is_a_400_naming_the_least_that_works(serve, http, wide_model, max_tokens):
+    """`<tool_call>\n{"name": "note", "arguments": {"text": "` alone is 52 tokens here: below the shortest whole call
+    the answer would end before the model chose anything (it used to vanish, or come back as the name with
+    arguments ""). The client learns the least that works, before anything is generated."""
+    base, _ = serve(model=wide_model)
+    body = chat_body(PROMPT[0]["content"], tools=[NOTE], tool_choice="required", max_tokens=max_tokens)
+    response = http.post(f"{base}/v1/chat/completions", json=body)
+    assert response.status_code == 400, response.text
+    error = response.json()["error"]
+    assert error["param"] == "max_tokens" and f"is {LEAST_NOTE} tokens" in error["message"]
+    assert f"Give max_tokens {LEAST_NOTE} or more" in error["message"]
+    auto = http.post(f"{base}/v1/chat/completions", json={**body, "tool_choice": "auto"})
+    assert auto.status_code == 200  # unforced, the model may answer in text: any budget is fine
+
+
+@pytest.mark.parametrize("stream", [False, True])
+def test_a_call_max_tokens_cuts_comes_back_as_written_with_finish_reason_length(client, stream):
+    """An unbounded string argument the tiny model never closes: max_tokens ends the call inside the string. As
+    OpenAI returns a cut call: the name and the arguments written so far, finish_reason "length"."""
     knobs = {"model": "tiny", "messages": PROMPT, "tools": [NOTE], "tool_choice": "required", "temperature": 0,
-             "max_tokens": max_tokens}  # fmt: skip
+             "max_tokens": LEAST_NOTE + 12}  # fmt: skip
     answer = client.chat.completions.create(**knobs)
     choice = answer.choices[0]
-    assert choice.finish_reason == "length" and answer.usage.completion_tokens == max_tokens
-    chunks = [c for c in client.chat.completions.create(**knobs, stream=True) if c.choices]
-    deltas = [call for c in chunks for call in (c.choices[0].delta.tool_calls or [])]
-    assert [c.choices[0].finish_reason for c in chunks if c.choices[0].finish_reason] == ["length"]
-    if max_tokens == 3:  # `<tool_call>` not even whole: no name, so no call
-        assert not choice.message.tool_calls and not deltas
-        return
+    assert choice.finish_reason == "length" and answer.usage.completion_tokens == LEAST_NOTE + 12
     [call] = choice.message.tool_calls
-    assert call.function.name == "note" and call.id.startswith("call_")
     written = call.function.arguments
-    assert written == "" if max_tokens == 30 else (written.startswith('{"text": "') and not written.endswith("}"))
-    [streamed] = deltas
-    assert (streamed.function.name, streamed.function.arguments) == ("note", written)  # greedy: the same call
+    assert call.function.name == "note" and call.id.startswith("call_")
+    assert written.startswith('{"text": "') and not written.endswith("}") and "tool_call" not in written
+    if stream:
+        chunks = [c for c in client.chat.completions.create(**knobs, stream=True) if c.choices]
+        deltas = [call for c in chunks for call in (c.choices[0].delta.tool_calls or [])]
+        assert [c.choices[0].finish_reason for c in chunks if c.choices[0].finish_reason] == ["length"]
+        [streamed] = deltas
+        assert (streamed.function.name, streamed.function.arguments) == ("note", written)  # greedy: the same call
 
 
 def test_a_calls_tokens_have_no_logprobs_as_they_are_not_content(client):
@@ -150,6 +165,74 @@ def test_bad_tools_are_a_400_naming_the_field(serve, http, wide_model, fields, p
     base, _ = serve(model=wide_model)
     response = http.post(f"{base}/v1/chat/completions", json=chat_body(**fields))
     assert response.status_code == 400 and response.json()["error"]["param"] == param
+
+
+def _nested(depth: int) -> dict:
+    schema: dict = {"type": "object", "properties": {"leaf": {"type": "string"}}, "required": ["leaf"]}
+    for _ in range(depth):
+        schema = {"type": "object", "properties": {"x": schema}, "required": ["x"]}
+    return schema
+
+
+def _with(properties, required=("a",), **more) -> dict:
+    return {"type": "object", "properties": properties, "required": list(required), **more}
+
+
+BAD_SCHEMAS = {
+    "a string": "not a schema",
+    "a list": [{"type": "object"}],
+    "a number": 7,
+    "type foo": _with({"a": {"type": "foo"}}),
+    "properties as a list": {"type": "object", "properties": [{"a": {"type": "string"}}]},
+    "a $ref to nothing": _with({"a": {"$ref": "#/$defs/missing"}}),
+    "an empty enum, required": _with({"a": {"enum": []}}),
+    "a required $ref to itself": _with({"a": {"$ref": "#/properties/a"}}),
+    "100 nested objects": _nested(100),
+    "400 nested objects": _nested(400),
+}
+
+
+REF_SCHEMAS = {
+    "pydantic's $defs": _with(
+        {"a": {"$ref": "#/$defs/Point"}}, **{"$defs": {"Point": _with({"x": {"type": "integer"}}, required=("x",))}}
+    ),
+    "a tree ($ref to the root)": _with({"a": {"type": "string"}, "child": {"$ref": "#"}}),
+}
+
+
+@pytest.mark.parametrize("schema", list(REF_SCHEMAS.values()), ids=list(REF_SCHEMAS))
+def test_a_tool_schema_with_local_refs_is_decoded_where_its_refs_point(serve, http, wide_model, schema):
+    """A tool's parameters sit inside the call's schema (as its `arguments`): "#/$defs/…" used to point at the
+    call's root, so a pydantic model's schema could not be called at all (500, then "Pointer does not exist")."""
+    import jsonschema
+
+    base, _ = serve(model=wide_model)
+    tools = [{"type": "function", "function": {"name": name, "parameters": schema}} for name in ("f", "g")]
+    for offered in (tools[:1], tools):  # one tool, and the anyOf of two
+        body = chat_body(tools=offered, tool_choice="required", max_tokens=300)
+        answer = http.post(f"{base}/v1/chat/completions", json=body).json()
+        choice = answer["choices"][0]
+        assert choice["finish_reason"] in ("tool_calls", "length"), answer
+        if choice["finish_reason"] == "tool_calls":
+            [call] = choice["message"]["tool_calls"]
+            jsonschema.validate(json.loads(call["function"]["arguments"]), schema)
+
+
+@pytest.mark.parametrize("choice", ["required", "auto"])
+@pytest.mark.parametrize("schema", list(BAD_SCHEMAS.values()), ids=list(BAD_SCHEMAS))
+def test_a_tool_schema_no_call_can_be_written_under_is_a_400_saying_why_before_anything_is_generated(
+    serve, http, wide_model, schema, choice
+):
+    """These reached a 500 (`AttributeError` in Tool, or "The generation failed: ToolError." once the prompt was
+    filled); the same schemas as response_format were already 400s."""
+    base, _ = serve(model=wide_model)
+    tool = {"type": "function", "function": {"name": "f", "parameters": schema}}
+    for stream in (False, True):
+        body = chat_body(tools=[tool], tool_choice=choice, max_tokens=200, stream=stream)
+        response = http.post(f"{base}/v1/chat/completions", json=body)
+        assert response.status_code == 400, response.text
+        error = response.json()["error"]
+        assert error["param"].startswith("tools[0].function") and len(error["message"]) > 40, error
 
 
 def test_tokenize_counts_the_prompt_a_completion_with_tools_makes(serve, http, wide_model):

@@ -6,7 +6,15 @@ from __future__ import annotations
 import pytest
 
 from jupyter_chatflow.pipeline.tools import calculator
-from jupyter_chatflow.pipeline.tools.decode import AnswerText, CallDecoder, call_prompt, call_room, read_call
+from jupyter_chatflow.pipeline.tools.decode import (
+    AnswerText,
+    CallDecoder,
+    call_prompt,
+    call_room,
+    forced_call_problem,
+    least_call_tokens,
+    read_call,
+)
 
 CALL = '<tool_call>\n{"name": "calculator", "arguments": {"expression": "17*23"}}\n</tool_call>'
 
@@ -27,6 +35,17 @@ def test_a_whole_call_reads_its_name_arguments_and_their_text():
         ('<tool_call>\n{"name": "calculator", "argu', "calculator", ""),
         ('<tool_call>\n{"name": "calcul', "", ""),  # the name not whole: no tool to name
         ("<tool_", "", ""),
+        # cut inside the call's fixed end: the arguments are whole, and the end is none of them
+        (
+            '<tool_call>\n{"name": "calculator", "arguments": {"expression": "17*23"}}\n</tool_c',
+            "calculator",
+            '{"expression": "17*23"}',
+        ),
+        (
+            '<tool_call>\n{"name": "calculator", "arguments": {"expression": "17*23"}',
+            "calculator",
+            '{"expression": "17*23"}',
+        ),
     ],
 )
 def test_a_cut_call_keeps_its_name_once_whole_and_the_arguments_written(written, name, arguments):
@@ -69,6 +88,22 @@ def test_a_calls_tokens_never_pass_its_room_and_it_is_complete_only_when_written
         assert call.name == "calculator" and set(call.arguments) == {"expression"}
     else:
         assert call.status == "cut" and call.name == "calculator" and call.arguments == {}
+
+
+def test_the_least_a_call_needs_is_a_call_that_fits_and_a_forced_call_below_it_is_refused_naming_it(tiny_model):
+    """The calculator's pattern wants a letter or an operator after its first character: the walk still finds the
+    call's end. A forced call one token short of it is refused, naming it; at it, and when nothing is forced, not."""
+    tokenizer, vocab = tiny_model.tokenizer, tiny_model.config.vocab_size
+    least = least_call_tokens(tokenizer, [calculator], only=None, include_open=True, vocab_size=vocab)
+    fixed = len(CallDecoder(tokenizer, [calculator], only=None, include_open=True, vocab_size=vocab, room=1,
+                            seed=None).fixed)  # fmt: skip
+    assert least is not None and fixed + 4 <= least <= fixed + 40  # `"`, two characters, `"`, then the fixed end
+    problem = forced_call_problem(tokenizer, [calculator], choice="required", max_tokens=least - 1, vocab_size=vocab)
+    assert f"max_tokens {least - 1} cannot hold" in problem and f"is {least} tokens" in problem
+    assert f"Give max_tokens {least} or more" in problem
+    fits = ("required", least), ("calculator", least + 50), ("auto", 1), ("none", 1)
+    for choice, budget in fits:
+        assert forced_call_problem(tokenizer, [calculator], choice=choice, max_tokens=budget, vocab_size=vocab) == ""
 
 
 def test_the_answer_text_holds_a_call_out_and_a_partial_tag_until_it_is_known():
