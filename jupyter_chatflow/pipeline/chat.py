@@ -140,12 +140,18 @@ class Chat:
     def use_model(self, model: Model) -> None:
         """Run this chat's next turns on `model`: the session, its history, memory, tools and settings stay (a turn
         already running ends on the model it began on). Called on the engine thread (`submit`), it comes after the
-        turns queued before it. A `ModelGuard` in the policy keeps scoring with the model it was given."""
+        turns queued before it. A `ModelGuard` in the policy keeps scoring with the model it was given. The default
+        system prompt follows the model (SmolLM2's own is not Gemma's: told it was SmolLM, Gemma said so); one the
+        chat was given stays."""
         if self.remote is not None or not self._own_scheduler:
             where = "go to a server, whose model is the server's" if self.remote else "run on a scheduler passed in"
             raise ChatflowError(f"This chat's turns {where}: make a new Chat(model=…) to use another model.")
         window = model.config.context_length
         self.context_window = _window(None if self._asked_window is None else min(self._asked_window, window), window)
+        if self._model is not None and self.system == default_system(self._model.tokenizer.chat_template):
+            self.system = default_system(
+                model.tokenizer.chat_template
+            )  # the default follows the model; a given one stays
         self._model, self.scheduler = model, shared_scheduler(model)
         self.policy = self.policy.with_model(model)
 

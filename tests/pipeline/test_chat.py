@@ -7,6 +7,7 @@ import time
 
 import pytest
 
+from jupyter_chatflow import load_model
 from jupyter_chatflow.engine.scheduler import MIN_ROW_CACHE, Scheduler
 from jupyter_chatflow.events import TERMINAL, Cancelled, Completed, Failed, PrefillDone, TokenDelta, Tokenized, ToolCall
 from jupyter_chatflow.pipeline.chat import Chat
@@ -543,6 +544,22 @@ def test_a_chat_takes_a_model_files_path(tiny_path, tmp_path):
         Chat(model="gpt-4o")
     with pytest.raises(ModelNotFoundError, match="No model file at"):
         Chat(model=str(tmp_path / "missing.gguf"))
+
+
+@pytest.mark.parametrize("given", [None, "Be brief."])
+def test_the_default_system_prompt_follows_the_model_and_a_given_one_stays(tiny_model, tmp_path, given):
+    """Loading Gemma 3 from the panel kept SmolLM2's "You are … SmolLM", which the base model then echoed."""
+    from jupyter_chatflow.testing import TinySpec, write_tiny_gguf
+    from jupyter_chatflow.tokenizer.chat_template import CHATML_TEMPLATE
+
+    smol_like = CHATML_TEMPLATE.replace("{% for", f"{{# {DEFAULT_SYSTEM} #}}{{% for", 1)  # a template that says it
+    smol = load_model(write_tiny_gguf(tmp_path / "smol.gguf", TinySpec(chat_template=smol_like)), dtype="float32")
+    chat = Chat(model=smol, db=Database(tmp_path / "s.db"), system=given, persist=False)
+    assert chat.system == (given or DEFAULT_SYSTEM)
+    chat.use_model(tiny_model)  # a ChatML template with no default of its own
+    assert chat.system == (given or "")
+    chat.use_model(smol)
+    assert chat.system == (given or DEFAULT_SYSTEM)
 
 
 def test_use_model_runs_the_next_turns_on_another_model_in_the_same_session(tiny_model, wide_model, tmp_path):
