@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import shutil
 import sqlite3
 import threading
 import time
@@ -119,6 +120,7 @@ class Database:
         self._depth = 0
         self._conn = _connect(self.path)
         self.migrated: list[str] = migrate(self)  # the migrations this open applied; [] when already current
+        """The migrations this open applied; [] when the file was already current."""
 
     @contextlib.contextmanager
     def transaction(self) -> Iterator[sqlite3.Connection]:
@@ -131,16 +133,20 @@ class Database:
                 finally:
                     self._depth -= 1
                 return
-            _retry_locked(self._conn, "BEGIN IMMEDIATE", self.path)
+            try:
+                _retry_locked(self._conn, "BEGIN IMMEDIATE", self.path)
+            except sqlite3.OperationalError as error:
+                raise StorageError(cannot_write(self.path, error)) from error
             self._depth = 1
             try:
                 yield self._conn
-            except BaseException:
+                self._conn.execute("COMMIT")
+            except BaseException as error:
                 if self._conn.in_transaction:  # SQLite may have rolled back already (e.g. after SQLITE_FULL)
                     self._conn.execute("ROLLBACK")
+                if isinstance(error, sqlite3.OperationalError):  # the disk, not the caller: say which and the fix
+                    raise StorageError(cannot_write(self.path, error)) from error
                 raise
-            else:
-                self._conn.execute("COMMIT")
             finally:
                 self._depth = 0
 
@@ -187,13 +193,37 @@ def _connect(path: Path) -> sqlite3.Connection:
             path.parent.mkdir(parents=True, exist_ok=True)
         conn = sqlite3.connect(path, timeout=BUSY_TIMEOUT_S, isolation_level=None, check_same_thread=False)
     except (OSError, sqlite3.Error) as error:
-        raise StorageError(f"Cannot open {path} ({error}); set $CHATFLOW_DB to a writable file path") from error
+        raise StorageError(cannot_write(path, error, doing="open")) from error
     conn.row_factory = sqlite3.Row
-    _require_fts5(conn)
-    conn.execute(f"PRAGMA busy_timeout = {int(BUSY_TIMEOUT_S * 1000)}")
-    conn.execute("PRAGMA foreign_keys = ON")
-    _retry_locked(conn, "PRAGMA journal_mode = WAL", path)
+    try:
+        _require_fts5(conn)
+        conn.execute(f"PRAGMA busy_timeout = {int(BUSY_TIMEOUT_S * 1000)}")
+        conn.execute("PRAGMA foreign_keys = ON")
+        _retry_locked(conn, "PRAGMA journal_mode = WAL", path)
+    except sqlite3.OperationalError as error:
+        conn.close()
+        raise StorageError(cannot_write(path, error, doing="open")) from error
     return conn
+
+
+def cannot_write(path: Path, error: BaseException, doing: str = "write to") -> str:
+    """What went wrong with the database file at `path` and what to do, from the error and the disk it is on: a
+    read-only filesystem or folder, a full disk, or (else) SQLite's own words."""
+    where = path.parent if str(path) != ":memory:" else Path(".")
+    while not where.exists() and where != where.parent:
+        where = where.parent
+    fix = "or set $CHATFLOW_DB to a file on another disk (e.g. /tmp/chatflow.db)"
+    try:
+        read_only = bool(os.statvfs(where).f_flag & os.ST_RDONLY)
+        free = shutil.disk_usage(where).free
+    except OSError:
+        read_only, free = False, -1
+    if read_only or "readonly" in str(error):
+        return f"Cannot {doing} {path}: its filesystem is read-only ({error}); set $CHATFLOW_DB to a writable file"
+    if "full" in str(error) or 0 <= free < 1 << 20 or "disk I/O" in str(error):
+        left = f"{free / (1 << 20):.1f} MiB free there" if free >= 0 else "its free space unknown"
+        return f"Cannot {doing} {path}: the disk is full or failing ({error}; {left}); free some space, {fix}"
+    return f"Cannot {doing} {path} ({error}); {fix}"
 
 
 def _retry_locked(conn: sqlite3.Connection, sql: str, path: Path) -> None:
@@ -220,6 +250,8 @@ def _require_fts5(conn: sqlite3.Connection) -> None:
         conn.execute("CREATE VIRTUAL TABLE temp._fts5_probe USING fts5(x)")
         conn.execute("DROP TABLE temp._fts5_probe")
     except sqlite3.OperationalError as error:
+        if "fts5" not in str(error).lower():  # not a missing module: the file or its disk (read-only, full)
+            raise
         raise StorageError(
             f"This Python's SQLite {sqlite3.sqlite_version} has no FTS5 full-text search ({error}), which memory "
             "recall needs; run jupyter_chatflow on a Python whose sqlite3 has FTS5 (the python.org, conda-forge "

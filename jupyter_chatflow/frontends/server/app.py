@@ -16,6 +16,8 @@ from starlette.exceptions import HTTPException
 from starlette.responses import JSONResponse, Response
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
+from jupyter_chatflow.store.database import StorageError
+
 from . import log
 from .completions import chat_completions
 from .config import ServerConfig
@@ -42,6 +44,7 @@ def create_app(host: ModelHost, config: ServerConfig | None = None) -> FastAPI:
     app.add_exception_handler(APIError, _api_error)  # type: ignore[arg-type]
     app.add_exception_handler(HTTPException, _http_error)  # type: ignore[arg-type]
     app.add_exception_handler(RequestValidationError, _validation_error)  # type: ignore[arg-type]
+    app.add_exception_handler(StorageError, _storage_error)  # type: ignore[arg-type]
     app.add_middleware(RequestMiddleware, state=state)
     return app
 
@@ -217,6 +220,11 @@ async def _http_error(request: Request, error: HTTPException) -> Response:
     code = "not_found" if error.status_code == 404 else None
     message = f"{request.method} {request.url.path}: {error.detail}"
     return await _api_error(request, APIError(error.status_code, message, code=code))
+
+
+async def _storage_error(request: Request, error: StorageError) -> Response:
+    """The database (conversations, idempotency) cannot be written: a full or read-only disk says so, and the fix."""
+    return await _api_error(request, APIError(503, str(error), type="server_error", code="storage_unavailable"))
 
 
 async def _validation_error(request: Request, error: RequestValidationError) -> Response:
