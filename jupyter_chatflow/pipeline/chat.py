@@ -44,6 +44,7 @@ from jupyter_chatflow.store.telemetry import Telemetry, turn_record
 
 from .chat_model import local_model, shared_scheduler
 from .fork import fork_request
+from .keeper import TurnKeeper
 from .remote import RemoteTurn, prompted_user_text, remote_title
 from .remote_server import RemoteServer, RemoteSetup
 from .request import ChatRequest, RequestError
@@ -122,6 +123,7 @@ class Chat:
         else:
             self.policy = self.policy.without_model(REMOTE_NOTE)
         self.session = self.sessions.open(session, new=new)
+        self.sessions.recover()  # turns a killed process left running: "interrupted", with what they had streamed
         self._worker = ThreadPoolExecutor(max_workers=1, thread_name_prefix="chatflow-engine")
         self._prewarmer = ThreadPoolExecutor(max_workers=1, thread_name_prefix="chatflow-prewarm")
         self._prewarming: tuple[str, threading.Event] | None = None  # the latest draft's text and its cancel
@@ -247,6 +249,7 @@ class Chat:
         the end for a short answer (a late event); the engine is done with the turn once the title is out."""
         emitter, lock = Emitter(f"turn_{uuid.uuid4().hex[:16]}"), threading.Lock()
         log: list[Event] = []
+        kept = TurnKeeper(self.sessions if self.persist else None, self.session.id)
 
         setup = self._setup(request, tools, self._history() if history is None else history, prefix)
         setup.queued_ms = (time.perf_counter() - submitted) * 1000
@@ -258,6 +261,8 @@ class Chat:
                 log.append(stamped := emitter(event))
                 if isinstance(stamped, TERMINAL):
                     self._store(log)
+                elif not late:
+                    kept.see(log)
                 out.append(stamped)
                 self._tell(stamped)
             if isinstance(stamped, TitleGenerated):
@@ -372,7 +377,7 @@ class Chat:
             user = _prompted_user_text(record)
             if user is None or record.status == "error":
                 continue
-            answer = record.answer + (STOPPED_MARK if record.status == "cancelled" else "")
+            answer = record.answer + (STOPPED_MARK if record.status in ("cancelled", "interrupted") else "")
             turns.append([{"role": "user", "content": user}, {"role": "assistant", "content": answer}])
         return turns
 

@@ -105,6 +105,28 @@ def m003_requests(conn: sqlite3.Connection) -> None:
     conn.execute("CREATE INDEX requests_created ON requests (created)")
 
 
+@migration
+def m004_turns_in_progress(conn: sqlite3.Connection) -> None:
+    """A turn is stored when it starts ("running", with the process that runs it as `owner`) and kept up to date as
+    it streams, so a process killed mid-answer leaves the message and what had streamed ("interrupted" once another
+    process finds it). SQLite cannot change a CHECK: the table is rebuilt."""
+    conn.execute(
+        "CREATE TABLE turns_new (id TEXT PRIMARY KEY,"
+        " session_id TEXT NOT NULL REFERENCES sessions (id) ON DELETE CASCADE, seq INTEGER NOT NULL,"
+        " user TEXT NOT NULL, answer TEXT NOT NULL,"
+        " status TEXT NOT NULL CHECK (status IN ('completed', 'cancelled', 'error', 'running', 'interrupted')),"
+        " created REAL NOT NULL, events TEXT NOT NULL DEFAULT '[]', owner TEXT NOT NULL DEFAULT '',"
+        " UNIQUE (session_id, seq))"
+    )
+    conn.execute(
+        "INSERT INTO turns_new (id, session_id, seq, user, answer, status, created, events)"
+        " SELECT id, session_id, seq, user, answer, status, created, events FROM turns"
+    )
+    conn.execute("DROP TABLE turns")
+    conn.execute("ALTER TABLE turns_new RENAME TO turns")
+    conn.execute("CREATE INDEX turns_running ON turns (status) WHERE status = 'running'")
+
+
 # ---- the connection -------------------------------------------------------------------------------------------
 
 

@@ -15,6 +15,8 @@ from __future__ import annotations
 import builtins
 import dataclasses
 import json
+import os
+import socket
 import sqlite3
 import time
 import uuid
@@ -24,7 +26,12 @@ from jupyter_chatflow.events import Cancelled, Completed, Event, Failed, TurnSta
 
 from .database import Database, StorageError
 
-STATUSES = ("completed", "cancelled", "error")
+STATUSES = ("completed", "cancelled", "error", "interrupted")
+"""How a stored turn ended: its terminal event (`Completed`, `Cancelled`, `Failed`), or "interrupted": the process
+running it ended mid-turn (killed, crashed), and a later one found it (`Sessions.recover`)."""
+RUNNING = "running"
+"""A turn being answered now (`Sessions.begin`): left out of `turns` until it ends or is found interrupted."""
+INTERRUPTED = "interrupted"
 
 
 class SessionNotFoundError(StorageError):
@@ -55,7 +62,7 @@ class TurnRecord:
     user: str
     answer: str
     status: str
-    """completed | cancelled | error."""
+    """completed | cancelled | error | interrupted (`STATUSES`)."""
     seq: int = -1
     """0, 1, 2… within the session; assigned by `Sessions.add_turn`."""
     created: float = dataclasses.field(default_factory=time.time)
@@ -75,6 +82,7 @@ class TurnRecord:
         if started is None or not isinstance(last, (Completed, Cancelled, Failed)):
             raise ValueError("A stored turn needs its TurnStarted event and a terminal event; is the turn finished?")
         status = "completed" if isinstance(last, Completed) else "cancelled" if isinstance(last, Cancelled) else "error"
+        status = INTERRUPTED if isinstance(last, Failed) and last.error == INTERRUPTED else status
         return cls(
             id=started.turn_id,
             session_id=session_id or started.session_id,
@@ -131,9 +139,64 @@ class Sessions:
         if cursor.rowcount == 0:
             raise SessionNotFoundError(f"No session {session_id!r} to title; open it first with Sessions.open(name)")
 
-    def add_turn(self, turn: TurnRecord) -> TurnRecord:
-        """Append a turn to its session, atomically; returns it with its `seq`."""
+    def begin(self, turn_id: str, session_id: str, user: str, events: Sequence[Event]) -> None:
+        """Store a turn as it starts ("running", owned by this process): the user's message is kept whatever
+        happens to the process next. `progress` keeps its answer up to date; `add_turn` stores it when it ends."""
         with self.db.transaction() as conn:
+            (seq,) = conn.execute(
+                "SELECT COALESCE(MAX(seq) + 1, 0) FROM turns WHERE session_id = ?", (session_id,)
+            ).fetchone()
+            conn.execute(
+                "INSERT INTO turns (id, session_id, seq, user, answer, status, created, events, owner)"
+                " VALUES (?, ?, ?, ?, '', ?, ?, ?, ?)",
+                (turn_id, session_id, seq, user, RUNNING, time.time(), _json(events), owner()),
+            )
+
+    def progress(self, turn_id: str, answer: str, events: Sequence[Event]) -> None:
+        """What a running turn has streamed so far (what is kept if its process dies now)."""
+        with self.db.transaction() as conn:
+            conn.execute(
+                "UPDATE turns SET answer = ?, events = ? WHERE id = ? AND status = ?",
+                (answer, _json(events), turn_id, RUNNING),
+            )
+
+    def recover(self) -> builtins.list[str]:
+        """Mark "interrupted" the running turns whose process has ended (one of this machine whose pid is gone),
+        each with what it had streamed and a `Failed` event saying so; returns their ids. Turns of live processes,
+        and of other machines (whose processes cannot be seen from here), are left running."""
+        found = []
+        with self.db.transaction() as conn:
+            for row in conn.execute("SELECT id, answer, events, owner FROM turns WHERE status = ?", (RUNNING,)):
+                if _alive(row["owner"]):
+                    continue
+                events = _events(row["events"])
+                last = events[-1] if events else None
+                ended = Failed(
+                    error=INTERRUPTED, text=row["answer"], sequence_number=len(events), turn_id=row["id"],
+                    timestamp=last.timestamp if last is not None else 0.0,
+                    message="The process answering this turn ended before the turn did (it was killed, or its "
+                    "machine stopped); the message and the answer as far as it had streamed are kept.",
+                )  # fmt: skip
+                conn.execute(
+                    "UPDATE turns SET status = ?, events = ? WHERE id = ?",
+                    (INTERRUPTED, _json([*events, ended]), row["id"]),
+                )
+                found.append(row["id"])
+        return found
+
+    def add_turn(self, turn: TurnRecord) -> TurnRecord:
+        """Append a turn to its session, atomically (or finish the running one `begin` stored); returns it with its
+        `seq`."""
+        with self.db.transaction() as conn:
+            running = conn.execute("SELECT seq FROM turns WHERE id = ? AND status = ?", (turn.id, RUNNING)).fetchone()
+            if running is not None:
+                stored = dataclasses.replace(turn, seq=running["seq"])
+                conn.execute(
+                    "UPDATE turns SET answer = ?, status = ?, events = ? WHERE id = ?",
+                    (stored.answer, stored.status, _json(stored.events), stored.id),
+                )
+                conn.execute("UPDATE sessions SET updated = ? WHERE id = ?", (time.time(), turn.session_id))
+                return stored
             (seq,) = conn.execute(
                 "SELECT COALESCE(MAX(seq) + 1, 0) FROM turns WHERE session_id = ?", (turn.session_id,)
             ).fetchone()
@@ -165,7 +228,9 @@ class Sessions:
 
     def turns(self, session_id: str) -> builtins.list[TurnRecord]:
         """The session's turns in order."""
-        rows = self.db.query("SELECT * FROM turns WHERE session_id = ? ORDER BY seq", (session_id,))
+        rows = self.db.query(
+            "SELECT * FROM turns WHERE session_id = ? AND status != ? ORDER BY seq", (session_id, RUNNING)
+        )
         return [_turn(row) for row in rows]
 
     def reset(self, session_id: str) -> int:
@@ -181,12 +246,43 @@ class Sessions:
         return _events(rows[0]["events"])
 
 
+def owner() -> str:
+    """This process, as `begin` stores the one that runs a turn: host and pid (read now: a forked child is not its
+    parent)."""
+    return f"{socket.gethostname()}:{os.getpid()}"
+
+
+def _alive(stored: str) -> bool:
+    """Whether the process `stored` names may still be running: this one, one of another machine (which cannot be
+    seen from here), or a live (not zombie) pid of this machine."""
+    host, _, pid = stored.rpartition(":")
+    if stored == owner() or host != socket.gethostname() or not pid.isdigit():
+        return True
+    try:
+        os.kill(int(pid), 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # another user's live process
+        return True
+    return _not_zombie(int(pid))
+
+
+def _not_zombie(pid: int) -> bool:
+    """False for a process that has ended but not been reaped (its parent, a test say, has not waited for it)."""
+    try:
+        with open(f"/proc/{pid}/stat", encoding="ascii", errors="replace") as stat:
+            return stat.read().rsplit(")", 1)[-1].split()[0] != "Z"
+    except OSError:
+        return True  # (no /proc: macOS)
+
+
 def _session(row: sqlite3.Row) -> SessionRecord:
     return SessionRecord(**{**dict(row), "archived": bool(row["archived"])})
 
 
 def _turn(row: sqlite3.Row) -> TurnRecord:
-    return TurnRecord(**{**dict(row), "events": _events(row["events"])})
+    fields = {k: row[k] for k in row.keys() if k != "owner"}  # noqa: SIM118 (a Row iterates its values)
+    return TurnRecord(**{**fields, "events": _events(row["events"])})
 
 
 def _json(events: Sequence[Event]) -> str:
