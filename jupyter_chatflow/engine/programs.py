@@ -194,6 +194,11 @@ class Programs:
         """Whether a batch of `rows` rows of `length` positions decodes without compiling first."""
         return (rows, length, self._dtypes) in self._jitted.decode_ready
 
+    def has_decoded(self) -> bool:
+        """Whether a decode step of this model's architecture and dtypes has run (or been compiled) in this process:
+        its first turn's programs are compiled, whichever chat, panel or cell ran it."""
+        return any(dtypes == self._dtypes for _, _, dtypes in self._jitted.decode_ready)
+
     def decoded(self, rows: int, length: int) -> None:
         """A batch of that shape ran its decode step (its programs compiled on the way, if they were not)."""
         self._jitted.decode_ready.add((rows, length, self._dtypes))

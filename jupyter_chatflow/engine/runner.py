@@ -283,6 +283,11 @@ class Runner:
         """Whether a batch of `rows` x `length` decodes without compiling first."""
         return self._programs.decode_ready(rows, length)
 
+    def has_decoded(self) -> bool:
+        """Whether this model's programs have decoded in this process (a turn ran: a cell's, a panel's, a chat's), so
+        its next turn is not a first one; `release_programs()` makes it cold again."""
+        return self._programs.has_decoded()
+
     def warm(self, rows: int, length: int) -> None:
         """Compile (or load from the persistent XLA cache) the decode programs of a batch of `rows` x `length` on
         this thread, running nothing and taking no lock (a scheduler calls it beside a decoding batch)."""

@@ -25,6 +25,7 @@ BAR_WIDTH = 20
 TICK_S = 0.25  # how often the compile clock redraws
 REDRAW_S = 0.1  # the load bar redraws at most this often
 MENTION_MS = 50  # XLA compile time below this is not worth a line
+SHOW_AFTER_S = 0.5  # after a kernel's first turn, a compile is shown once it has taken this long (a blink is noise)
 
 
 def bar(fraction: float) -> str:
@@ -58,6 +59,13 @@ class StatusLine:
                 self._handle = display(Pretty(self.text), display_id=True)
             else:
                 self._handle.update(Pretty(self.text))
+
+    def clear(self) -> None:
+        """Empty the line (Jupyter): what it said is over and nothing took its place. A terminal keeps its lines."""
+        with self._lock:
+            self.text = ""
+            if self.rich and self._handle is not None:
+                self._handle.update(Pretty(""))
 
 
 class LoadProgress:
@@ -102,10 +110,10 @@ PROGRAMS = {
 """The model's jitted programs (engine/programs.py), and JAX's own the sampler calls, in words."""
 
 
-def compiling() -> str:
-    """What XLA is compiling now, in words, with the seconds it has taken so far ("" when nothing compiles):
-    "the decode step (decode_rows), 2.3 s so far"."""
-    now = compiling_now()
+def compiling(at_least: float = 0.0) -> str:
+    """What XLA is compiling now, in words, with the seconds it has taken so far ("" when nothing compiles, or
+    nothing for `at_least` seconds): "the decode step (decode_rows), 2.3 s so far"."""
+    now = [(name, seconds) for name, seconds in compiling_now() if seconds >= at_least]
     if not now:
         return ""
     name, seconds = max(now, key=lambda item: item[1])
@@ -115,7 +123,8 @@ def compiling() -> str:
 
 class CompileWatch:
     """Around a turn: until its first token, a clock saying what XLA is compiling (always on a kernel's first
-    turn, whenever something compiles on a later one); then the compile time the turn's account measured."""
+    turn, on a later one whenever a compile lasts `SHOW_AFTER_S`); then the compile time the turn's account
+    measured, or, where it compiled nothing worth a mention, no trace of the clock."""
 
     def __init__(
         self, line: StatusLine, account: Callable[[], TurnAccount], *, first_turn: bool, cache: str | None,
@@ -127,6 +136,7 @@ class CompileWatch:
         self._stop = threading.Event()
         self._started = time.perf_counter()
         self._thread: threading.Thread | None = None
+        self._ticked = False  # the clock drew on the line
 
     def __enter__(self) -> CompileWatch:
         if not self.local:
@@ -141,6 +151,10 @@ class CompileWatch:
         note = self.summary()
         if note:
             self.line.show(" · ".join(filter(None, [self.before, note])), note)
+        elif self._ticked and self.before:  # the clock's last tick must not stay: the line says what it said before
+            self.line.show(self.before)
+        elif self._ticked:
+            self.line.clear()
 
     def see(self, event: Event) -> None:
         """One of the turn's events; the first token (or the end) stops the clock."""
@@ -166,7 +180,7 @@ class CompileWatch:
         if self._stop.is_set():
             return
         waited = time.perf_counter() - self._started
-        now = compiling()
+        now = compiling(at_least=0.0 if self.first_turn else SHOW_AFTER_S)
         if self.first_turn:
             text = "first turn in this kernel: XLA is compiling the model's programs" + (f": {now}" if now else "")
             plain = "first turn in this kernel: XLA is compiling the model's programs (prefill, decode; once)…"
@@ -174,6 +188,7 @@ class CompileWatch:
             text, plain = f"XLA is compiling {now} (a shape new to this kernel)", "XLA is compiling…"
         else:
             return
+        self._ticked = True
         self.line.show(" · ".join(filter(None, [self.before, f"{text} · {waited:.1f} s"])), plain)
 
     def _halt(self) -> None:

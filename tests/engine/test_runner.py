@@ -91,11 +91,13 @@ def test_release_programs_lets_go_of_compiled_programs_and_cached_prefixes_and_t
     fresh.prompt_cache.clear()
     first = [s.token_id for s in fresh.generate(PROMPT, params=GREEDY)]
     assert len(fresh.prompt_cache) == 1 and fresh.runner.decode_ready(1, chunks.MIN_CACHE)
+    assert fresh.runner.has_decoded()  # (a cell's next turn is not the kernel's first)
     fresh.runner.release_programs()
     assert len(fresh.prompt_cache) == 0 and not fresh.runner.decode_ready(1, chunks.MIN_CACHE)
+    assert not fresh.runner.has_decoded()
     with compiled() as names:
         again = [s.token_id for s in fresh.generate(PROMPT, params=GREEDY)]
-    assert again == first and "decode_rows" in names
+    assert again == first and "decode_rows" in names and fresh.runner.has_decoded()
 
 
 def test_hidden_states_are_causal_and_the_same_at_any_chunk_width(tiny_model):

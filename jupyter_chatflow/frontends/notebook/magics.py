@@ -113,7 +113,6 @@ class ChatMagics(Magics, TurnOptions):  # type: ignore[misc,valid-type]
         super().__init__(shell=shell, **kwargs)
         self._model: Model | None = None
         self._chats: dict[str, Chat] = {}
-        self._warm = False  # has a turn run on this model in this kernel (its XLA programs compiled)?
         self._status: StatusLine | None = None  # the current cell's status line (loading, compiling)
         self._loaded = ""  # "loaded … in 0.2 s", said once, in the cell that loaded the model
 
@@ -161,7 +160,8 @@ class ChatMagics(Magics, TurnOptions):  # type: ignore[misc,valid-type]
             self._namespace()[args.output] = response
         fmt = args.format or self.format
         session = chat.session.name + ("" if args.session else " (no --session: shared by every %%chat without one)")
-        view = self._stream(response, fmt, TurnView(session=session), local=chat.remote is None)
+        first = chat.remote is None and not chat.model.runner.has_decoded()  # (a remote turn compiles nothing here)
+        view = self._stream(response, fmt, TurnView(session=session), local=chat.remote is None, first=first)
         if fmt == "code" and view.end is not None and self.shell is not None:
             self.shell.set_next_input(_code_of(view.text), replace=False)
 
@@ -183,12 +183,13 @@ class ChatMagics(Magics, TurnOptions):  # type: ignore[misc,valid-type]
         flags = options_given(args)
         return {o.name: flags.get(o.name, getattr(self, o.name)) for o in OPTIONS}
 
-    def _stream(self, response: Response, fmt: str, view: TurnView, *, local: bool = True) -> TurnView:
+    def _stream(self, response: Response, fmt: str, view: TurnView, *, local: bool = True,
+                first: bool = False) -> TurnView:  # fmt: skip
         """Show events as they arrive; Kernel → Interrupt stops the turn and keeps what was written. Above the
-        answer, the status line says what XLA compiling cost (a clock while a kernel's first turn compiles)."""
+        answer, the status line says what XLA compiling cost (a clock while a kernel's `first` turn compiles: the
+        model's programs have not decoded in this process yet, through a cell, a panel or code)."""
         status = self._status or StatusLine(_has_display(self.shell))
         loaded = self._loaded if status.rich else ""  # a terminal has printed it already
-        first = local and not self._warm  # (a remote turn compiles nothing here)
         watch = CompileWatch(status, lambda: view.account, first_turn=first, cache=cache_dir(), before=loaded,
                              local=local)  # fmt: skip
         self._loaded = ""
@@ -207,7 +208,6 @@ class ChatMagics(Magics, TurnOptions):  # type: ignore[misc,valid-type]
                     drawn = time.monotonic()
 
             response.follow(show)
-            self._warm = self._warm or local
             if handle is None:
                 ending = "\n[stopped]" if isinstance(view.end, Cancelled) else ""
                 print(ending + "\n\n" + "\n".join(view.details()))
@@ -285,7 +285,7 @@ class ChatMagics(Magics, TurnOptions):  # type: ignore[misc,valid-type]
                 weights = args.weights or self.weights
                 status = StatusLine(_has_display(self.shell))
                 model = self._load_file(path or self.model_path or None, status, dtype, devices, weights)
-                self.model_path, self._model, self._chats, self._warm = path or self.model_path, model, {}, False
+                self.model_path, self._model, self._chats = path or self.model_path, model, {}
                 self.dtype, self.devices, self.weights = dtype, devices, weights
             model = self._load()
         except UsageError as error:
@@ -302,7 +302,6 @@ class ChatMagics(Magics, TurnOptions):  # type: ignore[misc,valid-type]
         if self._model is None:
             status = self._status or StatusLine(_has_display(self.shell))
             self._model = self._load_file(self.model_path or None, status, self.dtype, self.devices, self.weights)
-            self._warm = False
         return self._model
 
     def _load_file(

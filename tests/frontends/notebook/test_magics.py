@@ -272,7 +272,15 @@ def test_the_output_says_which_session_the_turn_went_to(shell, capsys):
     assert "session: notes\n" in out and "no --session" not in out
 
 
-def test_loading_and_compiling_show_in_the_cell_not_on_stderr(shell, capsys):
+@pytest.fixture
+def cold():
+    """A kernel whose model has not decoded yet: every compiled program let go (they load from XLA's disk cache)."""
+    from jupyter_chatflow.engine.programs import release_all
+
+    release_all()
+
+
+def test_loading_and_compiling_show_in_the_cell_not_on_stderr(shell, cold, capsys):
     chat(shell, "--temperature 0 --max-tokens 3", "Hello")
     captured = capsys.readouterr()
     assert captured.err == ""
@@ -296,7 +304,7 @@ class _Handle:
         self.shown.append(("update", obj))
 
 
-def test_in_jupyter_the_status_is_one_display_updated_in_place(shell, monkeypatch, capsys):
+def test_in_jupyter_the_status_is_one_display_updated_in_place(shell, cold, monkeypatch, capsys):
     """A bar while the weights load, a clock while XLA compiles, then what it measured: one display, no stderr."""
     from IPython.display import Pretty
 
@@ -323,6 +331,35 @@ def test_in_jupyter_the_status_is_one_display_updated_in_place(shell, monkeypatc
     assert re.match(r"chatflow: loaded wide\.gguf in \d+\.\d s", texts[-1]), texts[-1]
     answer = [obj for kind, obj in shown if not isinstance(obj, Pretty)]
     assert answer and shown.index(("display", answer[0])) > 0  # the status line sits above the answer
+
+
+def test_a_kernel_warmed_by_a_panel_is_warm_for_the_cell(shell, cold, monkeypatch):
+    """Turns through a panel, then a %%chat cell: its status line never says it is the kernel's first turn, and
+    nothing of a compile clock stays above the answer."""
+    from IPython.display import Pretty
+
+    from jupyter_chatflow.frontends import progress
+    from jupyter_chatflow.frontends.notebook import magics
+    from jupyter_chatflow.frontends.panel.widget import ChatWidget
+
+    shown: list = []
+
+    def fake_display(obj, display_id=False):
+        shown.append(("display", obj))
+        return _Handle(shown)
+
+    monkeypatch.setattr(progress, "display", fake_display)
+    monkeypatch.setattr(magics, "display", fake_display)
+    monkeypatch.setattr(magics, "_has_display", lambda shell: True)
+    monkeypatch.setattr(progress, "TICK_S", 0.001)
+    chat(shell, "--inspect --temperature 0 --max-tokens 3", "Hello")
+    [panel] = [obj for _, obj in shown if isinstance(obj, ChatWidget)]
+    panel.wait(60)
+    del shown[:]
+    chat(shell, "--temperature 0 --max-tokens 3", "Hello again")
+    status = [obj.data for _, obj in shown if isinstance(obj, Pretty)]
+    assert not any("first turn" in text for text in status), status
+    assert not status or "XLA is compiling" not in status[-1], status
 
 
 def test_chat_model_loads_the_model_in_use_on_the_devices_and_weights_asked(shell, wide_path, monkeypatch, capsys):

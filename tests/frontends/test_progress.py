@@ -1,0 +1,68 @@
+"""The cell's status line around a turn (`CompileWatch`): the clock while XLA compiles, and what stays after."""
+
+from __future__ import annotations
+
+import pytest
+
+from jupyter_chatflow.account import TurnAccount
+from jupyter_chatflow.frontends import progress
+from jupyter_chatflow.frontends.progress import CompileWatch, StatusLine
+
+
+class _Handle:
+    def __init__(self, shown: list[str]):
+        self.shown = shown
+
+    def update(self, obj) -> None:
+        self.shown.append(obj.data)
+
+
+@pytest.fixture
+def shown(monkeypatch) -> list[str]:
+    """What a Jupyter display of the status line showed, first to last."""
+    texts: list[str] = []
+
+    def display(obj, display_id=False):
+        texts.append(obj.data)
+        return _Handle(texts)
+
+    monkeypatch.setattr(progress, "display", display)
+    return texts
+
+
+def _account(compile_ms: float) -> TurnAccount:
+    return TurnAccount(status="completed", remote=False, compile_ms=compile_ms, ttft_ms=10.0)
+
+
+LOADED = "loaded wide.gguf in 0.2 s"
+
+
+@pytest.mark.parametrize(("before", "last"), [("", ""), (LOADED, f"chatflow: {LOADED}")])
+def test_a_finished_clock_that_compiled_nothing_worth_a_mention_leaves_no_tick_behind(shown, monkeypatch, before, last):
+    """The issue's cell: a tiny program (squeeze) compiled while the clock ticked, then the turn's account found
+    under 50 ms of compiling. The line must not keep saying that XLA is compiling."""
+    monkeypatch.setattr(progress, "compiling", lambda at_least=0.0: "a program (squeeze), 0.0 s so far")
+    line = StatusLine(rich=True)
+    with CompileWatch(line, lambda: _account(3.0), first_turn=True, cache=None, before=before):
+        pass
+    assert any("XLA is compiling" in text for text in shown), shown  # the clock drew while the turn began
+    assert shown[-1] == last and line.text == last, shown
+
+
+def test_a_compile_worth_a_mention_replaces_the_clock_with_what_it_cost(shown, monkeypatch):
+    monkeypatch.setattr(progress, "compiling", lambda at_least=0.0: "the decode step (decode_rows), 1.0 s so far")
+    with CompileWatch(StatusLine(rich=True), lambda: _account(2400.0), first_turn=True, cache="/tmp/xla"):
+        pass
+    assert shown[-1].startswith("chatflow: XLA compiled the model's programs in 2.4 s"), shown
+
+
+def test_after_the_first_turn_a_blink_of_compiling_is_not_shown(shown, monkeypatch):
+    """A warm kernel: a compile shorter than SHOW_AFTER_S draws nothing (it would blink and go)."""
+    monkeypatch.setattr(progress, "compiling_now", lambda: [("squeeze", 0.01)])
+    with CompileWatch(StatusLine(rich=True), lambda: _account(0.0), first_turn=False, cache=None):
+        pass
+    assert shown == []
+    monkeypatch.setattr(progress, "compiling_now", lambda: [("decode_rows", progress.SHOW_AFTER_S + 0.1)])
+    with CompileWatch(StatusLine(rich=True), lambda: _account(0.0), first_turn=False, cache=None):
+        pass
+    assert "XLA is compiling the decode step (decode_rows)" in shown[0] and shown[-1] == "", shown
