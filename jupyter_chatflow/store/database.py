@@ -127,6 +127,18 @@ def m004_turns_in_progress(conn: sqlite3.Connection) -> None:
     conn.execute("CREATE INDEX turns_running ON turns (status) WHERE status = 'running'")
 
 
+@migration
+def m005_server_state(conn: sqlite3.Connection) -> None:
+    """What `chatflow serve` keeps across a restart: which key owns each conversation (its turns are a session's),
+    and the answers stored under an Idempotency-Key."""
+    conn.execute("CREATE TABLE conversations (id TEXT PRIMARY KEY, key TEXT NOT NULL, created REAL NOT NULL)")
+    conn.execute(
+        "CREATE TABLE idempotency (key TEXT NOT NULL, idempotency_key TEXT NOT NULL, digest TEXT NOT NULL,"
+        " status INTEGER NOT NULL, media_type TEXT NOT NULL, body BLOB NOT NULL, created REAL NOT NULL,"
+        " PRIMARY KEY (key, idempotency_key))"
+    )
+
+
 # ---- the connection -------------------------------------------------------------------------------------------
 
 

@@ -43,7 +43,7 @@ async def conversation_turn(request: Request, state: ServerState, data: dict[str
         raise bad_request("conversation_id must be the id (a string) a turn's x-conversation-id header gave.",
                           param="conversation_id")  # fmt: skip
     if given is not None:
-        conversation = conversations.get(given, key)
+        conversation = await asyncio.to_thread(conversations.reopen, given, key, *state.host.require())
         if conversation.turn is not None and not conversation.turn.ended:  # (no await between this and the send)
             raise APIError(409, f"Conversation {given!r} has a turn running: read it with GET "
                            f"/v1/chatflow/conversation/{given}/stream, then send.", param="conversation_id",

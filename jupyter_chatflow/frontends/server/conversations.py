@@ -128,31 +128,50 @@ class Conversation:
 class Conversations:
     """The server's conversations, by id (the least recently used forgotten past MAX_CONVERSATIONS)."""
 
-    def __init__(self) -> None:
+    def __init__(self, database: Callable[[], Database] = Database) -> None:
         self._open: collections.OrderedDict[str, Conversation] = collections.OrderedDict()
         self._lock = threading.Lock()
-        self._db: Database | None = None
+        self._database = database
+        """The server's database: each conversation's owner (its turns are a session's), so that it goes on after a
+        restart."""
 
     def get(self, conversation_id: str, key: str) -> Conversation:
-        """The caller's conversation, or 404 (another key's conversation is not found either)."""
+        """The caller's conversation open in this process, or 404 (another key's conversation is not found
+        either)."""
         with self._lock:
             self._sweep()
             found = self._open.get(conversation_id)
             if found is None or found.key != key:
-                raise APIError(404, f"No conversation {conversation_id!r} for this key: start one with POST "
-                               "/v1/chatflow/conversation (without conversation_id).", param="conversation_id",
-                               code="conversation_not_found")  # fmt: skip
+                raise _not_found(conversation_id)
             self._open.move_to_end(conversation_id)
             return found
+
+    def reopen(self, conversation_id: str, key: str, model: Model, engine: Any) -> Conversation:
+        """The caller's conversation: open here, or stored by this server before (a restart, or forgotten past
+        MAX_CONVERSATIONS), opened again with its turns; 404 when there is none for `key`. Off the event loop."""
+        with contextlib.suppress(APIError):
+            return self.get(conversation_id, key)
+        rows = self._database().query("SELECT key FROM conversations WHERE id = ?", (conversation_id,))
+        if not rows or rows[0]["key"] != key:
+            raise _not_found(conversation_id)
+        return self._opened(key, self._chat(model, engine, conversation_id, new=False))
 
     def start(self, key: str, model: Model, engine: Any) -> Conversation:
         """A new conversation for `key`: a Chat on `model`, its generations on the server's `engine`."""
         with self._lock:
             self._sweep()
-            db = self._db = self._db or Database()
-        # the Chat is made outside the lock (the first takes ~1.4 s), so `get` on the event loop never waits for it
-        chat = Chat(model=model, session=f"conv_{uuid.uuid4().hex[:24]}", new=True, db=db,
-                    toolbox=Toolbox([calculator]), scheduler=cast(Scheduler, engine))  # fmt: skip
+        chat = self._chat(model, engine, f"conv_{uuid.uuid4().hex[:24]}", new=True)
+        with self._database().transaction() as conn:
+            conn.execute("INSERT INTO conversations (id, key, created) VALUES (?, ?, ?)",
+                         (chat.session.name, key, time.time()))  # fmt: skip
+        return self._opened(key, chat)
+
+    def _chat(self, model: Model, engine: Any, name: str, *, new: bool) -> Chat:
+        # made outside the lock (the first takes ~1.4 s), so `get` on the event loop never waits for it
+        return Chat(model=model, session=name, new=new, db=self._database(), toolbox=Toolbox([calculator]),
+                    scheduler=cast(Scheduler, engine))  # fmt: skip
+
+    def _opened(self, key: str, chat: Chat) -> Conversation:
         with self._lock:
             conversation = self._open[chat.session.name] = Conversation(key, chat)
             while len(self._open) > MAX_CONVERSATIONS:
@@ -164,6 +183,12 @@ class Conversations:
         for conversation in self._open.values():
             if conversation.turn is not None and conversation.turn.expired():
                 conversation.turn = None
+
+
+def _not_found(conversation_id: str) -> APIError:
+    return APIError(404, f"No conversation {conversation_id!r} for this key: start one with POST "
+                    "/v1/chatflow/conversation (without conversation_id).", param="conversation_id",
+                    code="conversation_not_found")  # fmt: skip
 
 
 def conversation_frames(response: TurnResponse, conversation_id: str) -> Iterator[tuple[str | None, str]]:

@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+import threading
+
+from jupyter_chatflow.store.database import Database
+
 from .auth import Keys
 from .config import ServerConfig
 from .conversations import Conversations
@@ -21,12 +25,22 @@ class ServerState:
         self.config = config
         self.keys = Keys(config.api_keys)
         self.limiter = Limiter(config.rate_limit, config.token_limit)
-        self.answers = IdempotencyStore(config.idempotency_ttl_s)
-        self.conversations = Conversations()
+        self._db: Database | None = None
+        self._db_lock = threading.Lock()
+        self.answers = IdempotencyStore(config.idempotency_ttl_s, database=self.database)
+        self.conversations = Conversations(self.database)
         self.metrics = Metrics(
             queued=lambda: host.engine.queued if host.engine else 0,
             active=lambda: host.engine.active if host.engine else 0,
         )
+
+    def database(self) -> Database:
+        """The server's database (`$CHATFLOW_DB`, else the user's): conversations, their owners, idempotent answers.
+        Opened on first use, so a server that never needs it never touches the disk."""
+        with self._db_lock:
+            if self._db is None:
+                self._db = Database()
+            return self._db
 
     def finished(self, record: RequestRecord, timings: Timings) -> None:
         """A generation ended (on its thread): count its tokens and latencies, fill its log line."""

@@ -98,9 +98,11 @@ def wide_model(tmp_path_factory):
 
 
 @pytest.fixture
-def serve(tiny_model):
+def serve(tiny_model, tmp_path, monkeypatch):
     """serve(config=None, host=None, delay=None, model=None, max_batch=4) -> (base URL, app state): a live server for
-    this test, on the engine `chatflow serve` runs (the batching Scheduler), closed at the end."""
+    this test, on the engine `chatflow serve` runs (the batching Scheduler), closed at the end. Each test's servers
+    have a database of their own (conversations and idempotent answers outlive a server: not a test)."""
+    monkeypatch.setenv("CHATFLOW_DB", str(tmp_path / "server.db"))
     with contextlib.ExitStack() as stack:
 
         def start(config: ServerConfig | None = None, host: ModelHost | None = None, delay: float | None = None,
