@@ -254,6 +254,11 @@ export interface SafetyDecision extends BaseEvent {
   spans: Span[];
   reason: string;
   latency_ms: number;
+  /**
+   * Of latency_ms, XLA compiling programs new to the process on the way (a guard that runs the model: the intent
+   * probe's pass, the model guard's), measured on the thread that ran it.
+   */
+  compile_ms: number;
   /** For block: the text shown instead. */
   replacement: string;
   /** What the layer read, where it reads two things: a tool's "arguments" or its "result" ("" otherwise). */

@@ -40,6 +40,7 @@ from .words import ms
 
 WAIT_MS = 1.0
 """A wait shorter than this is a hand-over between threads, not a wait: it gets no bar."""
+GUARD_PASS = "the programs of a guard's pass over the model (the intent probe's), new to the process"
 
 
 @dataclasses.dataclass
@@ -104,8 +105,7 @@ class Timeline:
 
     def _stage(self, e: Event) -> None:
         if isinstance(e, SafetyDecision):
-            label = f"safety {e.layer}" + (f" ({e.subject})" if e.subject else "")
-            self.span(label, "safety", e, e.latency_ms, f"{e.action} · {e.guard} · {e.reason}")
+            self._safety(e)
         elif isinstance(e, MemoryRecalled):
             self.span("memory recall", "memory", e, e.latency_ms, f"{len(e.snippets)} recalled")
         elif isinstance(e, ContextAssembled):
@@ -119,6 +119,15 @@ class Timeline:
             self.span("title", "title", e, e.latency_ms, title_words(e, self._ended))
         elif isinstance(e, MemoryWritten):
             self.span("memory write", "memory", e, 0.0, f"{e.operation}: {e.text}")
+
+    def _safety(self, e: SafetyDecision) -> None:
+        """A safety layer's bar; a guard that ran the model (the intent probe) compiled at its start, on a cold turn."""
+        label = f"safety {e.layer}" + (f" ({e.subject})" if e.subject else "")
+        end = self.at(e.timestamp)
+        start = end - e.latency_ms
+        compiles = (Interval(start_ms=start, end_ms=min(end, start + e.compile_ms)),) if e.compile_ms > 0 else ()
+        compiled = f" · {ms(e.compile_ms)} of it XLA compiling {GUARD_PASS}" if e.compile_ms else ""
+        self.add(label, "safety", start, end, f"{e.action} · {e.guard} · {e.reason}{compiled}", compiles=compiles)
 
     def _prefill(self, e: PrefillDone) -> None:
         self.end_decode()

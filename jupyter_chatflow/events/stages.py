@@ -44,6 +44,9 @@ class SafetyDecision(Event):
     spans: tuple[Span, ...] = ()
     reason: str = ""
     latency_ms: float = 0.0
+    compile_ms: float = 0.0
+    """Of latency_ms, XLA compiling programs new to the process on the way (a guard that runs the model: the intent
+    probe's pass, the model guard's), measured on the thread that ran it."""
     replacement: str = ""
     """For block: the text shown instead."""
     subject: str = ""

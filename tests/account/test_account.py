@@ -13,6 +13,7 @@ from jupyter_chatflow.events import (
     ContextAssembled,
     Event,
     PrefillDone,
+    SafetyDecision,
     Segment,
     TitleGenerated,
     TokenDelta,
@@ -77,6 +78,23 @@ def test_a_cold_first_turn_draws_each_compile_inside_the_stage_it_delayed():
     assert a.compile_ms == pytest.approx(a.compile_before_first_ms)
     assert a.ttft_note.startswith("first token 6.67 s (6.39 s of it XLA compiling); computed at 1.78 s")
     assert all(0 <= s.start_ms <= s.end_ms <= a.total_ms for s in a.stages)
+
+
+def test_the_intent_probes_compile_is_drawn_hatched_in_the_safety_bar_and_counted_in_the_total():
+    """A cold turn's input layer: the intent probe's pass compiled its layer programs for 2.5 s of the bar's
+    2.6 s. That is compile, drawn inside the safety bar at its start, and part of the turn's XLA-compile total."""
+    probe = SafetyDecision(layer="input", action="allow", guard="rules+pii+intent", reason="Nothing found.",
+                           latency_ms=2600.0, compile_ms=2500.0, timestamp=12.6)  # fmt: skip
+    events = cold_first_turn()
+    events = turn(probe, *[dataclasses.replace(e, timestamp=e.timestamp + 2.6) for e in events[1:]])
+    a = account_of(events)
+    safety = next(s for s in a.stages if s.kind == "safety")
+    (compiled,) = safety.compiles
+    assert compiled.start_ms == pytest.approx(safety.start_ms) and compiled.end_ms == pytest.approx(2500.0)
+    assert "2.50 s of it XLA compiling the programs of a guard's pass over the model" in safety.detail
+    assert a.compile_ms == pytest.approx(2500.0 + 1620.3 + 4768.8)
+    assert a.compile_before_first_ms == pytest.approx(a.compile_ms)
+    assert "8.89 s of it XLA compiling" in a.ttft_note, a.ttft_note
 
 
 def test_tokens_per_s_is_the_ticks_drawn_over_their_time_less_the_compiling_inside_it():

@@ -11,7 +11,7 @@ export function safetyBadge(d: SafetyDecision): HTMLElement {
     d.reason,
     d.categories.length ? `categories: ${d.categories.join(", ")}` : "",
     Object.keys(d.scores).length ? `scores: ${scoresText(d.scores)}` : "",
-    `latency: ${fmtMs(d.latency_ms)}`,
+    `latency: ${latencyText(d)}`,
   ]
     .filter(Boolean)
     .join("\n");
@@ -30,6 +30,13 @@ export function safetyBadge(d: SafetyDecision): HTMLElement {
     el("span", { class: "cf-badge-layer", text: layerName(d) }),
     el("span", { class: "cf-badge-action", text: d.action }),
   );
+}
+
+/** "2.61 s", and how much of it XLA compiled (a guard's pass over the model, on a cold turn). */
+function latencyText(d: SafetyDecision): string {
+  return d.compile_ms >= 1
+    ? `${fmtMs(d.latency_ms)} (${fmtMs(d.compile_ms)} of it XLA compiling)`
+    : fmtMs(d.latency_ms);
 }
 
 /** The layer, and what it read when it reads two things: "tool arguments", "tool result". */
@@ -59,6 +66,9 @@ export function safetyRow(d: SafetyDecision): HTMLElement {
       el("span", { class: "cf-safety-guard", text: `guard ${d.guard}` }),
       d.categories.length ? el("span", { class: "cf-safety-cats", text: d.categories.join(", ") }) : null,
       Object.keys(d.scores).length ? el("span", { class: "cf-safety-scores", text: scoresText(d.scores) }) : null,
+      d.compile_ms >= 1
+        ? el("span", { class: "cf-safety-compile", text: `${fmtMs(d.compile_ms)} of it XLA compiling` })
+        : null,
     ),
   );
 }

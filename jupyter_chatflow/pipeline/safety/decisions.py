@@ -12,6 +12,7 @@ from typing import get_args
 
 from jupyter_chatflow.errors import ChatflowError
 from jupyter_chatflow.events import SafetyAction, SafetyDecision, SafetyLayer, Span
+from jupyter_chatflow.model.compile_clock import compile_seconds
 
 from .taxonomy import describe
 
@@ -61,6 +62,12 @@ def since(start: float) -> float:
     return (time.perf_counter() - start) * 1000.0
 
 
+def compiled_since(clock: float) -> float:
+    """Milliseconds this thread spent XLA compiling since `clock`, a `compile_seconds()` reading: what a guard that
+    runs the model (the intent probe, the model guard) reports as its decision's `compile_ms`."""
+    return (compile_seconds() - clock) * 1000.0
+
+
 def describe_spans(verb: str, spans: Sequence[Span]) -> str:
     """A short sentence such as "Redacted 2 spans: pii:email, pii:phone."."""
     names = sorted({s.category for s in spans})
@@ -85,5 +92,6 @@ def merge(decisions: Sequence[SafetyDecision], *, layer: str, guard: str = "") -
         spans=tuple(sorted((s for d in decisions for s in d.spans), key=lambda s: (s.start, s.end))),
         reason=" ".join(reasons) or "Nothing found.",
         latency_ms=sum(d.latency_ms for d in decisions),
+        compile_ms=sum(d.compile_ms for d in decisions),
         replacement=next((d.replacement for d in decisions if d.action == "block"), ""),
     )

@@ -37,9 +37,10 @@ from typing import Any
 import numpy as np
 
 from jupyter_chatflow.events import SafetyAction, SafetyDecision
+from jupyter_chatflow.model.compile_clock import compile_seconds
 
 from .care import SELF_HARM, speaks_of_self_harm
-from .decisions import check_layer, since
+from .decisions import check_layer, compiled_since, since
 from .guards import BLOCK_MESSAGE, CATEGORY_NOTES
 from .probe import VETO, Probe
 from .tables import DATA
@@ -119,11 +120,11 @@ class IntentGuard:
 
     def check(self, text: str, *, layer: str) -> SafetyDecision:
         """P(harmful) of `text` (its windows pooled as the probe says) and the verdict at the probe's thresholds."""
-        start = time.perf_counter()
-        reading = self.probe.reading(self.model, text)
+        start, clock = time.perf_counter(), compile_seconds()
+        reading = self.probe.reading(self.model, text)  # (a cold turn compiles the probe's layer programs here)
         other = () if speaks_of_self_harm(text) else (SELF_HARM,)  # S11 named only where the words speak of it
         decision = verdict(reading, self.probe, layer=layer, message=self.message, exclude=other)
-        return dataclasses.replace(decision, latency_ms=since(start), guard=self.name)
+        return dataclasses.replace(decision, latency_ms=since(start), compile_ms=compiled_since(clock), guard=self.name)
 
 
 def verdict(

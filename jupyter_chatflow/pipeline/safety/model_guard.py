@@ -25,8 +25,9 @@ from typing import Any
 import numpy as np
 
 from jupyter_chatflow.events import SafetyAction, SafetyDecision
+from jupyter_chatflow.model.compile_clock import compile_seconds
 
-from .decisions import SafetyConfigError, check_action, check_layer, since
+from .decisions import SafetyConfigError, check_action, check_layer, compiled_since, since
 from .guards import BLOCK_MESSAGE
 from .taxonomy import HAZARDS
 
@@ -77,7 +78,7 @@ class ModelGuard:
 
     def check(self, text: str, *, layer: str) -> SafetyDecision:
         """Score `text`: P(unsafe) from the model's next-token distribution after the guard prompt."""
-        start = time.perf_counter()
+        start, clock = time.perf_counter(), compile_seconds()
         score = self.score(text, layer=layer)
         unsafe = score >= self.threshold
         return SafetyDecision(
@@ -88,6 +89,7 @@ class ModelGuard:
             scores={"unsafe": score},
             reason=f"The model scores P(unsafe) = {score:.3f} (threshold {self.threshold:g}).",
             latency_ms=since(start),
+            compile_ms=compiled_since(clock),
             replacement=self.message.format(categories="model-scored: unsafe")
             if unsafe and self.action == "block"
             else "",

@@ -42,6 +42,18 @@ def test_the_guard_blocks_what_the_probe_reads_as_harmful_and_scores_it(tiny_mod
     assert (allowed.action, allowed.categories) == ("allow", ()) and allowed.scores["harmful"] < 0.5
 
 
+def test_the_guards_pass_reports_what_it_compiled(tiny_model, probe):
+    """A cold process: the probe's pass compiles its layer programs, and its decision says how long of its latency
+    that took (the timeline draws it as compile, the account counts it); the next pass compiles nothing."""
+    from jupyter_chatflow.engine.programs import release_all
+
+    release_all()
+    guard = IntentGuard(model=tiny_model, probe=probe)
+    cold = guard.check("the cat is on the mat", layer="input")
+    assert 0 < cold.compile_ms <= cold.latency_ms
+    assert guard.check("the cat is on the mat", layer="input").compile_ms == 0
+
+
 def test_s6_is_flagged_not_blocked(probe):
     row = np.zeros(len(CLASSES))
     row[CLASSES.index("S6")] = 0.9
