@@ -438,6 +438,42 @@ describe("answers: rendered text, or tokens", () => {
     expect(live.querySelector(".cf-thinking")!.textContent).toBe("thinking…");
   });
 
+  it("before the context is assembled, the Context tab says where the turn is; the context shows once it comes", () => {
+    vi.useFakeTimers();
+    const fx = FIX.answer;
+    const model = mount({ turns: [] });
+    model.set("live", { turn_id: fx.turn_id, prewarm: null, fork_of: "" });
+    model.set("status", "generating");
+    const send = (from: number, to: number, account: TurnRecord["account"] = null) =>
+      model.message({
+        type: "events",
+        turn_id: fx.turn_id,
+        events: fx.events.slice(from, to),
+        pieces: fx.pieces,
+        account,
+      });
+    const said = () => {
+      vi.advanceTimersByTime(250);
+      return page.host.querySelector("[data-testid=context-waiting]")?.textContent ?? "";
+    };
+    send(0, 1); // turn_started: the input layer reads the message (on a cold turn, XLA compiles for it)
+    expect(said()).toMatch(/^Assembling the context comes after the input safety layer has read the message/);
+    expect(said()).not.toContain("No context was assembled");
+    send(1, 2); // its decision
+    expect(said()).toMatch(/^Assembling the context: the system prompt, the history/);
+    send(2, 4, fx.account); // context_assembled (the kernel sends the account with it), tokenized
+    expect(said()).toBe("");
+    expect(page.host.querySelector("[data-testid=context-bar]")).not.toBeNull();
+    expect(page.host.querySelectorAll("[data-testid=prompt-tokens] .cf-ptok").length).toBe(38);
+  });
+
+  it("a turn the input layer blocked says so in the Context tab", () => {
+    mount({ turns: [FIX.blocked] });
+    expect(page.host.querySelector("[data-testid=context-waiting]")!.textContent).toBe(
+      "No context was assembled: the input safety layer blocked the message.",
+    );
+  });
+
   it("a stopped turn says [stopped], as the magic and the CLI do", () => {
     const fx = FIX.answer;
     const done = completedOf(fx);

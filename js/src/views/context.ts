@@ -33,6 +33,29 @@ export function remotePromptSize(terminal: ChatEvent | null): string {
     : `The server counted ${n.toLocaleString()} prompt tokens (its usage).`;
 }
 
+/** Before a turn has a context, where it is: why it has none (it ended first), or what comes before it. */
+export function noContextText(summary: TurnSummary): { stage: string; text: string } {
+  const input = summary.safety.find((d) => d.layer === "input");
+  const end = summary.terminal;
+  if (input?.action === "block")
+    return { stage: "blocked", text: "No context was assembled: the input safety layer blocked the message." };
+  if (end?.type === "cancelled")
+    return { stage: "stopped", text: "The turn was stopped before its context was assembled." };
+  if (end) return { stage: "ended", text: "The turn ended before its context was assembled (see its error)." };
+  const next = " The context shows here as soon as it is assembled.";
+  const checked = summary.started?.features.safety !== "off";
+  if (!summary.started) return { stage: "queued", text: `The turn has not started yet.${next}` };
+  if (checked && !input)
+    return {
+      stage: "input",
+      text: `Assembling the context comes after the input safety layer has read the message (on a kernel's first turn, XLA compiles the model's programs for it first).${next}`,
+    };
+  return {
+    stage: "assembling",
+    text: `Assembling the context: the system prompt, the history, recalled memories and the message, fitted to the window.${next}`,
+  };
+}
+
 export class ContextView {
   readonly el = el("div", { class: "cf-ctx" });
   private roundSelect = el("select", { class: "cf-select", "aria-label": "Prompt round" });
@@ -76,7 +99,8 @@ export class ContextView {
     const counted = turn.account?.events ?? -1;
     // a prompt drawn before its tokens' pieces came (shown as ids) is drawn again when more pieces come
     const prompt = `${rounds[index]?.tokenized ? 1 : 0}|${this.rawIds ? Object.keys(turn.pieces).length : 0}`;
-    const key = `${turn.turn_id}|${index}|${rounds.length}|${counted}|${ended}|${prompt}`;
+    const waiting = index < 0 ? noContextText(summary).stage : ""; // (where the turn is, until it has a context)
+    const key = `${turn.turn_id}|${index}|${rounds.length}|${counted}|${ended}|${waiting}|${prompt}`;
     if (key === this.drawnKey) return;
     const promptChanged =
       !this.drawnKey.startsWith(`${turn.turn_id}|${index}|`) || !this.drawnKey.endsWith(`|${prompt}`);
@@ -98,8 +122,8 @@ export class ContextView {
     const remote = this.turn && isRemote(this.turn.events);
     const text = remote
       ? `The remote server does not provide the prompt's tokens: its tokenizer and chat template are on the server. The messages sent are in the Wire tab. ${remotePromptSize(summary.terminal)}`
-      : "No context was assembled for this turn (it may have been blocked before).";
-    this.body.appendChild(el("div", { class: "cf-empty", text }));
+      : noContextText(summary).text;
+    this.body.appendChild(el("div", { class: "cf-empty", "data-testid": "context-waiting", text }));
     clear(this.prompt);
     this.chips = [];
   }

@@ -31,7 +31,7 @@ from IPython.display import display
 from jupyter_chatflow.account import account_of
 from jupyter_chatflow.engine.loader import load_model
 from jupyter_chatflow.errors import ChatflowError
-from jupyter_chatflow.events import TERMINAL, Event, TitleGenerated, TurnStarted
+from jupyter_chatflow.events import TERMINAL, ContextAssembled, Event, TitleGenerated, TurnStarted
 from jupyter_chatflow.model.files import resolve_model_path
 from jupyter_chatflow.model.memory import footprint
 from jupyter_chatflow.pipeline.chat import Chat, Prewarm
@@ -340,10 +340,11 @@ class ChatWidget(anywidget.AnyWidget):
     def _send_events(self, turn_id: str, events: list[Event], pieces: dict, *, force: bool = False) -> None:
         """A batch of a turn's events, with the turn's account when it is due: every `ACCOUNT_EVERY_S` while it
         streams (a long answer's account is tens of kB, and the panel redraws its figures as often), and with
-        every batch that holds the turn's end or its title (or `force`: a view that reloaded)."""
+        every batch that holds a new round's context (its gauge is the account's: the Context tab draws it at once,
+        not after a cold prefill's compile), the turn's end or its title (or `force`: a view that reloaded)."""
         rows = [e.to_dict() for e in events]
         now, last = time.monotonic(), self._account_sent.get(turn_id, 0.0)
-        ends = any(isinstance(e, (*TERMINAL, TitleGenerated)) for e in events)
+        ends = any(isinstance(e, (*TERMINAL, TitleGenerated, ContextAssembled)) for e in events)
         due = force or ends or now - last >= ACCOUNT_EVERY_S
         if due:
             self._account_sent[turn_id] = now

@@ -11,7 +11,15 @@ import numpy as np
 import pytest
 
 from jupyter_chatflow.engine.loader import load_model
-from jupyter_chatflow.events import Completed, TitleGenerated, TokenDelta, event_from_dict
+from jupyter_chatflow.events import (
+    Completed,
+    ContextAssembled,
+    SafetyDecision,
+    Segment,
+    TitleGenerated,
+    TokenDelta,
+    event_from_dict,
+)
 from jupyter_chatflow.frontends.panel import model_setting
 from jupyter_chatflow.frontends.panel import widget as widget_module
 from jupyter_chatflow.frontends.panel.widget import ChatWidget
@@ -75,6 +83,22 @@ def test_the_panel_ends_the_live_turn_at_its_terminal_event_and_a_late_title_joi
     assert [r["type"] for r in panel.turns[0]["events"]][-1] == "title_generated" and panel.title == "A Title"
     streamed = [e for content, _ in panel.send.of("events") for e in content["events"]]
     assert [e["sequence_number"] for e in streamed] == list(range(7))
+
+
+def test_the_batch_that_brings_a_context_brings_its_account_so_the_context_tab_draws_it_at_once(panel, monkeypatch):
+    """A cold turn: its context comes a moment after the input layer's decision, then the prefill compiles for
+    seconds. The context's gauge is the account's: it goes with the context, not with the prefill's end."""
+    monkeypatch.setattr(widget_module, "ACCOUNT_EVERY_S", 60.0)
+    session = panel.chat.session.id
+    started = event_from_dict(_events(2, session_id=session)[0])
+    decision = SafetyDecision(layer="input", action="allow", guard="rules", sequence_number=1, turn_id="turn_t")
+    context = ContextAssembled(window=100, reserved_output=20, budget=80, prompt_tokens=5, sequence_number=2,
+                               turn_id="turn_t", segments=(Segment(kind="user", label="user", tokens=5),))  # fmt: skip
+    panel._show([started])
+    panel._show([decision])  # (within ACCOUNT_EVERY_S of the first account: none goes with it)
+    panel._show([context])
+    accounts = [content["account"] for content, _ in panel.send.of("events")]
+    assert accounts[1] is None and accounts[2]["rounds"][0]["context_tokens"] == 5
 
 
 def test_a_view_that_reloads_mid_stream_gets_every_event_after_its_last_sequence_number(panel):
