@@ -7,7 +7,10 @@ conversation turn (conversation.py); idempotency keys to /v1/chat/completions.
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import uuid
+from collections.abc import AsyncIterator
 from typing import Any
 
 from fastapi import FastAPI, Request
@@ -33,12 +36,24 @@ from .state import ServerState
 from .tools import parse_tools, prompt_messages
 
 CLIENT_ID_HEADER = "x-client-request-id"
+SHUTDOWN_S = 10.0
+"""How long a stopping server waits for the generations it cancels to end and be stored."""
 
 
 def create_app(host: ModelHost, config: ServerConfig | None = None) -> FastAPI:
     """The server's ASGI app over `host`'s model (serve it with uvicorn)."""
     state = ServerState(host, config or ServerConfig())
-    app = FastAPI(title="chatflow", docs_url=None, redoc_url=None, openapi_url=None)
+
+    @contextlib.asynccontextmanager
+    async def lifespan(_: FastAPI) -> AsyncIterator[None]:
+        yield
+        # stopping (SIGTERM, Ctrl-C): uvicorn has stopped accepting and closed the streams; what still generates
+        # is cancelled and stored, within a bound
+        stopped = await asyncio.to_thread(state.drain, SHUTDOWN_S)
+        if stopped:
+            log.LOGGER.warning("stopped %d generation(s) in flight; their turns are stored as cancelled", stopped)
+
+    app = FastAPI(title="chatflow", docs_url=None, redoc_url=None, openapi_url=None, lifespan=lifespan)
     app.state.chatflow = state
     _routes(app, state)
     app.add_exception_handler(APIError, _api_error)  # type: ignore[arg-type]

@@ -62,6 +62,7 @@ async def chat_completions(request: Request, state: ServerState, data: dict[str,
         tokenizer=model.tokenizer,
     )  # fmt: skip
     pump = request.state.pump = Pump(stream, cancel, options, record.started, lambda t: state.finished(record, t))
+    state.pumps.add(pump)
     if chat.stream:
         return _streamed(pump, state, request)
     return await _whole(pump, chat, request)

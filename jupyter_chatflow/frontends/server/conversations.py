@@ -166,6 +166,14 @@ class Conversations:
                          (chat.session.name, key, time.time()))  # fmt: skip
         return self._opened(key, chat)
 
+    def cancel_all(self) -> list[TurnFrames]:
+        """Cancel every turn still running (the server is stopping); returns them (each `ended` once stored)."""
+        with self._lock:
+            running = [c.turn for c in self._open.values() if c.turn is not None and not c.turn.ended]
+        for turn in running:
+            turn.response.cancel()
+        return running
+
     def _chat(self, model: Model, engine: Any, name: str, *, new: bool) -> Chat:
         # made outside the lock (the first takes ~1.4 s), so `get` on the event loop never waits for it
         return Chat(model=model, session=name, new=new, db=self._database(), toolbox=Toolbox([calculator]),

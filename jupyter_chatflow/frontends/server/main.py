@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import signal
 import threading
 
 import uvicorn
@@ -35,10 +36,27 @@ def serve(config: ServerConfig, model_path: str | None) -> None:
                                            access_log=False))  # fmt: skip
     threading.Thread(target=_stop_on_failure, args=(loading, host, server), name="chatflow-load-watch",
                      daemon=True).start()  # fmt: skip
-    with contextlib.suppress(KeyboardInterrupt):  # the Ctrl-C uvicorn stopped on, re-raised (uvicorn.run hides it)
-        server.run()
+    # uvicorn stops on SIGINT and SIGTERM alike (it stops accepting, the app's lifespan cancels and stores what is
+    # in flight), then raises the signal again under the handler that was there before: SIGTERM's default would end
+    # the process at once, so it becomes an exception here, as Ctrl-C is, and the engine is closed before exit
+    before = signal.signal(signal.SIGTERM, _terminated)
+    try:
+        with contextlib.suppress(KeyboardInterrupt, _Terminated):
+            server.run()
+    finally:
+        signal.signal(signal.SIGTERM, before)
+        if host.engine is not None:
+            host.engine.close()
     if host.status == "failed":
         raise ChatflowError(f"The model did not load, so the server stopped: {host.error}")
+
+
+class _Terminated(Exception):
+    """SIGTERM, once uvicorn has stopped the server."""
+
+
+def _terminated(signum: int, frame: object) -> None:
+    raise _Terminated
 
 
 def _stop_on_failure(loading: threading.Thread, host: ModelHost, server: uvicorn.Server) -> None:

@@ -98,6 +98,11 @@ class Pump:
         self._cancel.set()
         self.stream.cancel()
 
+    def join(self, timeout: float | None) -> bool:
+        """Wait for the generation to end and its log line to be written; whether it has."""
+        self._thread.join(timeout)
+        return not self._thread.is_alive()
+
     async def __aiter__(self) -> AsyncIterator[Item]:
         while True:
             item = await self._items.get()

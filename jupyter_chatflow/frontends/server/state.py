@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import threading
+import time
+import weakref
 
 from jupyter_chatflow.store.database import Database
 
@@ -14,7 +16,7 @@ from .idempotency import IdempotencyStore
 from .limits import Limiter
 from .log import RequestRecord
 from .metrics import Metrics
-from .pump import Timings
+from .pump import Pump, Timings
 
 
 class ServerState:
@@ -27,6 +29,8 @@ class ServerState:
         self.limiter = Limiter(config.rate_limit, config.token_limit)
         self._db: Database | None = None
         self._db_lock = threading.Lock()
+        self.pumps: weakref.WeakSet[Pump] = weakref.WeakSet()
+        """The chat completions generating now (`drain` stops them)."""
         self.answers = IdempotencyStore(config.idempotency_ttl_s, database=self.database)
         self.conversations = Conversations(self.database)
         self.metrics = Metrics(
@@ -41,6 +45,22 @@ class ServerState:
             if self._db is None:
                 self._db = Database()
             return self._db
+
+    def drain(self, bound_s: float) -> int:
+        """Stop what is generating (the server is stopping and takes no more requests): every conversation turn and
+        chat completion in flight is cancelled, and waited for up to `bound_s` seconds in all, so that each turn is
+        stored as cancelled with what it had and each request writes its log line. Returns how many it stopped."""
+        deadline = time.monotonic() + bound_s
+        turns = self.conversations.cancel_all()
+        pumps = list(self.pumps)
+        for pump in pumps:
+            pump.cancel()
+        for pump in pumps:
+            pump.join(max(0.0, deadline - time.monotonic()))
+        for turn in turns:
+            while not turn.ended and time.monotonic() < deadline:
+                time.sleep(0.01)
+        return len(turns) + len(pumps)
 
     def finished(self, record: RequestRecord, timings: Timings) -> None:
         """A generation ended (on its thread): count its tokens and latencies, fill its log line."""
