@@ -73,20 +73,42 @@ export function safetyRow(d: SafetyDecision): HTMLElement {
   );
 }
 
-/** The user's message with the input layer's spans shown: original struck through, then the replacement. */
+/** What a span's layer did to it: a redaction (struck through, its replacement after it: the model read the
+ * replacement), a block (struck through: the model read nothing), or a flag (marked: the model read it as written).
+ * A merged decision may hold a flagged guard's spans beside a redacting one's: only a span with a replacement was
+ * redacted. */
+export function spanAction(action: string, replacement: string): "redact" | "block" | "flag" {
+  if (action === "block") return "block";
+  return action === "redact" && replacement ? "redact" : "flag";
+}
+
+const SPAN_TITLE = {
+  redact: "redacted: the model read the replacement",
+  block: "blocked: the model read nothing of the message",
+  flag: "flagged: the model read it as written",
+};
+
+/** The user's message with the input layer's spans shown: a redaction or a block struck through (a redaction's
+ * replacement after it), a flagged span marked. */
 export function userText(text: string, decisions: readonly SafetyDecision[]): HTMLElement {
   const spans = decisions
     .filter((d) => d.layer === "input" && d.action !== "allow")
-    .flatMap((d) => d.spans.map((s) => ({ ...s, action: d.action })))
+    .flatMap((d) => d.spans.map((s) => ({ ...s, action: spanAction(d.action, s.replacement) })))
     .sort((a, b) => a.start - b.start);
   const out = el("div", { class: "cf-user-text" });
   let at = 0;
   for (const s of spans) {
     if (s.start < at) continue; // overlapping span: the first wins
     out.append(text.slice(at, s.start));
-    const mark = el("span", { class: `cf-span cf-span-${s.action}`, title: `${s.category} (${s.action})` });
-    mark.append(el("del", { class: "cf-span-orig", text: text.slice(s.start, s.end) }));
-    if (s.replacement) mark.append(el("ins", { class: "cf-span-repl", text: s.replacement }));
+    const mark = el("span", {
+      class: `cf-span cf-span-${s.action}`,
+      "data-testid": "user-span",
+      "data-action": s.action,
+      title: `${s.category}: ${SPAN_TITLE[s.action]}`,
+    });
+    const original = text.slice(s.start, s.end);
+    mark.append(el(s.action === "flag" ? "mark" : "del", { class: "cf-span-orig", text: original }));
+    if (s.action === "redact") mark.append(el("ins", { class: "cf-span-repl", text: s.replacement }));
     mark.append(el("span", { class: "cf-span-cat", text: s.category }));
     out.append(mark);
     at = s.end;
