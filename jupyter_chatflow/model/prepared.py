@@ -17,6 +17,7 @@ import json
 import os
 import shutil
 import tempfile
+import time
 from pathlib import Path
 from typing import Any
 
@@ -26,6 +27,8 @@ from .config import ModelConfig, RopeScaling
 from .quant.packed import Packed, Part
 
 ENV_VAR = "CHATFLOW_WEIGHTS_CACHE"
+STAGING = ".writing-"
+"""An entry being written: `.writing-<pid>-<random>`, renamed into place once whole."""
 FORMAT_VERSION = 3
 """Bumped when what an entry holds changes (2: the config's `name` is the name people know, `display_name`; 3: the
 config's architecture fields and a layer's optional tensors), so an older entry is prepared again rather than
@@ -86,7 +89,8 @@ def save(model_path: Path, prepared: Prepared, weights: str = "float") -> Path |
         return entry
     try:
         entry.parent.mkdir(parents=True, exist_ok=True)
-        staging = Path(tempfile.mkdtemp(dir=entry.parent, prefix=".writing-"))
+        sweep_staging(entry.parent)
+        staging = Path(tempfile.mkdtemp(dir=entry.parent, prefix=f"{STAGING}{os.getpid()}-"))
     except OSError:
         return None
     try:
@@ -96,6 +100,31 @@ def save(model_path: Path, prepared: Prepared, weights: str = "float") -> Path |
         shutil.rmtree(staging, ignore_errors=True)
         return None
     return entry
+
+
+def sweep_staging(root: Path) -> list[Path]:
+    """Remove the staging folders of writes whose process has ended (a load killed mid-way left 144-496 MB each,
+    never removed); returns them. A folder of a live process, or of an unknown one younger than a day, stays."""
+    removed = []
+    for folder in root.glob(f"{STAGING}*"):
+        pid = folder.name[len(STAGING) :].split("-", 1)[0]
+        if pid.isdigit() and _running(int(pid)):
+            continue
+        if not pid.isdigit() and time.time() - folder.stat().st_mtime < 86_400:  # (written before pids were named)
+            continue
+        shutil.rmtree(folder, ignore_errors=True)
+        removed.append(folder)
+    return removed
+
+
+def _running(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
 
 
 def _write_entry(folder: Path, prepared: Prepared) -> None:

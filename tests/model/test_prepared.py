@@ -75,3 +75,41 @@ def test_weights_held_quantized_have_entries_of_their_own(cache_dir, tmp_path, w
     ids = [1, 40, 50, 60, 2]
     np.testing.assert_array_equal(second.logits(ids), first.logits(ids))
     assert second.runner.weight_bytes == first.runner.weight_bytes and second.weights_format == weights
+
+
+KILLED_MID_WRITE = """
+import sys, time
+from jupyter_chatflow import load_model
+from jupyter_chatflow.model import prepared
+
+def slow(folder, arranged):  # the entry's first array, then a pause the kill lands in
+    (folder / "first.npy").write_bytes(b"x" * 4096)
+    print("WRITING", flush=True)
+    time.sleep(60)
+
+prepared._write_entry = slow
+load_model(sys.argv[1], dtype="float32")
+"""
+
+
+@pytest.mark.slow  # a fresh process importing JAX and the package
+def test_a_load_killed_mid_write_leaves_a_staging_folder_the_next_write_removes(cache_dir, model_file):
+    import signal
+    import subprocess
+    import sys
+
+    child = subprocess.Popen([sys.executable, "-c", KILLED_MID_WRITE, str(model_file)], stdout=subprocess.PIPE,
+                             text=True, env=os.environ | {prepared.ENV_VAR: str(cache_dir)})  # fmt: skip
+    try:
+        assert child.stdout is not None and child.stdout.readline().strip() == "WRITING"
+        os.kill(child.pid, signal.SIGKILL)
+        child.wait(30)
+    finally:
+        child.kill()
+    [left] = list(cache_dir.glob(f"{prepared.STAGING}{child.pid}-*"))  # the killed write's, named by its pid
+    assert (left / "first.npy").is_file()
+    live = cache_dir / f"{prepared.STAGING}{os.getpid()}-mine"  # a write of a live process (this one) stays
+    live.mkdir()
+    load_model(model_file, dtype="float32")  # prepares the file again: the dead write's folder goes
+    assert not left.exists() and live.exists()
+    assert [p.name for p in cache_dir.iterdir() if not p.name.startswith(".")] == [prepared.entry_for(model_file).name]
