@@ -229,6 +229,13 @@ class Chat:
         if self._current is not None:
             self._current.set()
 
+    def close(self) -> None:
+        """Take no more turns; the chat's threads end once what is queued has run (a server forgets idle
+        conversations this way: one worker thread each, kept otherwise). Its session stays stored."""
+        self._drop_prewarm()
+        self._prewarmer.shutdown(wait=False, cancel_futures=True)
+        self._worker.shutdown(wait=False)
+
     def reset(self) -> None:
         """Forget this session's turns (memories stay)."""
         self.sessions.reset(self.session.id)

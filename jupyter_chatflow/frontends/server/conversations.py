@@ -3,7 +3,8 @@
 A turn's frames are made on a thread as its events come (`conversation_frames`: delta-encoding v1 items with the
 safety decisions and the title between them) and numbered from 1; any number of readers replay and follow them
 (`TurnFrames.follow`), so a reader that comes back after a dropped connection misses nothing. An ended turn's
-frames are kept KEEP_S seconds; a conversation, past MAX_CONVERSATIONS, is forgotten least recently used first.
+frames are kept KEEP_S seconds; a conversation, past MAX_CONVERSATIONS or idle for IDLE_S, is forgotten (least
+recently used first) and its Chat closed; its turns stay stored, and it opens again when its id is used.
 """
 
 from __future__ import annotations
@@ -31,7 +32,8 @@ from .errors import APIError
 
 ORPHAN_S = 30.0  # a turn nobody reads for this long is cancelled
 KEEP_S = 600.0  # an ended turn's frames are kept this long for a late resume, then dropped
-MAX_CONVERSATIONS = 256  # the least recently used beyond these are forgotten (their stored sessions stay)
+MAX_CONVERSATIONS = 64  # the least recently used beyond these are forgotten (their stored sessions stay)
+IDLE_S = 900.0  # a conversation unused this long is forgotten too: its Chat's thread ends (it opens again when used)
 
 
 class TurnFrames:
@@ -123,6 +125,12 @@ class Conversation:
     def __init__(self, key: str, chat: Chat):
         self.id, self.key, self.chat = chat.session.name, key, chat
         self.turn: TurnFrames | None = None
+        self.used = time.monotonic()
+
+    @property
+    def idle(self) -> bool:
+        """No turn running, and none sent for IDLE_S seconds."""
+        return (self.turn is None or self.turn.ended) and time.monotonic() - self.used > IDLE_S
 
 
 class Conversations:
@@ -144,6 +152,7 @@ class Conversations:
             if found is None or found.key != key:
                 raise _not_found(conversation_id)
             self._open.move_to_end(conversation_id)
+            found.used = time.monotonic()
             return found
 
     def reopen(self, conversation_id: str, key: str, model: Model, engine: Any) -> Conversation:
@@ -183,14 +192,19 @@ class Conversations:
         with self._lock:
             conversation = self._open[chat.session.name] = Conversation(key, chat)
             while len(self._open) > MAX_CONVERSATIONS:
-                self._open.popitem(last=False)
+                _, forgotten = self._open.popitem(last=False)
+                forgotten.chat.close()
             return conversation
 
     def _sweep(self) -> None:
-        """Drop the frames of turns that ended more than KEEP_S ago (the conversations stay, to go on)."""
-        for conversation in self._open.values():
+        """Drop the frames of turns that ended more than KEEP_S ago, and forget the conversations idle for IDLE_S
+        (their Chats closed: a thread each; they open again from the database when used)."""
+        for conversation in list(self._open.values()):
             if conversation.turn is not None and conversation.turn.expired():
                 conversation.turn = None
+            if conversation.idle:
+                del self._open[conversation.id]
+                conversation.chat.close()
 
 
 def _not_found(conversation_id: str) -> APIError:

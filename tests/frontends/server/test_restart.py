@@ -60,3 +60,35 @@ def test_an_idempotency_key_repeated_after_a_restart_gets_the_stored_answer(rest
     assert again.content == first.content  # the same answer, byte for byte (sampled at temperature 1: not rerun)
     reused = http.post(f"{base}/v1/chat/completions", json={**body, "max_tokens": 5}, headers=headers)
     assert reused.status_code == 400 and reused.json()["error"]["code"] == "idempotency_key_reused"
+
+
+def test_forgotten_conversations_give_their_threads_back_and_go_on_when_used(restartable, http, monkeypatch):
+    """A soak of 16 clients left one Chat thread per remembered conversation (22 → 87 threads): past
+    MAX_CONVERSATIONS, or idle for IDLE_S, a conversation is forgotten, its Chat closed, and it opens again from the
+    database when its id is used."""
+    import threading
+
+    from jupyter_chatflow.frontends.server import conversations
+
+    monkeypatch.setattr(conversations, "MAX_CONVERSATIONS", 2)
+    base, state = restartable()
+
+    def engine_threads() -> int:
+        return sum(t.name.startswith("chatflow-engine") for t in threading.enumerate())
+
+    before = engine_threads()
+    ids = []
+    for n in range(5):
+        reply = http.post(f"{base}/v1/chatflow/conversation", json={"message": f"Hi {n}", "options": {"max_tokens": 2}},
+                          headers=AUTH)  # fmt: skip
+        ids.append(reply.headers["x-conversation-id"])
+        wait_until(lambda: state.host.engine.active == 0)
+    wait_until(lambda: engine_threads() <= before + 2)  # the forgotten three's threads have ended
+    monkeypatch.setattr(conversations, "IDLE_S", 0.0)
+    again = {"conversation_id": ids[0], "message": "Still there?", "options": {"max_tokens": 2}}
+    assert http.post(f"{base}/v1/chatflow/conversation", json=again, headers=AUTH).status_code == 200
+    wait_until(lambda: state.host.engine.active == 0)
+    http.post(f"{base}/v1/chatflow/conversation", json={"message": "New", "options": {"max_tokens": 2}}, headers=AUTH)
+    wait_until(lambda: engine_threads() <= before + 1)  # idle ones forgotten too: only the newest is open
+    chat = state.conversations.reopen(ids[0], state.keys.check(AUTH["Authorization"]), *state.host.require()).chat
+    assert [r.user for r in chat.history()] == ["Hi 0", "Still there?"]
