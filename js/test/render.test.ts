@@ -320,6 +320,21 @@ describe("fake model: live stream, controls and messages", () => {
     expect(model.sent.filter((m) => m.content.type === "draft").length).toBe(1);
   });
 
+  it("a draft is the text Send would send (a paste's trailing newline is not part of it)", () => {
+    vi.useFakeTimers();
+    const model = mount({});
+    const input = q("chat-input") as HTMLTextAreaElement;
+    input.value = "  A long pasted text.\n";
+    input.dispatchEvent(new Event("input"));
+    vi.advanceTimersByTime(1000);
+    q("send").click();
+    const sent = model.sent.map((m) => m.content).filter((c) => c.type === "draft" || c.type === "send");
+    expect(sent).toEqual([
+      { type: "draft", text: "A long pasted text." },
+      { type: "send", text: "A long pasted text." },
+    ]);
+  });
+
   it("settings form writes the settings trait and saves", () => {
     const model = mount({});
     const temp = page.host.querySelector('input[name="temperature"]') as HTMLInputElement;

@@ -15,6 +15,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from jupyter_chatflow.engine.plan import JOINED
 from jupyter_chatflow.events import (
     Cancelled,
     Completed,
@@ -147,15 +148,21 @@ def ttft_note(
 
 
 def prewarm_note(prewarm: Mapping[str, Any] | None, events: Sequence[Event]) -> str:
-    """What the draft prewarm did: the prompt's tokens it put in the prompt cache, and whether the prefill used
-    them (and, if the prefill still compiled a new program, that it did)."""
+    """What the draft prewarm did, in the figures the panel's box under the input showed for it: the prompt's tokens
+    it put in the prompt cache, whether it still ran when the message was sent (the turn joined it), and whether the
+    prefill used them (and, if the prefill still compiled a new program, that it did)."""
     if not prewarm:
         return ""
     prefill = next((e for e in events if isinstance(e, PrefillDone)), None)
-    said = (f"Prewarmed while typing, before this request: {prewarm['prompt_tokens']} tokens "
+    joined = prefill is not None and prefill.queued_for == JOINED
+    when = "still running when the message was sent: this turn joined it" if joined else "before this request"
+    said = (f"Prewarmed while typing, {when}: {prewarm['prompt_tokens']} tokens "
             f"({prewarm['computed_tokens']} computed) in {ms(prewarm['latency_ms'])}")  # fmt: skip
     if prefill is None:
         return said
+    if not prewarm["computed_tokens"]:
+        why = "its draft was blocked, or a newer one stopped it" if not prewarm["prompt_tokens"] else "it held them"
+        return f"{said} · it put nothing new in the prompt cache ({why}, or the send stopped it)"
     if prefill.reused_tokens <= prewarm.get("cached_before", 0):
         return f"{said} · not used: the prompt changed after it"
     compiled = f"; it still compiled a new prefill program for the rest ({ms(prefill.compile_ms)})"

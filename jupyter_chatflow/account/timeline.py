@@ -13,6 +13,7 @@ import dataclasses
 from collections.abc import Sequence
 from urllib.parse import urlparse
 
+from jupyter_chatflow.engine.plan import JOINED
 from jupyter_chatflow.events import (
     Cancelled,
     Completed,
@@ -133,7 +134,9 @@ class Timeline:
         self.end_decode()
         end = self.at(e.timestamp)
         start = end - e.latency_ms
-        if e.queued_ms >= WAIT_MS:
+        if e.queued_ms >= WAIT_MS and e.queued_for == JOINED:  # its own prompt's prefill (the draft's prewarm)
+            self.add(f"prefill, joined{self._r}", "prefill", start - e.queued_ms, start, joined_words(e))
+        elif e.queued_ms >= WAIT_MS:
             why = f"waited {ms(e.queued_ms)} for {e.queued_for or 'the scheduler'}"
             self.add(f"wait{self._r}", "queue", start - e.queued_ms, start, why)
         compiles = (Interval(start_ms=start, end_ms=min(end, start + e.compile_ms)),) if e.compile_ms > 0 else ()
@@ -217,6 +220,14 @@ def prefill_words(e: PrefillDone) -> str:
     """A prefill bar's detail: its tokens, what the prompt cache gave, its compiling."""
     said = f"{e.prompt_tokens:,} tokens: {e.reused_tokens:,} from the prompt cache, {e.computed_tokens:,} computed"
     return said + (f" · {ms(e.compile_ms)} of it XLA compiling a program new to the process" if e.compile_ms else "")
+
+
+def joined_words(e: PrefillDone) -> str:
+    """A joined prefill's detail: the prefill of this prompt already running when the turn came (a draft's prewarm),
+    which the turn's own prefill then started from."""
+    found = f"{e.reused_tokens:,} of its {e.prompt_tokens:,} tokens"
+    return (f"joined the prefill of this prompt already running (the draft's prewarm) for {ms(e.queued_ms)}: the "
+            f"prefill below found {found} in the prompt cache")  # fmt: skip
 
 
 def title_words(e: TitleGenerated, after_answer: bool) -> str:

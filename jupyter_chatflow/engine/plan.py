@@ -13,7 +13,8 @@ The rules, between two decode steps (a "window"):
 - prefills run up to `PREFILL_CHUNK` tokens per window, one sequence at a time in the order they came (a long
   prompt never stalls the rows for its whole prefill): at the window's start a burst of short prompts that fit a
   group (`prefill_group`) is prefilled as one chunk; otherwise the sequence in its prefill runs its next chunk, or
-  the head of the queue is admitted when a row is free for it;
+  the head of the queue is admitted when a row is free for it (one that waits for a prefill of its own prompt, a
+  draft's prewarm, joins it: it starts from that one's keys and values);
 - a newcomer that would make a batch shape whose decode programs are not compiled waits while they compile beside
   the rows (`warm`: ~1-2 s on the default model, which the rows would stall for if the loop compiled them); the
   programs of the doubled cache are compiled before a row reaches the cache's end;
@@ -31,6 +32,9 @@ from .prefill_group import GROUP_SIZES, WIDTH, group_size
 Shape = tuple[int, int]  # a batch's (rows, positions per row): one compiled decode program each
 
 FOR_A_PREFILL = "another sequence's prefill"
+JOINED = "a prefill of its own prompt already running (a draft's prewarm): joined, its keys and values reused"
+"""The head of the queue waits for a prefill that computes more of its prompt than the prompt cache holds for it
+(the draft's prewarm of the message just sent): its own prefill then starts from that one's keys and values."""
 FOR_A_ROW = "a free row: every row of the batch was busy"
 FOR_PROGRAMS = "the decode programs of the batch it joins to compile"
 
@@ -46,6 +50,9 @@ class Waiting:
     cache's prefix (only looked at for the sequences a window's start could group)."""
     join_length: int = 0
     """The batch length it needs to join (only looked at for the head of the queue)."""
+    joins: bool = False
+    """The sequence in its prefill computes more of this one's prompt than the prompt cache holds for it: waiting
+    for that prefill is joining it (only looked at for the head of the queue)."""
 
 
 @dataclasses.dataclass(frozen=True)
@@ -195,7 +202,7 @@ def _head_waits(state: SchedulerState, active: int) -> str:
     if not state.waiting:
         return ""
     if state.filling is not None:
-        return FOR_A_PREFILL
+        return JOINED if state.waiting[0].joins else FOR_A_PREFILL
     if active >= state.max_batch:
         return FOR_A_ROW
     return ""

@@ -34,6 +34,7 @@ from .generation import Generation, RawStep
 from .loop import LoopThread
 from .model import Model
 from .plan import SchedulerState, Shape, StepPlan, Waiting, batch_size, group_cost, plan
+from .prompt_cache import shared_prefix
 from .run import raw_step
 from .runner import Runner
 from .sampling import SamplingParams
@@ -175,7 +176,8 @@ class Scheduler:
         window = max(0, self.max_batch - active) if grouping else 0
         waiting = tuple(
             Waiting(id=s.id, stopped=s.stopped(), join_length=self._batch.length_for(s.prompt.size) if i == 0 else 0,
-                    groupable=i < window and s.constraint is None and self.runner.fits_group(s.prompt))
+                    groupable=i < window and s.constraint is None and self.runner.fits_group(s.prompt),
+                    joins=i == 0 and self._joins(s))
             for i, s in enumerate(self._waiting)
         )  # fmt: skip
         reach = max((s.reach(int(self._batch.positions()[s.row])) for s in running), default=0)
@@ -189,6 +191,15 @@ class Scheduler:
             ready=self._ready(waiting[0].join_length if waiting else 0),
             warm_started=frozenset(self._warming), warming=frozenset(k for k, busy in self._warming.items() if busy),
         )  # fmt: skip
+
+    def _joins(self, sequence: Submission) -> bool:
+        """Whether the sequence in its prefill computes more of `sequence`'s prompt than the prompt cache holds for
+        it (its keys and values are lent to the prompt cache when its prefill ends: `sequence` starts from them)."""
+        filling = self._filling
+        if filling is None:
+            return False
+        ahead = min(shared_prefix(filling.prompt, sequence.prompt), sequence.prompt.size - 1)
+        return ahead > self.runner.shared_prefix(sequence.prompt)
 
     def _ready(self, join_length: int) -> frozenset[Shape]:
         """Which of the batch shapes a plan may ask about have their decode programs compiled."""

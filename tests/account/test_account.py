@@ -235,3 +235,33 @@ def test_a_tiny_model_tool_turn_counts_every_token_of_its_call(wide_model):
     assert a.unshown_tokens in (0, 1)  # the end-of-sequence token, when the answer stopped on it
     decode = [s for s in a.stages if s.kind == "decode" and s.ticks_ms]
     assert sum(len(s.ticks_ms) for s in decode) == a.answer_tokens  # a tick per token shown, each when computed
+
+
+def test_a_prewarm_that_put_nothing_in_the_prompt_cache_is_not_said_to_be_used():
+    """The issue's Timeline: '0 tokens (0 computed) in 1.44 s · used' (a draft the input layer blocked, then a
+    send of other text whose prefill reused the system prompt)."""
+    prefill = PrefillDone(prompt_tokens=40, reused_tokens=20, computed_tokens=20, latency_ms=50.0, timestamp=10.1)
+    empty = {"chars": 5, "prompt_tokens": 0, "computed_tokens": 0, "cached_before": 0, "latency_ms": 1440.0}
+    a = account_of(turn(context(40), prefill, completed(10.2, completion=1, prompt=40)), empty)
+    assert a.prewarm_note == (
+        "Prewarmed while typing, before this request: 0 tokens (0 computed) in 1.44 s · it put nothing new in the "
+        "prompt cache (its draft was blocked, or a newer one stopped it, or the send stopped it)"
+    )
+
+
+def test_a_prefill_that_joined_its_prewarm_is_prefill_not_a_wait():
+    """A long paste sent while its draft's prewarm prefilled it: the wait for that prefill is the turn's own
+    prefill, joined (the scheduler says so: `plan.JOINED`); the note gives the prewarm's figures and says so."""
+    from jupyter_chatflow.engine.plan import JOINED
+
+    prefill = PrefillDone(prompt_tokens=2264, reused_tokens=2263, computed_tokens=1, latency_ms=40.0,
+                          queued_ms=7600.0, queued_for=JOINED, timestamp=17.7)  # fmt: skip
+    prewarm = {"chars": 9000, "prompt_tokens": 2264, "computed_tokens": 2239, "cached_before": 25, "latency_ms": 8780}
+    a = account_of(turn(context(2264, window=8192), prefill, completed(17.8, completion=1, prompt=2264)), prewarm)
+    joined = next(s for s in a.stages if s.label == "prefill, joined")
+    assert joined.kind == "prefill" and joined.end_ms - joined.start_ms == pytest.approx(7600.0)
+    assert joined.detail == ("joined the prefill of this prompt already running (the draft's prewarm) for 7.60 s: "
+                             "the prefill below found 2,263 of its 2,264 tokens in the prompt cache")  # fmt: skip
+    assert a.queued_ms == 0 and not any(s.kind == "queue" for s in a.stages)
+    assert a.prewarm_note.startswith("Prewarmed while typing, still running when the message was sent: this turn "
+                                     "joined it: 2264 tokens (2239 computed) in 8.78 s · used")  # fmt: skip

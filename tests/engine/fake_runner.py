@@ -17,7 +17,7 @@ import numpy as np
 from jupyter_chatflow.engine.batch import WARM_AHEAD, kept_length
 from jupyter_chatflow.engine.chunks import bucket, cache_length, prefill_chunks, room
 from jupyter_chatflow.engine.prefill_group import WIDTH
-from jupyter_chatflow.engine.prompt_cache import MIN_KEPT_LENGTH
+from jupyter_chatflow.engine.prompt_cache import MIN_KEPT_LENGTH, shared_prefix
 from jupyter_chatflow.engine.run import Run, raw_step
 from jupyter_chatflow.engine.sampling import Sampled, SamplingParams
 from jupyter_chatflow.errors import GenerationError
@@ -90,6 +90,10 @@ class FakeRunner:
 
     def keep(self, cache, ids: np.ndarray) -> None:
         self.kept.append(np.asarray(ids).tolist())
+
+    def shared_prefix(self, prompt: np.ndarray) -> int:
+        """The longest prefix of `prompt` among the caches kept (at most all but its last token)."""
+        return max((min(shared_prefix(np.asarray(k), prompt), prompt.size - 1) for k in self.kept), default=0)
 
     def batch(self) -> FakeBatch:
         return FakeBatch(self)

@@ -9,6 +9,7 @@ from jupyter_chatflow.engine.plan import (
     FOR_A_PREFILL,
     FOR_A_ROW,
     FOR_PROGRAMS,
+    JOINED,
     SchedulerState,
     StepPlan,
     Waiting,
@@ -41,6 +42,12 @@ def test_the_head_of_the_queue_is_admitted_first_and_its_first_chunk_runs():
 def test_one_prefill_at_a_time_the_next_one_waits_for_it():
     todo = plan(state(waiting=queue(8), filling=7, rows=(3,), length=512))
     assert todo == StepPlan(prefill=True, wait_reason=FOR_A_PREFILL)
+
+
+def test_one_that_waits_for_a_prefill_of_its_own_prompt_joins_it():
+    """A turn sent while its draft's prewarm prefills the same prompt: it waits for that prefill as a join."""
+    todo = plan(state(waiting=queue(8, joins=True), filling=7))
+    assert todo == StepPlan(prefill=True, wait_reason=JOINED)
 
 
 def test_prefills_stop_for_the_window_once_a_wide_chunk_is_spent_and_the_rows_decode():

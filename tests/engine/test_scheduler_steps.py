@@ -15,7 +15,7 @@ import pytest
 
 from jupyter_chatflow import GenerationError, SamplingParams
 from jupyter_chatflow.engine.chunks import PREFILL_CHUNK
-from jupyter_chatflow.engine.plan import FOR_A_ROW, FOR_PROGRAMS
+from jupyter_chatflow.engine.plan import FOR_A_PREFILL, FOR_A_ROW, FOR_PROGRAMS, JOINED
 from jupyter_chatflow.engine.scheduler import Scheduler
 from jupyter_chatflow.engine.submission import Submission
 
@@ -248,3 +248,33 @@ def test_a_failing_constraint_ends_its_own_sequence_only(scheduler, fail_at):
     with pytest.raises(GenerationError, match="This sequence failed: the grammar broke"):
         tokens(failing)
     assert tokens(other) == alone(prompt(8, 100))
+
+
+def test_a_sequence_sent_while_a_prefill_of_its_prompt_runs_joins_it(scheduler, fake):
+    """A draft's prewarm (one token) prefills a long paste; the turn that sends it comes meanwhile and waits for that
+    prefill as a join; another prompt, or one the prompt cache holds as much of already, waits for it plainly."""
+    paste = prompt(3 * PREFILL_CHUNK, 5)
+    one_token = SamplingParams(temperature=0.0, max_tokens=1)
+    prewarm = scheduler.submit(paste, one_token)
+    assert scheduler.step().admit is not None  # its first chunk
+    turn = scheduler.submit(paste, GREEDY)
+    assert reasons(scheduler) == {JOINED}
+    drain(scheduler)
+    assert tokens(prewarm) == alone(paste, 1) and tokens(turn) == alone(paste)
+    fake.kept.append(paste)  # the prompt cache holds it all now: a prefill of it again gives nothing more
+    again = [scheduler.submit(paste, one_token)]
+    scheduler.step()
+    again.append(scheduler.submit(paste, GREEDY))
+    assert reasons(scheduler) == {FOR_A_PREFILL}
+    drain(scheduler)
+    others = [scheduler.submit(prompt(3 * PREFILL_CHUNK, 6), one_token)]
+    scheduler.step()
+    others.append(scheduler.submit(prompt(3 * PREFILL_CHUNK, 7), GREEDY))
+    assert reasons(scheduler) == {FOR_A_PREFILL}
+    drain(scheduler)
+    assert [len(tokens(g)) for g in [*again, *others]] == [1, 6, 1, 6]
+
+
+def reasons(scheduler: Scheduler, steps: int = 4) -> set[str]:
+    """Why the head of the queue waited over the next `steps` steps."""
+    return {reason for _ in range(steps) if (reason := scheduler.step().wait_reason)}

@@ -280,8 +280,8 @@ export class ChatBox {
     this.cancelDraft();
     this.timer = setTimeout(() => {
       this.timer = null;
-      const text = this.input.value;
-      if (this.host.status() === "generating" || !text.trim() || text === this.lastDraft) return;
+      const text = this.input.value.trim(); // as Send sends it: a prewarm still running when it is sent is joined
+      if (this.host.status() === "generating" || !text || text === this.lastDraft) return;
       this.lastDraft = text;
       this.host.send({ type: "draft", text });
     }, DRAFT_DELAY_MS);

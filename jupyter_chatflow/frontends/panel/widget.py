@@ -49,6 +49,7 @@ from .turn_rows import by_turn, pieces, row, static_copy, tokenizer_of
 
 STATIC = Path(__file__).parents[2] / "static"
 COMPILE_TICK_S = 0.25
+JOIN_WAIT_S = 2.0  # at a turn's end, how long to wait for the prewarm it joined to report (it ended long before)
 ACCOUNT_EVERY_S = 0.2  # while a turn streams, its account goes out at most this often (the panel redraws as often)
 
 
@@ -105,6 +106,8 @@ class ChatWidget(anywidget.AnyWidget):
         self._own_prewarm: dict[str, Any] | None = None
         self._unused_prewarm: dict[str, Any] | None = None
         self._drafts = 0
+        self._draft_job: tuple[int, str, concurrent.futures.Future[Prewarm]] | None = None  # the latest draft's
+        self._joined: concurrent.futures.Future[Prewarm] | None = None  # the prewarm the live turn joined
         self._attention = LayerAttention()
         self._displays: list[Any] = []
         self._compile_clock: threading.Thread | None = None
@@ -120,7 +123,7 @@ class ChatWidget(anywidget.AnyWidget):
         """Send a message with the panel's settings (`options` override them); the panel streams the turn.
         (`send` is the widget's own method for messages to the front end.)"""
         self._check_idle()
-        return self._started(self.chat.send(text, **{**self.options(), **options}))
+        return self._started(self.chat.send(text, **{**self.options(), **options}), text)
 
     def fork(self, turn_id: str, index: int, token_id: int) -> Response:
         """Regenerate the latest answer from its token `index` with `token_id` there (see `Chat.fork`)."""
@@ -213,14 +216,32 @@ class ChatWidget(anywidget.AnyWidget):
         self._drafts += 1
         number = self._drafts
         future = self.chat.prewarm(text, **self.options())
+        self._draft_job = (number, text, future)
         future.add_done_callback(lambda done: self._prewarmed(done, number))
 
     def _prewarmed(self, future: concurrent.futures.Future[Prewarm], number: int) -> None:
-        if number != self._drafts or future.exception() is not None:  # a newer draft came, or it failed: no matter
+        """A draft's prewarm ended: the box under the input shows it; it is the next turn's, or the live turn's when
+        that turn joined it (sent while it ran: the Timeline then says what the box says)."""
+        if future.cancelled() or future.exception() is not None:  # it failed: no matter
             return
         info = dataclasses.asdict(future.result())
-        self._unused_prewarm = self.prewarm = info
+        with self._lock:
+            if future is self._joined:
+                self._own_prewarm = info
+                self._give_live_prewarm(info)
+            elif number != self._drafts:  # a newer draft came
+                return
+            else:
+                self._unused_prewarm = info
+        self.prewarm = info
         self.send({"type": "prewarmed", "prewarm": info})
+
+    def _give_live_prewarm(self, info: dict[str, Any]) -> None:
+        """The joined prewarm's figures go to the live turn (its account is derived again with them)."""
+        live, own = self.live, self._own.seen()[:1] if self._own is not None else []
+        if live is not None and own and live["turn_id"] == own[0].turn_id and live.get("prewarm") is None:
+            self.live = {**live, "prewarm": info}
+            self._accounts.pop(live["turn_id"], None)
 
     def _resume(self, message: dict[str, Any]) -> None:
         """A view that reloaded mid-stream: every event of the turn after the last sequence number it has."""
@@ -255,8 +276,15 @@ class ChatWidget(anywidget.AnyWidget):
         if own is not None and not any(isinstance(e, TERMINAL) for e in own.seen()):
             raise RequestError("A turn is still generating: press Stop, or wait for it to end.")
 
-    def _started(self, response: Response) -> Response:
-        self._own, self._own_prewarm, self._unused_prewarm = response, self._unused_prewarm, None
+    def _started(self, response: Response, text: str | None = None) -> Response:
+        """A turn sent from here: its prewarm is the draft's that ran before it, or, when that draft's prewarm of
+        the same text still runs (a long paste sent at once), that prewarm: the turn joins it (`Chat.send` lets it
+        run, and the scheduler starts the turn's prefill from its keys and values)."""
+        job = self._draft_job
+        running = job is not None and text is not None and job[1] == text and not job[2].done()
+        self._joined = job[2] if running and job is not None else None
+        self._own, self._own_prewarm = response, None if running else self._unused_prewarm
+        self._unused_prewarm = None
         self.error, self.status = "", "generating"
         response.start()
         return response
@@ -315,6 +343,9 @@ class ChatWidget(anywidget.AnyWidget):
         self._compile_clock.start()
 
     def _end(self, turn_id: str) -> None:
+        joined = self._joined
+        if joined is not None and concurrent.futures.wait([joined], JOIN_WAIT_S).done and not joined.exception():
+            self._give_live_prewarm(dataclasses.asdict(joined.result()))  # (if its callback has not yet)
         live = self.live or {}
         done = row(turn_id, self._events[turn_id], tokenizer_of(self.chat), live.get("prewarm"), self._account(turn_id))
         self.turns = [*self.turns, {**done, "fork_of": live.get("fork_of", "")}]

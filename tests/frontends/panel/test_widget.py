@@ -4,6 +4,7 @@ fork and the static fallback, on the tiny random model (the front end's own test
 from __future__ import annotations
 
 import re
+import threading
 import time
 from pathlib import Path
 
@@ -152,6 +153,41 @@ def test_a_draft_prewarms_its_prompt_and_the_turn_records_whether_it_was_used(pa
     assert turn["prewarm"] == prewarm
     prefill = next(e for e in turn["events"] if e["type"] == "prefill")
     assert prefill["reused_tokens"] > prewarm["cached_before"]  # what the timeline calls "prewarm used"
+
+
+def test_a_turn_sent_while_its_drafts_prewarm_still_runs_joins_it_and_says_what_the_box_says(
+    panel, tiny_model, monkeypatch
+):
+    """A long paste sent at once: its draft's prewarm is still prefilling (slowed here) when the turn comes. The
+    turn joins that prefill (no 'waited for another sequence's prefill'), and its Timeline's prewarm figures are
+    the ones the box under the input shows."""
+    paste = " ".join(f"Line {i} of a long text." for i in range(14))  # ~270 tokens
+    prefilling, real = threading.Event(), tiny_model.runner.prefill
+
+    def slow(run, reused, constraint=None):
+        for chunk in real(run, reused, constraint):
+            if run.prompt.size > 200:
+                prefilling.set()
+                time.sleep(0.1)
+            yield chunk
+
+    monkeypatch.setattr(tiny_model.runner, "prefill", slow)
+    message(panel, type="draft", text=paste)
+    assert prefilling.wait(30)
+    panel.ask(paste)
+    panel.wait(60)
+    turn, box = panel.turns[-1], panel.prewarm
+    assert box is not None and box["computed_tokens"] > 200 and turn["prewarm"] == box
+    note = turn["account"]["prewarm_note"]
+    assert note.startswith("Prewarmed while typing, still running when the message was sent: this turn joined it: "
+                           f"{box['prompt_tokens']} tokens ({box['computed_tokens']} computed) in "), note  # fmt: skip
+    assert "· used: this turn's prefill found them in the prompt cache" in note
+    stages = turn["account"]["stages"]
+    joined = next(s for s in stages if s["label"] == "prefill, joined")
+    assert joined["kind"] == "prefill" and "joined the prefill of this prompt already running" in joined["detail"]
+    assert not [s for s in stages if "prefill" in s["detail"] and s["kind"] == "queue"], stages
+    prefill = next(e for e in turn["events"] if e["type"] == "prefill")
+    assert prefill["reused_tokens"] == prefill["prompt_tokens"] - 1  # all but its last token: the prewarm's
 
 
 def test_attention_is_computed_on_the_engine_thread_and_sent_as_float16(panel, tiny_model):
