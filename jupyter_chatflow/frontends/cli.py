@@ -158,7 +158,8 @@ def run_chat(args: argparse.Namespace) -> int:
 
     prompt = _prompt(args.prompt, sys.stdin)
     model, _ = _load(args.model, quiet=args.json, dtype=args.dtype, devices=args.devices, weights=args.weights)
-    chat = Chat(model=model, session=args.session or "cli", system=args.system, persist=args.session is not None)
+    chat = Chat(model=model, session=args.session or "cli", system=args.system, persist=args.session is not None,
+                db=_database(args.session))  # fmt: skip
     response = chat.send(prompt, **options_given(args))
     out = sys.stdout
     response.follow(lambda event: _print_event(event, args.json, out))  # Ctrl-C: ends with a Cancelled event
@@ -170,6 +171,20 @@ def run_chat(args: argparse.Namespace) -> int:
             _print_late(response, out)
         _emit({"type": "account", **account_of(response.seen()).to_dict()}, out)
     return {"completed": 0, "cancelled": 130}.get(last.type if last else "", 1)
+
+
+def _database(session: str | None) -> Any:
+    """The user's database; without --session, where nothing is stored, one in memory when that one cannot be
+    opened (a full or read-only disk): the answer comes, and the note says what failed."""
+    from jupyter_chatflow.store.database import Database, StorageError
+
+    try:
+        return Database()
+    except StorageError as error:
+        if session is not None:
+            raise
+        print(f"chatflow: memory is off for this run: {error}", file=sys.stderr, flush=True)
+        return Database(":memory:")
 
 
 def _prompt(given: str | None, stdin: TextIO) -> str:

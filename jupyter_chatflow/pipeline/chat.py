@@ -122,7 +122,8 @@ class Chat:
             self.policy = self.policy.with_model(self._model)
         else:
             self.policy = self.policy.without_model(REMOTE_NOTE)
-        self.session = self.sessions.open(session, new=new)
+        # an unstored chat's session is not written either (a one-off `chatflow chat` left an empty one each run)
+        self.session = self.sessions.open(session, new=new) if persist else self.sessions.unstored(session)
         self.sessions.recover()  # turns a killed process left running: "interrupted", with what they had streamed
         self._worker = ThreadPoolExecutor(max_workers=1, thread_name_prefix="chatflow-engine")
         self._prewarmer = ThreadPoolExecutor(max_workers=1, thread_name_prefix="chatflow-prewarm")

@@ -117,6 +117,11 @@ class Sessions:
                 row = conn.execute("SELECT * FROM sessions WHERE name = ? AND archived = 0", (name,)).fetchone()
         return _session(row)
 
+    def unstored(self, name: str) -> SessionRecord:
+        """A session of a chat that stores nothing (`Chat(persist=False)`): a record, never written."""
+        now = time.time()
+        return SessionRecord(id=uuid.uuid4().hex, name=name, created=now, updated=now)
+
     def get(self, session_id: str) -> SessionRecord:
         """The session with this id (live or archived)."""
         rows = self.db.query("SELECT * FROM sessions WHERE id = ?", (session_id,))

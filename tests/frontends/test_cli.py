@@ -54,6 +54,25 @@ def test_chat_json_with_a_session_ends_with_the_title_after_the_answer(tiny_path
     assert [e["type"] for e in json_lines(capsys.readouterr().out)[-2:]] == ["completed", "account"]
 
 
+def test_chat_without_a_session_stores_nothing_and_answers_if_the_database_cannot_open(
+    tiny_path, tmp_path, monkeypatch, capsys
+):
+    from jupyter_chatflow.store.database import Database
+
+    monkeypatch.setenv("CHATFLOW_DB", str(tmp_path / "cli.db"))
+    assert main(["chat", "--model", str(tiny_path), "--max-tokens", "3", "Hello"]) == 0
+    with Database(tmp_path / "cli.db") as db:  # a one-off run made an empty "cli" session each time
+        assert db.query("SELECT count(*) FROM sessions")[0][0] == 0
+    (tmp_path / "a-file").write_text("")
+    monkeypatch.setenv("CHATFLOW_DB", str(tmp_path / "a-file" / "cli.db"))  # cannot be opened
+    capsys.readouterr()
+    assert main(["chat", "--model", str(tiny_path), "--max-tokens", "3", "Hello"]) == 0
+    said = capsys.readouterr()
+    assert said.out.strip() and "memory is off for this run: Cannot open" in said.err and "$CHATFLOW_DB" in said.err
+    assert main(["chat", "--model", str(tiny_path), "--max-tokens", "3", "--session", "s", "Hello"]) == 1  # stored
+    assert "Cannot open" in capsys.readouterr().err
+
+
 def test_chat_text_streams_to_stdout(tiny_path, capsys):
     assert main(["chat", "--model", str(tiny_path), "--seed", "3", "--max-tokens", "5", "Hello"]) == 0
     captured = capsys.readouterr()
