@@ -21,12 +21,19 @@ class LoopThread:
         self.thread: threading.Thread | None = None
         """The running thread (None while idle)."""
         self.closing = False
+        self._resting = False  # end the thread at its next idle wait, not IDLE_EXIT_S later
 
     def wake(self) -> None:
         """There is work: start the thread if none runs, else wake it."""
         if self.thread is None:
             self.thread = threading.Thread(target=self._run, name="chatflow-scheduler", daemon=True)
             self.thread.start()
+        self._work.notify()
+
+    def rest(self) -> None:
+        """End the thread now if it has nothing to do (else once it has not): its scheduler, and the model it holds,
+        may then be collected at once. The scheduler stays usable: a submit starts a thread again."""
+        self._resting = True
         self._work.notify()
 
     def close(self) -> threading.Thread | None:
@@ -45,7 +52,7 @@ class LoopThread:
         """Whether there is work; False when closing, or after `IDLE_EXIT_S` idle (the thread then ends)."""
         with self._work:
             while not self.closing and not self._has_work():
-                if not self._work.wait(IDLE_EXIT_S) and not self._has_work():
-                    self.thread = None  # (under the lock: a submit from now on starts a new thread)
+                if (self._resting or not self._work.wait(IDLE_EXIT_S)) and not self._has_work():
+                    self.thread, self._resting = None, False  # (under the lock: a submit from now on starts anew)
                     return False
             return not self.closing

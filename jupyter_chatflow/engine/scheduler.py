@@ -133,6 +133,12 @@ class Scheduler:
         """Device memory of the rows' KV cache now (0 while nothing runs)."""
         return self._batch.nbytes
 
+    def rest(self) -> None:
+        """Let the loop thread end as soon as it is idle (a chat moved to another model: this one, its KV and prompt
+        caches can be collected now rather than `IDLE_EXIT_S` later). A later submit starts it again."""
+        with self._work:
+            self._loop.rest()
+
     def close(self) -> None:
         """Stop the loop (after its current step) and wait for any compile on a thread of its own; every unfinished
         sequence ends as cancelled."""

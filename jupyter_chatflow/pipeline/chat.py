@@ -152,9 +152,9 @@ class Chat:
         window = model.config.context_length
         self.context_window = _window(None if self._asked_window is None else min(self._asked_window, window), window)
         if self._model is not None and self.system == default_system(self._model.tokenizer.chat_template):
-            self.system = default_system(
-                model.tokenizer.chat_template
-            )  # the default follows the model; a given one stays
+            self.system = default_system(model.tokenizer.chat_template)  # (a given one stays)
+        if self.scheduler is not None and self.scheduler.model is not model:
+            self.scheduler.rest()  # the old model goes once nothing else holds it (it held 1.3 GB 30 s longer)
         self._model, self.scheduler = model, shared_scheduler(model)
         self.policy = self.policy.with_model(model)
 

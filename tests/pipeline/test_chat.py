@@ -562,6 +562,26 @@ def test_the_default_system_prompt_follows_the_model_and_a_given_one_stays(tiny_
     assert chat.system == (given or DEFAULT_SYSTEM)
 
 
+def test_use_model_lets_the_old_model_go_at_once(tiny_model, tmp_path):
+    """Loading Gemma 3 from the panel kept SmolLM2 too (1.3 → 3.0 GB): its scheduler's thread held it 30 s more."""
+    import gc
+    import weakref
+
+    from jupyter_chatflow.testing import write_tiny_gguf
+
+    first = load_model(write_tiny_gguf(tmp_path / "first.gguf"), dtype="float32")
+    chat = Chat(model=first, db=Database(tmp_path / "let-go.db"), persist=False)
+    chat.send("Hello", max_tokens=2, temperature=0.0, memory=False).wait(60)
+    old = weakref.ref(first)
+    del first
+    chat.submit(chat.use_model, tiny_model).result()
+    deadline = time.monotonic() + 5  # (well under the loop's IDLE_EXIT_S of 30 s)
+    while old() is not None and time.monotonic() < deadline:
+        gc.collect()
+        time.sleep(0.05)
+    assert old() is None
+
+
 def test_use_model_runs_the_next_turns_on_another_model_in_the_same_session(tiny_model, wide_model, tmp_path):
     chat = Chat(model=wide_model, db=Database(tmp_path / "swap.db"), session="swap", context_window=2048)
     chat.send("Hello", max_tokens=2, temperature=0.0, memory=False).wait(60)
