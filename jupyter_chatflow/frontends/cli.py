@@ -87,6 +87,9 @@ def _serve_parser(commands: Any) -> argparse.ArgumentParser:
     serve.add_argument("--rate-limit", type=int, metavar="N", help="requests per minute per key (default: no limit)")
     serve.add_argument("--token-limit", type=int, metavar="N", help="tokens per minute per key (default: no limit)")
     serve.add_argument("--max-batch", type=int, default=8, metavar="N", help="sequences decoded together (default: 8)")
+    serve.add_argument("--release-idle-s", type=float, default=300.0, metavar="S",
+                       help="give back compiled programs and the prompt cache after S idle seconds (0: never; "
+                       "default: 300)")  # fmt: skip
     return serve
 
 
@@ -237,7 +240,7 @@ def run_serve(args: argparse.Namespace) -> int:
     config = ServerConfig(
         host=args.host, port=args.port, api_keys=keys_from(args.api_key), rate_limit=args.rate_limit,
         token_limit=args.token_limit, max_batch=args.max_batch, dtype=args.dtype, devices=args.devices,
-        weights=args.weights,
+        weights=args.weights, release_idle_s=args.release_idle_s,
     )  # fmt: skip
     _about(args.model)
     url = f"{base_url(config.host, config.port)}/v1"

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import threading
 import uuid
 from collections.abc import AsyncIterator
 from typing import Any
@@ -46,7 +47,11 @@ def create_app(host: ModelHost, config: ServerConfig | None = None) -> FastAPI:
 
     @contextlib.asynccontextmanager
     async def lifespan(_: FastAPI) -> AsyncIterator[None]:
+        idle = threading.Event()
+        threading.Thread(target=state.release_when_idle, args=(idle,), name="chatflow-idle-release",
+                         daemon=True).start()  # fmt: skip
         yield
+        idle.set()
         # stopping (SIGTERM, Ctrl-C): uvicorn has stopped accepting and closed the streams; what still generates
         # is cancelled and stored, within a bound
         stopped = await asyncio.to_thread(state.drain, SHUTDOWN_S)

@@ -35,6 +35,10 @@ class ServerConfig:
     """Seconds between SSE keep-alive comments (a queued stream gets them before its first token)."""
     idempotency_ttl_s: float = 24 * 3600
     """How long an answer stays stored for a retry with the same Idempotency-Key."""
+    release_idle_s: float = 300.0
+    """Seconds with nothing generating after which the server gives back its compiled programs and prompt cache
+    (`runner.release_programs()`: ~320 MiB after a soak of the default model; the next request loads its programs
+    from the XLA cache, ~1 s); 0: never."""
     model_name: str | None = None
     """The model id clients send and /v1/models lists (default: the model file's name without .gguf)."""
     dtype: str | None = None
@@ -53,6 +57,8 @@ class ServerConfig:
         for name in ("max_batch", "max_queue", "max_body_bytes"):
             if getattr(self, name) < 1:
                 raise ChatflowError(f"{name} must be at least 1; got {getattr(self, name)}")
+        if self.release_idle_s < 0:
+            raise ChatflowError(f"--release-idle-s must be 0 (never) or more; got {self.release_idle_s}")
         for name in ("rate_limit", "token_limit"):
             value = getattr(self, name)
             if value is not None and value < 1:

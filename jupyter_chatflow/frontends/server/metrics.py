@@ -27,6 +27,10 @@ class Metrics:
         self.active_slots = Gauge("chatflow_active_slots", "Sequences decoding now.", registry=self.registry)
         self.active_slots.set_function(active)
         self.tokens = Counter("chatflow_tokens", "Tokens processed, by kind.", ["kind"], registry=self.registry)
+        self.releases = Counter(
+            "chatflow_idle_releases", "Times the idle server gave back its compiled programs and prompt cache.",
+            registry=self.registry,
+        )  # fmt: skip
         self.ttft = Histogram(
             "chatflow_time_to_first_token_seconds", "From a request's arrival to its first generated token.",
             buckets=_LATENCY_BUCKETS, registry=self.registry,

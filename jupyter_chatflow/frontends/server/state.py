@@ -46,6 +46,22 @@ class ServerState:
                 self._db = Database()
             return self._db
 
+    def release_when_idle(self, stop: threading.Event, poll_s: float = 1.0) -> None:
+        """Until `stop`: once nothing has been generating for `config.release_idle_s` seconds, give back the
+        compiled programs and the prompt cache (`runner.release_programs()`), once per idle spell. Runs on a thread
+        of its own (the app's lifespan starts it)."""
+        if self.config.release_idle_s <= 0:
+            return
+        busy_at, released = time.monotonic(), False
+        while not stop.wait(poll_s):
+            engine, model = self.host.engine, self.host.model
+            if engine is None or model is None or engine.active or engine.queued:
+                busy_at, released = time.monotonic(), False
+            elif not released and time.monotonic() - busy_at >= self.config.release_idle_s:
+                model.runner.release_programs()
+                released = True
+                self.metrics.releases.inc()
+
     def drain(self, bound_s: float) -> int:
         """Stop what is generating (the server is stopping and takes no more requests): every conversation turn and
         chat completion in flight is cancelled, and waited for up to `bound_s` seconds in all, so that each turn is
