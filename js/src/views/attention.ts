@@ -85,6 +85,9 @@ export class AttentionView {
   private pending = "";
   private counter = 0;
   matrix: Matrix | null = null;
+  /** The heatmap's size the axis labels were laid out for: another (the panel narrowed, a sidebar opened) lays them
+   * out again, so they never crowd into each other. */
+  private labelledFor = "";
 
   constructor(
     private send: Send,
@@ -107,6 +110,16 @@ export class AttentionView {
     this.canvas.addEventListener("mousemove", (ev) => this.hover(ev));
     this.canvas.addEventListener("mouseleave", () => (this.tip.hidden = true));
     this.canvas.addEventListener("click", (ev) => this.drill(ev));
+    if (typeof ResizeObserver !== "undefined") new ResizeObserver(() => this.relabel()).observe(this.box);
+  }
+
+  /** The axis labels again, for the heatmap's size now (once it is shown: a hidden one measures 0). */
+  private relabel(): void {
+    if (this.matrix && this.box.clientWidth > 0 && this.boxSize() !== this.labelledFor) this.drawAxes(this.matrix.msg);
+  }
+
+  private boxSize(): string {
+    return `${this.box.clientWidth}×${this.box.clientHeight}`;
   }
 
   /** Layer, head and mode pickers, Show, and the status line. */
@@ -276,6 +289,7 @@ export class AttentionView {
   private drawAxes(msg: AttentionMessage): void {
     const [rows, cols] = msg.shape;
     const seq = this.sequence();
+    this.labelledFor = this.boxSize();
     for (const node of [this.colLabels, this.rowLabels, this.topLabels]) clear(node);
     const room = (px: number) => (px > 0 ? Math.floor(px / LABEL_PX) : 48);
     /** A cell's label: the first token it covers along an axis with this range. */

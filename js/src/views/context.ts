@@ -91,10 +91,11 @@ export class ContextView {
   show(turn: TurnData): void {
     if (this.turn?.turn_id !== turn.turn_id) this.round = -1;
     this.turn = turn;
-    this.promptLabel.hidden = this.prompt.hidden = isRemote(turn.events); // (no tokens of a remote prompt here)
     const summary = summarize(turn.events);
     const rounds = summary.rounds;
     const index = this.round >= 0 && this.round < rounds.length ? this.round : rounds.length - 1;
+    // (no tokens of a remote prompt here, nor of a prompt not yet tokenized)
+    this.promptLabel.hidden = this.prompt.hidden = isRemote(turn.events) || !rounds[index]?.tokenized;
     const ended = summary.terminal ? 1 : 0; // (a remote turn's prompt size comes with its end)
     const counted = turn.account?.events ?? -1;
     // a prompt drawn before its tokens' pieces came (shown as ids) is drawn again when more pieces come

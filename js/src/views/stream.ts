@@ -16,16 +16,19 @@ export interface StreamHooks {
   selectTurn(turnId: string): void;
 }
 
-/** A token chip: its visible text; whitespace shown subtly; newline chips end the line. */
+/** A token chip: its visible text; whitespace shown subtly; newline chips end the line; a token with no text of its
+ * own (a character's first bytes) a mark to hover, never a chip 0 px wide. */
 export function tokenChip(token: TokenDelta, turnId: string): HTMLElement {
   const p = Math.exp(token.logprob);
   const conf = p >= 0.5 ? "hi" : p >= 0.15 ? "mid" : "lo";
   const ws = /^\s+$/.test(token.text);
+  const part = token.text === "" && !token.redacted; // the first bytes of a character the next token completes
   const chip = el("span", {
-    class: `cf-tok cf-p-${conf}${token.redacted ? " cf-tok-redacted" : ""}${ws ? " cf-tok-ws" : ""}`,
+    class: `cf-tok cf-p-${conf}${token.redacted ? " cf-tok-redacted" : ""}${ws ? " cf-tok-ws" : ""}${part ? " cf-tok-part" : ""}`,
     "data-testid": "token",
     "data-turn": turnId,
     "data-index": token.index,
+    title: part ? "The first bytes of a character (an emoji's, say): the next token completes it" : null,
     text: token.text.includes("\n") || ws ? visibleText(token.text) : token.text,
   });
   return chip;

@@ -28,7 +28,8 @@ export function toolCard(card: ToolCard): HTMLElement {
   );
 }
 
-/** The one-line summary: the tool, its arguments (cut at 60 characters), its output or error, how long it took. */
+/** The summary line: the tool, its arguments and its output or error (each cut at 60 characters, else whole: they
+ * wrap), how long it took. */
 function cardHead({ call, result }: ToolCard, latency: string): HTMLElement {
   const outcome = call.cut ? "cut at max_tokens" : result ? result.error || result.output : "…";
   return el(
@@ -38,7 +39,7 @@ function cardHead({ call, result }: ToolCard, latency: string): HTMLElement {
     el("span", { class: "cf-tool-name", text: call.name }),
     el("code", { class: "cf-tool-args-inline", text: short(argumentsText(call)) }),
     el("span", { class: "cf-tool-arrow", text: "→" }),
-    el("code", { class: "cf-tool-out-inline", text: outcome }),
+    el("code", { class: "cf-tool-out-inline", text: short(outcome) }),
     el("span", { class: "cf-tool-latency", text: latency }),
   );
 }
