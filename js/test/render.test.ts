@@ -1,8 +1,17 @@
 import { describe, expect, it, vi } from "vitest";
 import { summarize } from "../src/state";
-import type { AttentionMessage, AttentionRequest, ChatEvent, SafetyDecision, TurnRecord } from "../src/types";
+import type {
+  AttentionMessage,
+  AttentionRequest,
+  ChatEvent,
+  SafetyDecision,
+  ToolCall,
+  ToolResult,
+  TurnRecord,
+} from "../src/types";
 import { outsideWindow } from "../src/views/attention";
 import { safetyBadge, userText } from "../src/views/safety";
+import { tokenChip } from "../src/views/stream";
 import { tokenDetails } from "../src/views/token_details";
 import { toolCard } from "../src/views/tools";
 import { baseTraits, FakeModel, MODEL_INFO } from "./fake_model";
@@ -100,6 +109,22 @@ describe("render from the turns trait", () => {
     const redaction = userText(text, [merged]).querySelectorAll("[data-testid=user-span]")[1];
     expect(redaction.querySelector("del")!.textContent).toBe("jane.doe@example.com");
     expect(redaction.querySelector("ins")!.textContent).toBe("[EMAIL]");
+  });
+
+  it("a token holding only a character's first bytes is a mark to hover, its text still empty", () => {
+    const [first] = tokensOf(FIX.answer);
+    const part = tokenChip({ ...first, text: "" }, "t");
+    expect(part.classList.contains("cf-tok-part")).toBe(true);
+    expect(part.textContent).toBe(""); // (the chips' texts still make the answer)
+    expect(part.title).toBe("The first bytes of a character (an emoji's, say): the next token completes it");
+    expect(tokenChip(first, "t").classList.contains("cf-tok-part")).toBe(false);
+  });
+
+  it("a tool card's summary line cuts a long outcome at 60 characters, as its arguments", () => {
+    const card = FIX.tool.events.find((e) => e.type === "tool_call") as ToolCall;
+    const result = { ...(FIX.tool.events.find((e) => e.type === "tool_result") as ToolResult), output: "9".repeat(90) };
+    const head = toolCard({ call: card, result, afterTokens: 0 }).querySelector(".cf-tool-out-inline")!;
+    expect(head.textContent).toBe(`${"9".repeat(57)}…`);
   });
 
   it("the tool card sits between the tokens around the pause, in both views", () => {
