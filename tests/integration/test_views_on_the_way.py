@@ -39,6 +39,9 @@ w.turns = list(json.load(open("turns.json")).values())
 w.prewarm = json.load(open("prewarm.json"))
 w.title = "Issue 34: what the views say on the way"
 w"""
+WARM_BY_PANEL = 'w.ask("Hello", max_tokens=3, temperature=0).text()'  # a turn through the panel: the kernel is warm
+CELL_TURN = ("%load_ext jupyter_chatflow\n%config ChatMagics.model_path = 'tiny.gguf'",
+             "%%chat --max-tokens 3 --temperature 0\nHello again")  # fmt: skip
 
 GEOMETRY = """(root) => {
   const box = (e) => e.getBoundingClientRect();
@@ -84,7 +87,7 @@ def lab_panel(request, tmp_path_factory, chromium):
     shown = turns()
     (root / "turns.json").write_text(json.dumps(shown, ensure_ascii=False))
     (root / "prewarm.json").write_text(json.dumps(PREWARM))
-    write_notebook(root / "views.ipynb", PANEL)
+    write_notebook(root / "views.ipynb", PANEL, WARM_BY_PANEL, *CELL_TURN)
     settings = root / "settings" / "@jupyterlab" / "apputils-extension"
     settings.mkdir(parents=True)
     (settings / "themes.jupyterlab-settings").write_text(json.dumps({"theme": THEMES[theme]}))
@@ -256,3 +259,21 @@ def test_the_heatmaps_labels_never_run_into_each_other_when_the_panel_narrows(ch
         page.locator(".cf-inspector").screenshot(path=str(SHOTS / f"heatmap-353-{theme}.png"))
     assert wide["overlaps"] == wide["corner"] == 0, wide
     assert narrow["overlaps"] == narrow["corner"] == 0 and 0 < narrow["rows"] < wide["rows"], (wide, narrow)
+
+
+def test_a_cell_after_panel_turns_is_not_a_kernels_first_turn_and_keeps_no_clock(lab_panel):
+    """The issue's kernel: turns ran through a panel, then a %%chat cell. Its status line never says the kernel's
+    first turn compiles, and no tick of a compile clock stays above the answer."""
+    theme, page, _, _ = lab_panel
+    cells = page.locator(".jp-Notebook .jp-Cell")
+    cells.nth(1).click()
+    for _ in (WARM_BY_PANEL, *CELL_TURN):
+        page.keyboard.press("Shift+Enter")
+    last = cells.nth(3)
+    last.locator(".jp-InputPrompt", has_text="[4]").wait_for()
+    page.wait_for_selector("text=Python 3 (ipykernel) | Idle")
+    shown = last.locator(".jp-OutputArea-output").all_inner_texts()
+    last.screenshot(path=str(SHOTS / f"cell-after-panel-{theme}.png"))
+    assert any("session default" in text for text in shown), shown  # the turn ran
+    status = [text for text in shown if text.startswith("chatflow:")]
+    assert not any("first turn" in text or "XLA is compiling" in text for text in status), status
