@@ -225,7 +225,7 @@ def test_a_tiny_model_tool_turn_counts_every_token_of_its_call(wide_model):
     """usage.completion_tokens counts the whole call (its fixed beginning, the tokens sampled under the mask and a
     fixed run that ended it), so the answer, the call and the end token add up to it."""
     chat = Chat(model=wide_model, session="account-tool", new=True, persist=False)
-    response = chat.send("What is 17 * 23?", tools=("calculator",), tool_choice="required", max_tokens=40,
+    response = chat.send("What is 17 * 23?", tools=("calculator",), tool_choice="required", max_tokens=120,
                          temperature=0.0)  # fmt: skip
     events = list(response)
     a = account_of(events)

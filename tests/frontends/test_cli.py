@@ -66,9 +66,10 @@ def test_chat_without_a_session_stores_nothing_and_answers_if_the_database_canno
     (tmp_path / "a-file").write_text("")
     monkeypatch.setenv("CHATFLOW_DB", str(tmp_path / "a-file" / "cli.db"))  # cannot be opened
     capsys.readouterr()
-    assert main(["chat", "--model", str(tiny_path), "--max-tokens", "3", "Hello"]) == 0
+    assert main(["chat", "--model", str(tiny_path), "--json", "--max-tokens", "3", "Hello"]) == 0
     said = capsys.readouterr()
-    assert said.out.strip() and "memory is off for this run: Cannot open" in said.err and "$CHATFLOW_DB" in said.err
+    assert [e["type"] for e in json_lines(said.out)][-2:] == ["completed", "account"]  # the answer came
+    assert "memory is off for this run: Cannot open" in said.err and "$CHATFLOW_DB" in said.err
     assert main(["chat", "--model", str(tiny_path), "--max-tokens", "3", "--session", "s", "Hello"]) == 1  # stored
     assert "Cannot open" in capsys.readouterr().err
 

@@ -234,7 +234,8 @@ def _tokens(text: str, repairs: Repairs | None = None) -> _Tokens:
             value = number_value(lemmas, at)
             extra[at] = () if value is None else (str(value), *_number_keys(value))
         elif repairs is not None and (fixed := repairs.fix(word.lower())):
-            extra[at] = (fixed,)
+            # (not in code: `dataclasses.asdict(` is no misspelt "addict")
+            extra[at] = () if _code_identifier(text, starts[at], starts[at] + len(word)) else (fixed,)
     ends = [start + len(word) for start, word in zip(starts, words, strict=True)]
     return _Tokens(lemmas=lemmas, starts=starts, ends=ends, extra=extra)
 
@@ -252,8 +253,9 @@ _PYTHON_CONSTANTS = frozenset({"None", "True", "False"})  # `x: float | None = N
 
 
 def _code_identifier(text: str, start: int, end: int) -> bool:
-    """Whether a capitalized word is a name in pasted code, not a person's: a return type (`-> Response`), or
-    glued to a call, subscript or attribute (`Chat(`, `List[`, `Response.from_dicts`); prose puts a space there."""
+    """Whether a word is a name in pasted code, not prose (a capitalized one no person's, a near-miss no
+    misspelling): a return type (`-> Response`), or glued to a call, subscript or attribute (`Chat(`, `List[`,
+    `Response.from_dicts`, `asdict(`); prose puts a space there."""
     if text[start:end] in _PYTHON_CONSTANTS:
         return True
     after = text[end : end + 2]
