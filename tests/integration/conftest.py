@@ -36,3 +36,17 @@ def gemma3_path() -> Path:
         return known_model_path("gemma-3-270m")
     except ModelNotFoundError as error:
         pytest.skip(str(error))
+
+
+@pytest.fixture(scope="module")
+def harness_chromium():
+    """Debian's chromium through Playwright, with the panel's harness page built (`node build.mjs --harness`)."""
+    from playwright.sync_api import sync_playwright
+
+    from .test_e2e_panel import CHROMIUM, FLAGS
+
+    subprocess.run(["node", "build.mjs", "--harness"], cwd=ROOT / "js", check=True, capture_output=True)
+    with sync_playwright() as playwright:
+        browser = playwright.chromium.launch(executable_path=str(CHROMIUM), args=FLAGS)
+        yield browser
+        browser.close()

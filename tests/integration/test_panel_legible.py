@@ -10,13 +10,12 @@ import contextlib
 import functools
 import http.server
 import json
-import subprocess
 import threading
 from pathlib import Path
 
 import pytest
 
-from .test_e2e_panel import ARTIFACTS, CHROMIUM, FLAGS
+from .test_e2e_panel import ARTIFACTS, CHROMIUM
 
 ROOT = Path(__file__).resolve().parents[2]
 FIXTURES = ROOT / "js" / "test" / "fixtures"
@@ -56,15 +55,9 @@ def base():
 
 
 @pytest.fixture(scope="module")
-def browser():
-    from playwright.sync_api import sync_playwright
-
-    subprocess.run(["node", "build.mjs", "--harness"], cwd=ROOT / "js", check=True, capture_output=True)
+def browser(harness_chromium):
     SHOTS.mkdir(parents=True, exist_ok=True)
-    with sync_playwright() as playwright:
-        chromium = playwright.chromium.launch(executable_path=str(CHROMIUM), args=FLAGS)
-        yield chromium
-        chromium.close()
+    return harness_chromium
 
 
 @contextlib.contextmanager

@@ -12,7 +12,6 @@ import contextlib
 import functools
 import http.server
 import json
-import subprocess
 import threading
 from pathlib import Path
 
@@ -21,7 +20,7 @@ import pytest
 from jupyter_chatflow.account.words import ms
 from jupyter_chatflow.testing import write_tiny_gguf
 
-from .test_e2e_panel import ARTIFACTS, CHROMIUM, FLAGS, TOKEN, jupyter_lab, write_notebook
+from .test_e2e_panel import ARTIFACTS, CHROMIUM, TOKEN, jupyter_lab, write_notebook
 from .view_turns import PREWARM, turns
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -67,15 +66,9 @@ GEOMETRY = """(root) => {
 
 
 @pytest.fixture(scope="module")
-def chromium():
-    from playwright.sync_api import sync_playwright
-
-    subprocess.run(["node", "build.mjs", "--harness"], cwd=ROOT / "js", check=True, capture_output=True)
+def chromium(harness_chromium):
     SHOTS.mkdir(parents=True, exist_ok=True)
-    with sync_playwright() as playwright:
-        browser = playwright.chromium.launch(executable_path=str(CHROMIUM), args=FLAGS)
-        yield browser
-        browser.close()
+    return harness_chromium
 
 
 @pytest.fixture(scope="module", params=list(THEMES))
