@@ -165,6 +165,8 @@ def read_call(text: str, *, complete: bool = True) -> DecodedCall:
     ('cut', 'calculator', '{"expression": "17*')
     >>> read_call('<tool_call>\\n{"name": "f", "arguments": {"x": "1"}}\\n</tool', complete=False).arguments_text
     '{"x": "1"}'
+    >>> read_call('<tool_call>\\n{"name": "f", "arguments": {"x": "17*23}}</tool_', complete=False).arguments_text
+    '{"x": "17*23'
     """
     body = text.split(CALL_OPEN, 1)[-1].split(CALL_CLOSE, 1)[0]
     if not complete:
@@ -184,11 +186,16 @@ def read_call(text: str, *, complete: bool = True) -> DecodedCall:
 
 
 def _arguments_only(text: str) -> str:
-    """A cut call's arguments without what follows them: when max_tokens cut the call's fixed end (`}` and
-    `</tool_call>`), the arguments object is whole and that end is none of it."""
+    """A cut call's arguments without the call's closing markup: when max_tokens cut the call's fixed end (`}` and
+    `</tool_call>`), the arguments object is whole and that end is none of it; when it cut the model writing the
+    end inside an open string (`"17*23}}</tool_`, which the unclosed rule of `guards.py` ends once the tag is
+    whole), the string is cut where that end began."""
     try:
         _, end = json.JSONDecoder().raw_decode(text)
     except ValueError:
+        for n in range(len(CALL_CLOSE), 1, -1):  # a beginning of `</tool_call>` (two characters at least)
+            if text.endswith(CALL_CLOSE[:n]):
+                return text[:-n].rstrip().rstrip("}]")
         return text
     return text[:end]
 

@@ -62,19 +62,36 @@ def test_the_openai_client_gets_a_call_whose_arithmetic_is_right(client, describ
     assert chunks[-1].choices[0].finish_reason == "tool_calls"
 
 
+NOTE = {"type": "function", "function": {"name": "note", "description": "Write a note.", "parameters": {
+    "type": "object", "properties": {"text": {"type": "string"}}, "required": ["text"]}}}  # fmt: skip
+LEAST = 29  # the shortest whole calculator call here: the fixed 19 tokens, an empty string, the fixed end
+
+
 def test_a_call_max_tokens_cuts_comes_back_partial_with_finish_reason_length(client):
-    knobs = {"model": MODEL, "messages": QUESTION, "tools": [calculator(False)], "tool_choice": NAMED,
-             "temperature": 0, "max_tokens": 22}  # fmt: skip  # the fixed beginning is 19 tokens: 3 of the value
+    """Inside its value (a note, which the model writes at length), or inside its fixed end: the arguments written,
+    never the call's closing markup (at 26-32 tokens they held `17*23}}</tool_call`), finish_reason "length"."""
+    knobs = {"model": MODEL, "messages": [{"role": "user", "content": "Write a note about the sea."}],
+             "tools": [NOTE], "tool_choice": {"type": "function", "function": {"name": "note"}}, "temperature": 0,
+             "max_tokens": 30}  # fmt: skip
     answer = client.chat.completions.create(**knobs)
     choice = answer.choices[0]
     [call] = choice.message.tool_calls
-    assert choice.finish_reason == "length" and answer.usage.completion_tokens == 22
-    assert call.function.name == "calculator" and call.function.arguments.startswith('{"expression": "17')
+    assert choice.finish_reason == "length" and answer.usage.completion_tokens == 30
+    assert call.function.name == "note" and call.function.arguments.startswith('{"text": "')
     with pytest.raises(json.JSONDecodeError):  # unfinished, as OpenAI's are: the client sees it was cut
         json.loads(call.function.arguments)
     chunks = [c for c in client.chat.completions.create(**knobs, stream=True) if c.choices]
     streamed = [d.function.arguments for c in chunks for d in (c.choices[0].delta.tool_calls or [])]
     assert streamed == [call.function.arguments] and chunks[-1].choices[0].finish_reason == "length"
+    for max_tokens in range(LEAST, LEAST + 4):  # the calculator's call ends inside its fixed end here
+        knobs = {"model": MODEL, "messages": QUESTION, "tools": [calculator(False)], "tool_choice": NAMED,
+                 "temperature": 0, "max_tokens": max_tokens}  # fmt: skip
+        choice = client.chat.completions.create(**knobs).choices[0]
+        written = choice.message.tool_calls[0].function.arguments if choice.message.tool_calls else ""
+        assert "tool_call" not in written and "}}" not in written, (max_tokens, written)
+    too_few = client.chat.completions.with_raw_response.create
+    with pytest.raises(openai.BadRequestError, match=f"Give max_tokens {LEAST} or more"):
+        too_few(**{**knobs, "max_tokens": LEAST - 1})
 
 
 @pytest.mark.parametrize("described", [False, True])
@@ -124,8 +141,8 @@ def test_langchain_bind_tools_gets_the_call_and_runs_it(base, which):
 def test_langchain_sees_a_cut_call_as_an_invalid_call_with_what_was_written(base):
     chat_openai = pytest.importorskip("langchain_openai")
     llm = chat_openai.ChatOpenAI(model=MODEL, base_url=base, api_key="unused", temperature=0, max_retries=0,
-                                 max_tokens=22)  # fmt: skip
-    message = llm.bind_tools([_langchain_tools()[0]], tool_choice="calculator").invoke("What is 17*23?")
+                                 max_tokens=30)  # fmt: skip
+    message = llm.bind_tools([NOTE], tool_choice="note").invoke("Write a note about the sea.")
     [invalid] = message.invalid_tool_calls
     assert message.tool_calls == [] and message.response_metadata["finish_reason"] == "length"
-    assert invalid["name"] == "calculator" and invalid["args"].startswith('{"expression": "17')
+    assert invalid["name"] == "note" and invalid["args"].startswith('{"text": "')

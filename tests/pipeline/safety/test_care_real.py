@@ -59,4 +59,6 @@ def test_the_real_layer_on_the_issues_self_harm_phrasings(chat, text, before, no
     (decision,), _ = chat.policy.scan_input(text)
     assert (without.action, decision.action) == (before, now)
     if now != "allow":
-        assert decision.categories == ("S11",) and care.CRISIS_NOTE in decision.reason
+        # S11 first (the crisis resource); the probe may name what else it read (S6: advice about it)
+        assert decision.categories[0] == "S11" and "S11" not in decision.categories[1:]
+        assert care.CRISIS_NOTE in decision.reason

@@ -46,6 +46,17 @@ def test_a_whole_call_reads_its_name_arguments_and_their_text():
             "calculator",
             '{"expression": "17*23"}',
         ),
+        # cut while the model wrote the call's end inside its open string (the unclosed rule ends it once whole)
+        (
+            '<tool_call>\n{"name": "calculator", "arguments": {"expression": "17*23}}</tool_',
+            "calculator",
+            '{"expression": "17*23',
+        ),
+        (
+            '<tool_call>\n{"name": "calculator", "arguments": {"expression": "17*23}}\n</',
+            "calculator",
+            '{"expression": "17*23',
+        ),
     ],
 )
 def test_a_cut_call_keeps_its_name_once_whole_and_the_arguments_written(written, name, arguments):
