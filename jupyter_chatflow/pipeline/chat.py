@@ -257,7 +257,7 @@ class Chat:
         the end for a short answer (a late event); the engine is done with the turn once the title is out."""
         emitter, lock = Emitter(f"turn_{uuid.uuid4().hex[:16]}"), threading.Lock()
         log: list[Event] = []
-        kept = TurnKeeper(self.sessions if self.persist else None, self.session.id)
+        kept = TurnKeeper(self.sessions if self.persist else None, self.session.id, out.note)
 
         setup = self._setup(request, tools, self._history() if history is None else history, prefix)
         setup.queued_ms = (time.perf_counter() - submitted) * 1000
@@ -267,9 +267,9 @@ class Chat:
             with lock:
                 late = bool(log) and isinstance(log[-1], TERMINAL)  # after the turn's end (it is stored)
                 log.append(stamped := emitter(event))
-                if isinstance(stamped, TERMINAL):
-                    self._store(log)
-                elif not late:
+                if isinstance(stamped, TERMINAL) and (problem := self._store(log)):
+                    out.note(problem)  # (warned to the reader once it has read the end, not inside the answer)
+                elif not late and not isinstance(stamped, TERMINAL):
                     kept.see(log)
                 out.append(stamped)
                 self._tell(stamped)
@@ -389,17 +389,19 @@ class Chat:
             turns.append([{"role": "user", "content": user}, {"role": "assistant", "content": answer}])
         return turns
 
-    def _store(self, events: list[Event]) -> None:
-        """Save the turn and its telemetry record; a storage failure is reported, the answer still goes out."""
+    def _store(self, events: list[Event]) -> str:
+        """Save the turn and its telemetry record; "" or, when storing failed, what to tell the reader (the answer
+        still goes out)."""
         record = TurnRecord.from_events(events, session_id=self.session.id)
         if not self.persist:
             self._unsaved.append(record)
-        else:
-            try:
-                self._save(record, events)
-            except Exception as error:
-                warnings.warn(f"jupyter_chatflow could not store this turn ({error}); the answer is not lost from "
-                              f"the output, but the session will not remember it.", stacklevel=1)  # fmt: skip
+            return ""
+        try:
+            self._save(record, events)
+        except Exception as error:
+            return (f"jupyter_chatflow could not store this turn ({error}); the answer is not lost from the output, "
+                    "but the session will not remember it.")  # fmt: skip
+        return ""
 
     def _tell(self, event: Event) -> None:
         self._watchers = [ref for ref in self._watchers if ref() is not None]

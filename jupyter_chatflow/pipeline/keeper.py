@@ -11,8 +11,7 @@ keeps it as it keeps a stopped turn.
 from __future__ import annotations
 
 import time
-import warnings
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 from jupyter_chatflow.events import ContextAssembled, Event, TokenDelta, TurnStarted
 from jupyter_chatflow.store.sessions import Sessions
@@ -23,10 +22,12 @@ EVERY_S = 1.0
 
 class TurnKeeper:
     """Keeps one running turn in `sessions` (None: an unstored chat) as its events come (`see`, under the turn's
-    lock). A failed write is reported once and the turn goes on: its answer is not lost from the output."""
+    lock). A failed write is told once through `note` (the turn's readers hear it after its end) and the turn goes
+    on: its answer is not lost from the output."""
 
-    def __init__(self, sessions: Sessions | None, session_id: str, clock=time.monotonic):
-        self._sessions, self._session_id, self._clock = sessions, session_id, clock
+    def __init__(self, sessions: Sessions | None, session_id: str, note: Callable[[str], None],
+                 clock: Callable[[], float] = time.monotonic):  # fmt: skip
+        self._sessions, self._session_id, self._note, self._clock = sessions, session_id, note, clock
         self._written = 0.0
         self._begun = False
 
@@ -45,8 +46,8 @@ class TurnKeeper:
                 self._written = self._clock()
         except Exception as error:
             self._sessions = None  # (once: the terminal event's store says what it finds)
-            warnings.warn(f"jupyter_chatflow could not keep this turn as it streams ({error}); it is stored when it "
-                          "ends, unless that fails too.", stacklevel=1)  # fmt: skip
+            self._note(f"jupyter_chatflow could not keep this turn as it streamed ({error}); it is stored when it "
+                       "ends, unless that fails too.")  # fmt: skip
 
     def _due(self, event: Event) -> bool:
         return isinstance(event, TokenDelta) and self._clock() - self._written >= EVERY_S

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import sys
 import threading
+import warnings
 from collections.abc import Callable, Iterable, Iterator
 from typing import Any, Protocol
 
@@ -77,6 +78,8 @@ class WrittenLog:
 
     def __init__(self, start: Callable[[], Any], cancel: threading.Event):
         self._events: list[Event] = []
+        self.notes: list[str] = []
+        """What went wrong beside the turn (its storing): warned to a reader once it has read the terminal event."""
         self._ended = False
         self._changed = threading.Condition()
         self._start: Callable[[], Any] | None = start
@@ -87,6 +90,11 @@ class WrittenLog:
         with self._changed:
             self._events.append(event)
             self._changed.notify_all()
+
+    def note(self, text: str) -> None:
+        """Something a reader should hear once the turn has ended (producer side; before the terminal event)."""
+        with self._changed:
+            self.notes.append(text)
 
     def end(self) -> None:
         """The producer is done: no event follows (after the terminal event and any late ones)."""
@@ -135,6 +143,7 @@ class Response:
 
     def __init__(self, events: Iterable[Event] | EventLog):
         self._log: EventLog = events if isinstance(events, (PulledLog, WrittenLog)) else PulledLog(events)  # type: ignore[arg-type]
+        self._told = False
 
     @classmethod
     def from_dicts(cls, rows: Iterable[dict[str, Any]]) -> Response:
@@ -150,7 +159,16 @@ class Response:
             index += 1
             yield event
             if isinstance(event, TERMINAL):
+                self._tell_notes()  # (the reader has handled the end: a warning now follows the answer)
                 return
+
+    def _tell_notes(self) -> None:
+        """Warn, once per response, what went wrong beside the turn (`WrittenLog.note`: its storing)."""
+        notes = getattr(self._log, "notes", [])
+        if notes and not self._told:
+            self._told = True
+            for note in notes:
+                warnings.warn(note, stacklevel=3)
 
     def after_end(self) -> list[Event]:
         """The events that follow the terminal one: the session's title (`TitleGenerated`) when this turn was the
@@ -178,7 +196,10 @@ class Response:
     def wait(self, timeout: float | None = None) -> bool:
         """Block until the engine is done with the turn, its late events (the title) included; False if `timeout`
         seconds passed first. Starts the turn if nothing has."""
-        return self._log.wait(timeout)
+        ended = self._log.wait(timeout)
+        if ended:
+            self._tell_notes()
+        return ended
 
     def seen(self) -> list[Event]:
         """The events so far, without waiting or starting the turn."""

@@ -89,6 +89,28 @@ def test_a_chat_turn_whose_storing_fails_on_a_full_disk_still_answers_and_names_
     assert "$CHATFLOW_DB" in str(said[0].message)
 
 
+def test_the_storing_failure_is_told_after_the_reader_has_read_the_end_not_inside_the_answer(tiny_model, tmp_path):
+    """The cell's warning used to land inside the answer's last sentence: it was issued on the engine thread while
+    the cell still printed the answer. It is now the reader's, once it has handled the terminal event."""
+    import warnings
+
+    from jupyter_chatflow.pipeline.chat import Chat
+
+    chat = Chat(model=tiny_model, db=Database(tmp_path / "chatflow.db"), session="told")
+    chat.send("Hello", max_tokens=3, temperature=0.0, memory=False).wait(60)
+    biggest = max(p.stat().st_size for p in tmp_path.iterdir())
+    handled: list[str] = []
+    told: list[tuple[int, str]] = []
+    with files_cannot_grow_past(biggest), warnings.catch_warnings():
+        warnings.simplefilter("always")
+        warnings.showwarning = lambda message, *_, **__: told.append((len(handled), str(message)))
+        response = chat.send("Again and again. " * 12, max_tokens=3, temperature=0.0, memory=False)
+        response.follow(lambda event: handled.append(event.type))
+    assert handled[-1] == "completed" and told, told
+    assert all(at == len(handled) for at, _ in told)  # every warning after the last event was handled
+    assert any("could not store this turn" in said and "free some space" in said for _, said in told)
+
+
 def test_a_read_only_filesystem_is_named_as_such_not_as_a_missing_fts5(tmp_path):
     with read_only_tmpfs(tmp_path / f"ro-{uuid.uuid4().hex[:6]}") as folder:
         Database(folder / "old.db").close()

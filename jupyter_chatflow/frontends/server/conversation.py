@@ -61,6 +61,7 @@ async def conversation_turn(request: Request, state: ServerState, data: dict[str
     record = request.state.record
 
     def spent(terminal: Event) -> None:  # the turn's tokens count against the key's limit and go in the log line
+        state.generated += 1
         usage = getattr(terminal, "usage", None)
         if usage is not None:
             state.limiter.spend_tokens(key, usage.prompt_tokens + usage.completion_tokens)

@@ -29,6 +29,8 @@ class ServerState:
         self.limiter = Limiter(config.rate_limit, config.token_limit)
         self._db: Database | None = None
         self._db_lock = threading.Lock()
+        self.generated = 0
+        """Generations ended so far (chat completions and conversation turns): the idle release's clock."""
         self.pumps: weakref.WeakSet[Pump] = weakref.WeakSet()
         """The chat completions generating now (`drain` stops them)."""
         self.answers = IdempotencyStore(config.idempotency_ttl_s, database=self.database)
@@ -52,11 +54,12 @@ class ServerState:
         of its own (the app's lifespan starts it)."""
         if self.config.release_idle_s <= 0:
             return
-        busy_at, released = time.monotonic(), False
+        busy_at, released, seen = time.monotonic(), False, self.generated
         while not stop.wait(poll_s):
             engine, model = self.host.engine, self.host.model
-            if engine is None or model is None or engine.active or engine.queued:
-                busy_at, released = time.monotonic(), False
+            # busy: generating now, or a generation ended since the last look (one shorter than a poll)
+            if engine is None or model is None or engine.active or engine.queued or self.generated != seen:
+                busy_at, released, seen = time.monotonic(), False, self.generated
             elif not released and time.monotonic() - busy_at >= self.config.release_idle_s:
                 model.runner.release_programs()
                 released = True
@@ -80,6 +83,7 @@ class ServerState:
 
     def finished(self, record: RequestRecord, timings: Timings) -> None:
         """A generation ended (on its thread): count its tokens and latencies, fill its log line."""
+        self.generated += 1
         if timings.first_token_s is not None:
             self.metrics.ttft.observe(timings.first_token_s)
         for gap in timings.gaps_s:
