@@ -63,6 +63,7 @@ def phase(name):
     gc.collect(); release_freed_memory()
     phases.append({"phase": name, "anon_mib": round(anon(), 1), "programs_compiled": len(compiled),
                    "prompt_cache_mib": round(model.runner.prompt_cache.nbytes / 2**20, 1),
+                   "kv_rows_mib": round(scheduler._batch.nbytes / 2**20, 1),
                    "threads": threading.active_count(), "conversations": len(state.conversations._open)})
 
 phase("model loaded")
@@ -122,12 +123,13 @@ def main() -> int:
         print(done.stderr[-3000:], file=sys.stderr)
         return 1
     result = json.loads(done.stdout.strip().splitlines()[-1])
-    print(f"{'phase':<28} {'RssAnon MiB':>12} {'peak':>8} {'compiled':>9} {'prompt cache MiB':>17} {'threads':>8} "
-          f"{'conversations':>14}")  # fmt: skip
+    print(f"{'phase':<28} {'RssAnon MiB':>12} {'peak':>8} {'compiled':>9} {'prompt cache MiB':>17} "
+          f"{'KV rows MiB':>12} {'threads':>8} {'conversations':>14}")  # fmt: skip
     for row in result["phases"]:
         peak = f"{row['peak_anon_mib']:.0f}" if "peak_anon_mib" in row else ""
         print(f"{row['phase']:<28} {row['anon_mib']:>12.0f} {peak:>8} {row['programs_compiled']:>9} "
-              f"{row['prompt_cache_mib']:>17.1f} {row['threads']:>8} {row['conversations']:>14}")  # fmt: skip
+              f"{row['prompt_cache_mib']:>17.1f} {row['kv_rows_mib']:>12.1f} {row['threads']:>8} "
+              f"{row['conversations']:>14}")  # fmt: skip
     print(f"client errors: {result['errors']} {result['first_errors']}")
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps({"args": vars(args) | {"out": str(args.out)}, **result}, indent=1))
