@@ -318,6 +318,17 @@ def _lines(path: Path) -> list[str]:
         return []
 
 
+def fit_text(model: Footprint, room: Available | None = None, weights: str = "float") -> str:
+    """Which dtypes the memory available now holds `model` in, for people ("" where it cannot be read): said when
+    a model is chosen, so that a user on Binder (2 GiB in all) picks bfloat16 before a float32 load is refused."""
+    room = room if room is not None else available_memory()
+    if room is None:
+        return ""
+    fits = [dtype for dtype in ("float32", "bfloat16") if bytes_needed(model, dtype, weights=weights) <= room.bytes]
+    said = {2: "fits as float32 or bfloat16", 1: "fits as bfloat16 only (choose it: dtype='bfloat16')"}
+    return f"{size_text(room.bytes)} available now: {said.get(len(fits), 'too large as float32 or bfloat16')}"
+
+
 def check_fits(
     model: Footprint,
     dtype: str,

@@ -234,3 +234,15 @@ def test_the_header_gives_the_config_the_loader_reads_for_every_architecture(pat
     about = footprint(path)
     assert about.config == read_gguf(path).config
     assert about.parameters == sum(int(t.n_elements) for t in gguf.GGUFReader(path).tensors)
+
+
+def test_which_dtypes_fit_is_said_from_the_memory_available(tiny_path):
+    """Said when a model is chosen in the panel (Binder has 2 GiB in all): float32 and bfloat16, bfloat16 only, or
+    neither, from the same figures as the load's own check."""
+    about = memory.footprint(tiny_path)
+    need = {dtype: memory.bytes_needed(about, dtype) for dtype in ("float32", "bfloat16")}
+    room = lambda n: memory.Available(n, "test")  # noqa: E731
+    assert memory.fit_text(about, room(need["float32"])).endswith("fits as float32 or bfloat16")
+    only = memory.fit_text(about, room(need["float32"] - 1))
+    assert only.endswith("fits as bfloat16 only (choose it: dtype='bfloat16')") and "available now" in only
+    assert memory.fit_text(about, room(need["bfloat16"] - 1)).endswith("too large as float32 or bfloat16")

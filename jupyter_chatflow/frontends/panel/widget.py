@@ -33,7 +33,7 @@ from jupyter_chatflow.engine.loader import load_model
 from jupyter_chatflow.errors import ChatflowError
 from jupyter_chatflow.events import TERMINAL, ContextAssembled, Event, TitleGenerated, TurnStarted
 from jupyter_chatflow.model.files import resolve_model_path
-from jupyter_chatflow.model.memory import footprint
+from jupyter_chatflow.model.memory import fit_text, footprint
 from jupyter_chatflow.pipeline.chat import Chat, Prewarm
 from jupyter_chatflow.pipeline.request import RequestError
 from jupyter_chatflow.pipeline.response import Response
@@ -147,8 +147,9 @@ class ChatWidget(anywidget.AnyWidget):
             raise ChatflowError("Type the path of a GGUF file in the model field, then press Load.")
         resolved = resolve_model_path(path.strip())
         about = footprint(resolved)  # (raises now for a file that is not a supported GGUF)
-        self.error, self.status, self.loading = "", "loading", about.summary()
-        thread = threading.Thread(target=self._load_model, args=(resolved, about.summary(), dtype),
+        said = "; ".join(part for part in (about.summary(), fit_text(about)) if part)
+        self.error, self.status, self.loading = "", "loading", said
+        thread = threading.Thread(target=self._load_model, args=(resolved, said, dtype),
                                   name="chatflow-panel-load", daemon=True)  # fmt: skip
         thread.start()
         return thread

@@ -511,8 +511,9 @@ def test_a_model_file_chosen_in_the_settings_loads_and_the_header_shows_its_name
     _loaded(panel)
     summary = ("Tiny-Other: llama, 54,144 parameters, F32, context 256 tokens; weights 0.2 MiB as float32, 0.1 MiB as "
                "bfloat16")  # fmt: skip
-    assert seen[0] == summary  # what the file is, as soon as it is chosen
-    assert re.fullmatch(rf"{re.escape(summary)}\nloading other\.gguf ▕█{{20}}▏ 100 % · loaded · \d+\.\d s", seen[-2])
+    said = rf"{re.escape(summary)}; [\d.]+ [GM]iB available now: fits as float32 or bfloat16"
+    assert re.fullmatch(said, seen[0])  # what the file is and which dtypes fit, as soon as it is chosen
+    assert re.fullmatch(rf"{said}\nloading other\.gguf ▕█{{20}}▏ 100 % · loaded · \d+\.\d s", seen[-2])
     assert seen[-1] == "" and statuses == ["loading", "idle"] and panel.error == ""
     assert panel.model_info["name"] == "Tiny-Other" and panel.model_info["file"] == str(other)
     assert (panel.model_info["dtype"], panel.model_info["summary"], panel.model_info["layers"]) == (
