@@ -12,6 +12,7 @@ import subprocess
 import sys
 import threading
 import time
+from pathlib import Path
 
 import httpx
 import pytest
@@ -24,6 +25,21 @@ def _port() -> int:
     with socket.socket() as probe:
         probe.bind(("127.0.0.1", 0))
         return probe.getsockname()[1]
+
+
+def _serve(model: Path, db: Path) -> tuple[subprocess.Popen, str]:
+    """`chatflow serve` on `model` and the database `db`, once its model is ready: (the process, its base URL)."""
+    port = _port()
+    command = [sys.executable, "-m", "jupyter_chatflow", "serve", "--model", str(model), "--port", str(port)]
+    server = subprocess.Popen(command, stderr=subprocess.PIPE, text=True, env=os.environ | {"CHATFLOW_DB": str(db)})
+    base, deadline = f"http://127.0.0.1:{port}", time.monotonic() + 120
+    while True:
+        assert time.monotonic() < deadline and server.poll() is None, "the server did not come up"
+        try:
+            if httpx.get(f"{base}/health").status_code == 200:
+                return server, base
+        except httpx.TransportError:
+            time.sleep(0.1)
 
 
 def _read(url: str, body: dict, seen: threading.Event, frames: list[str]) -> None:
@@ -44,19 +60,9 @@ def _read(url: str, body: dict, seen: threading.Event, frames: list[str]) -> Non
 @pytest.mark.parametrize("stop", [signal.SIGTERM, signal.SIGINT], ids=["SIGTERM", "SIGINT"])
 def test_a_stopped_server_cancels_stores_and_logs_what_was_in_flight_and_exits_within_a_bound(tmp_path, stop):
     path = write_tiny_gguf(tmp_path / "long.gguf", TinySpec(context_length=8192))  # room for a long answer
-    port, db = _port(), tmp_path / "server.db"
-    command = [sys.executable, "-m", "jupyter_chatflow", "serve", "--model", str(path), "--port", str(port)]
-    server = subprocess.Popen(command, stderr=subprocess.PIPE, text=True, env=os.environ | {"CHATFLOW_DB": str(db)})
-    base = f"http://127.0.0.1:{port}"
+    db = tmp_path / "server.db"
+    server, base = _serve(path, db)
     try:
-        deadline = time.monotonic() + 120
-        while True:
-            assert time.monotonic() < deadline and server.poll() is None, "the server did not come up"
-            try:
-                if httpx.get(f"{base}/health").status_code == 200:
-                    break
-            except httpx.TransportError:
-                time.sleep(0.1)
         turn = {"message": "Tell me everything.", "options": {"max_tokens": 7000, "temperature": 0}}
         model = httpx.get(f"{base}/v1/models").json()["data"][0]["id"]
         completion = {"model": model, "messages": [{"role": "user", "content": "Go on."}], "max_tokens": 7000,
@@ -83,3 +89,34 @@ def test_a_stopped_server_cancels_stores_and_logs_what_was_in_flight_and_exits_w
     with Database(db) as database:
         [turn_row] = database.query("SELECT status, answer, user FROM turns")
     assert turn_row["status"] == "cancelled" and turn_row["user"] == "Tell me everything." and turn_row["answer"]
+
+
+@pytest.mark.slow  # two server processes, one after the other
+def test_a_restarted_server_process_goes_on_with_its_conversations_and_idempotent_answers(tiny_path, tmp_path):
+    """The restart as it happens: the process stops (SIGTERM) and a new one starts on the same database."""
+    db = tmp_path / "server.db"
+    server, base = _serve(tiny_path, db)
+    try:
+        first = httpx.post(f"{base}/v1/chatflow/conversation", json={"message": "Hi", "options": {"max_tokens": 3}})
+        conversation_id = first.headers["x-conversation-id"]
+        model = httpx.get(f"{base}/v1/models").json()["data"][0]["id"]
+        body = {"model": model, "messages": [{"role": "user", "content": "Hi"}], "max_tokens": 6, "temperature": 1.0}
+        answer = httpx.post(f"{base}/v1/chat/completions", json=body, headers={"Idempotency-Key": "once"})
+        assert first.status_code == answer.status_code == 200
+    finally:
+        server.send_signal(signal.SIGTERM)
+        server.communicate(timeout=60)
+    server, base = _serve(tiny_path, db)
+    try:
+        follow_up = {"conversation_id": conversation_id, "message": "Again", "options": {"max_tokens": 3}}
+        second = httpx.post(f"{base}/v1/chatflow/conversation", json=follow_up)
+        again = httpx.post(f"{base}/v1/chat/completions", json=body, headers={"Idempotency-Key": "once"})
+    finally:
+        server.send_signal(signal.SIGTERM)
+        server.communicate(timeout=60)
+    assert second.status_code == 200 and second.headers["x-conversation-id"] == conversation_id
+    assert again.headers["x-idempotent-replay"] == "true" and again.content == answer.content
+    with Database(db) as database:
+        rows = database.query("SELECT user, session_id, seq FROM turns ORDER BY seq")
+    assert [(row["user"], row["seq"]) for row in rows] == [("Hi", 0), ("Again", 1)]
+    assert rows[0]["session_id"] == rows[1]["session_id"]  # one conversation, its second turn after the first
