@@ -20,7 +20,7 @@ from jupyter_chatflow.model.transformer import KVCache
 from .chunks import MIN_CACHE, bucket, cache_length
 from .programs import Programs
 from .prompt_cache import MIN_KEPT_LENGTH
-from .run import Run
+from .run import SequenceState
 from .sampling import GREEDY_KNOBS, Sampled
 
 WARM_AHEAD = 64  # steps before the rows fill the cache: compile the doubled cache's decode programs meanwhile
@@ -88,7 +88,7 @@ class Batch:
             "key": np.zeros((size, *key_shape), np.uint32),
         }
 
-    def join(self, row: int, run: Run, length: int) -> None:
+    def join(self, row: int, run: SequenceState, length: int) -> None:
         """Row `row` takes a prefilled sequence: the first `length` positions of its cache, its first token."""
         self._fit(max(length, run.prompt.size + 1))
         assert self.cache is not None and self.seen is not None

@@ -83,9 +83,9 @@ def tokens_per_s(steps: int, decode_ms: float, compile_ms: float = 0.0) -> float
 
 
 @dataclasses.dataclass
-class Usage:
+class GenerationCounts:
     """Token counts and timings of one generation, filled in as it runs: the source numbers a turn's `Usage` and
-    `Timings` (events.py) are summed from."""
+    `Timings` (events) are summed from (named apart from them: issue 35's one name, one thing)."""
 
     prompt_tokens: int
     completion_tokens: int = 0
@@ -135,7 +135,7 @@ class Generation:
 
     def __init__(
         self,
-        raw_steps: Callable[[threading.Event, Usage], Iterator[RawStep]],
+        raw_steps: Callable[[threading.Event, GenerationCounts], Iterator[RawStep]],
         tokenizer: Tokenizer,
         *,
         prompt_tokens: int,
@@ -144,7 +144,7 @@ class Generation:
         cancel: threading.Event | None = None,
         done: Callable[[], bool] | None = None,
     ):
-        self.usage = Usage(prompt_tokens=prompt_tokens)
+        self.usage = GenerationCounts(prompt_tokens=prompt_tokens)
         self.finish_reason: str | None = None
         self.text = ""
         self._cancel = _Stop(cancel)

@@ -24,9 +24,9 @@ from jupyter_chatflow.tokenizer.tokenizer import Tokenizer
 
 from .chunks import MIN_BUCKET, MIN_CACHE, PREFILL_CHUNK, bucket, prefill_chunks, room
 from .constraint import Constraint
-from .generation import Generation, RawStep, Usage
+from .generation import Generation, GenerationCounts, RawStep
 from .prompt_cache import PromptCache
-from .run import Run, raw_step
+from .run import SequenceState, raw_step
 from .runner import Runner
 from .sampling import SamplingParams
 
@@ -34,7 +34,7 @@ __all__ = [  # (the shapes' names, re-exported from chunks.py where they live)
     "MIN_BUCKET", "MIN_CACHE", "PREFILL_CHUNK", "Model", "bucket", "prefill_chunks", "raw_step", "room",
 ]  # fmt: skip
 
-RawSteps = Callable[[threading.Event, Usage], Iterator[RawStep]]
+RawSteps = Callable[[threading.Event, GenerationCounts], Iterator[RawStep]]
 
 
 class Model:
@@ -150,7 +150,7 @@ class Model:
 
     def _raw_steps(
         self, prompt: np.ndarray, params: SamplingParams, constraint: Constraint | None, cancel: threading.Event,
-        usage: Usage,
+        usage: GenerationCounts,
     ) -> Iterator[RawStep]:  # fmt: skip
         """Prefill, then decode until max_tokens, the window, the constraint's end or cancel; one RawStep each."""
         runner = self.runner
@@ -171,7 +171,7 @@ class Model:
         with self._counting:
             self._active += change
 
-    def _decode_ahead(self, run: Run, budget: int, cancel: threading.Event, _constraint) -> Iterator[RawStep]:
+    def _decode_ahead(self, run: SequenceState, budget: int, cancel: threading.Event, _constraint) -> Iterator[RawStep]:
         """Unconstrained decoding: XLA computes step n while the host reads step n-1."""
         yield run.host(run.out)  # the first token goes out before the decode program is even dispatched
         pending = None
@@ -185,7 +185,9 @@ class Model:
         if pending is not None and not cancel.is_set():
             yield run.host(pending)
 
-    def _decode_constrained(self, run: Run, budget: int, cancel: threading.Event, constraint) -> Iterator[RawStep]:
+    def _decode_constrained(
+        self, run: SequenceState, budget: int, cancel: threading.Event, constraint
+    ) -> Iterator[RawStep]:
         """Constrained decoding, step by step: each mask depends on the token before it."""
         for step in range(1, budget + 1):
             raw = run.host(run.out)

@@ -27,7 +27,7 @@ from .chunks import MIN_BUCKET, bucket
 from .generation import RawStep
 from .programs import Programs
 from .prompt_cache import MIN_KEPT_LENGTH
-from .run import Run, raw_step
+from .run import SequenceState, raw_step
 from .sampling import GREEDY_KNOBS
 
 GROUP_SIZES = (4, 8, 16)  # rows of a group (padded up); fewer than 4 newcomers are prefilled one by one
@@ -56,7 +56,7 @@ def group_size(n: int) -> int:
     return next((size for size in GROUP_SIZES if size >= n), 0) if n >= GROUP_SIZES[0] else 0
 
 
-def prefill(runner: Prefixes, programs: Programs, runs: Sequence[Run]) -> list[tuple[RawStep, int] | None]:
+def prefill(runner: Prefixes, programs: Programs, runs: Sequence[SequenceState]) -> list[tuple[RawStep, int] | None]:
     """Prefill `runs` (started, no cache yet) as one chunk on `runner`'s `programs`: per run, (its first token, the
     prefix reused), and `run.cache` (a cache of its own) and `run.seen` set; None where the prompt cache changed
     meanwhile and the prompt no longer fits a group (the run is untouched: prefill it alone)."""
@@ -78,8 +78,8 @@ def prefill(runner: Prefixes, programs: Programs, runs: Sequence[Run]) -> list[t
 
 
 def _forward(
-    programs: Programs, vocab: int, runs: Sequence[Run], cache: KVCache, tokens: np.ndarray, starts: np.ndarray,
-    reused: Sequence[int | None],
+    programs: Programs, vocab: int, runs: Sequence[SequenceState], cache: KVCache, tokens: np.ndarray,
+    starts: np.ndarray, reused: Sequence[int | None],
 ):  # fmt: skip
     """The chunk [b, WIDTH] through every layer, its keys/values written, each row's first token sampled."""
     size = tokens.shape[0]
@@ -99,7 +99,7 @@ def _forward(
 
 
 def _member(
-    programs: Programs, run: Run, cache: KVCache, row: int, reused: int | None, raw: RawStep, seen: jax.Array
+    programs: Programs, run: SequenceState, cache: KVCache, row: int, reused: int | None, raw: RawStep, seen: jax.Array
 ) -> tuple[RawStep, int] | None:
     """Row `row` of the group's result as `run`'s own: its cache (a copy of its first positions), its `seen`."""
     if reused is None:

@@ -1,4 +1,4 @@
-"""One sequence's state while it runs (`Run`), and a sampler's output read back as a `RawStep`."""
+"""One sequence's state while it runs (`SequenceState`), and a sampler's output read back as a `RawStep`."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ from .generation import RawStep
 from .sampling import Sampled
 
 
-class Run:
+class SequenceState:
     """The state of one sequence while it runs: made by `Runner.start`, given a cache by `Runner.take_cache` (or a
     group's prefill), advanced by `Runner.prefill` and `Runner.decode`, or copied into a row of a `Batch`.
 

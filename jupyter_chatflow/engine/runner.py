@@ -46,7 +46,7 @@ from .constraint import Constraint
 from .generation import RawStep
 from .programs import Programs, release_all, release_freed_memory
 from .prompt_cache import MIN_KEPT_LENGTH, PromptCache
-from .run import Run
+from .run import SequenceState
 from .sampling import SamplingParams
 
 _log = logging.getLogger(__name__)
@@ -98,21 +98,23 @@ class Runner:
         """How many tokens may be generated after `prompt`: max_tokens, or what is left of the window."""
         return min(params.max_tokens, self.config.context_length - prompt.size)
 
-    def start(self, prompt: np.ndarray, params: SamplingParams) -> Run:
+    def start(self, prompt: np.ndarray, params: SamplingParams) -> SequenceState:
         """A sequence's state before its prefill: its random key, its knobs, the tokens seen (the prompt's from
         `params.penalty_from` on: those the repetition penalty counts). No cache yet."""
         seed = params.seed if params.seed is not None else int(np.random.default_rng().integers(2**31))
         seen = np.zeros((1, self.config.vocab_size), bool)
         seen[0, prompt[params.penalty_from :]] = True
-        return Run(prompt, jax.random.key(seed), params.as_array(), seen)
+        return SequenceState(prompt, jax.random.key(seed), params.as_array(), seen)
 
-    def take_cache(self, run: Run) -> int:
+    def take_cache(self, run: SequenceState) -> int:
         """Give `run` a KV cache of its own (the prompt cache's longest prefix of its prompt, or a new one); returns
         how many leading prompt tokens it holds already (not computed again)."""
         run.cache, reused = self._take(run.prompt, room(run.prompt.size))
         return reused
 
-    def prefill(self, run: Run, reused: int, constraint: Constraint | None = None) -> Iterator[tuple[int, bool]]:
+    def prefill(
+        self, run: SequenceState, reused: int, constraint: Constraint | None = None
+    ) -> Iterator[tuple[int, bool]]:
         """Prefill `run`'s prompt after its first `reused` tokens, one chunk per iteration, yielding (the chunk's
         width, whether it was the last); the last chunk also samples the first token into `run.out` (under the
         constraint's mask). A single token after a cached prefix (a fork, a prompt prewarmed all but its end) is a
@@ -133,14 +135,14 @@ class Runner:
         )
         yield tokens.shape[1], True
 
-    def decode(self, run: Run, step: int, allowed: jax.Array | None = None) -> None:
+    def decode(self, run: SequenceState, step: int, allowed: jax.Array | None = None) -> None:
         """Decode step `step` (1, 2, …) of `run`: its last sampled token (`run.out`, still on the device) through the
         one-row decode program, its keys/values written, the next token sampled into `run.out` among `allowed`
         ([1, V], from `mask`; None: any). The host is not waited for: the next step can be dispatched first."""
         self._feed(run, run.out.token, run.prompt.size + step - 1, step, self._anything if allowed is None else allowed)
         run.fed += 1
 
-    def _feed(self, run: Run, token: Any, pos: int, step: int, allowed: jax.Array) -> None:
+    def _feed(self, run: SequenceState, token: Any, pos: int, step: int, allowed: jax.Array) -> None:
         """token [1] at `pos` through `decode_rows` (a batch of one row), the next one sampled; a full cache first
         grows to the next length (a cache is sized for its prompt, not for max_tokens)."""
         if pos >= run.cache.length:
@@ -158,7 +160,7 @@ class Runner:
         allowed = None if constraint is None else constraint.allowed()
         return self._anything if allowed is None else jax.device_put(np.asarray(allowed, bool)[None])
 
-    def release(self, run: Run) -> None:
+    def release(self, run: SequenceState) -> None:
         """`run` is done: the keys/values it wrote go to the prompt cache (`keep`)."""
         self.keep(run.cache, run.written())
 
@@ -272,7 +274,7 @@ class Runner:
         """Whether `prompt` can be prefilled in a group (`prefill_group.fits`)."""
         return prefill_group.fits(prompt, self.shared_prefix(prompt))
 
-    def prefill_group(self, runs: Sequence[Run]) -> list[tuple[RawStep, int] | None]:
+    def prefill_group(self, runs: Sequence[SequenceState]) -> list[tuple[RawStep, int] | None]:
         """Prefill several started runs as one chunk (`prefill_group.prefill`): per run, (its first token, the
         prefix reused) with `run.cache` set, or None where it must be prefilled alone."""
         return prefill_group.prefill(self, self._programs, runs)

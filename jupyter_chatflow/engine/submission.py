@@ -20,8 +20,8 @@ import numpy as np
 from jupyter_chatflow.errors import GenerationError
 
 from .constraint import Constraint
-from .generation import RawStep, Usage
-from .run import Run
+from .generation import GenerationCounts, RawStep
+from .run import SequenceState
 from .sampling import SamplingParams
 
 RELEASE_WAIT_S = 5.0  # at most this long, a caller that read its sequence's last step waits for it to be kept
@@ -63,7 +63,7 @@ class Submission:
     out: queue.SimpleQueue = dataclasses.field(default_factory=queue.SimpleQueue)
     closed: threading.Event = dataclasses.field(default_factory=threading.Event)  # the caller let go
     generation_stop: threading.Event | None = None  # the Generation's own stop flag, once it is iterated
-    run: Run | None = None
+    run: SequenceState | None = None
     prefill: Iterator[tuple[int, bool]] | None = None  # (chunk width, last) per chunk run
     reused: int = 0
     row: int = -1
@@ -123,7 +123,7 @@ class Submission:
 
     # --- the caller's side ------------------------------------------------------------------------------------------
 
-    def steps(self, stop: threading.Event, usage: Usage) -> Iterator[RawStep]:
+    def steps(self, stop: threading.Event, usage: GenerationCounts) -> Iterator[RawStep]:
         """The raw steps, read from the queue on the caller's thread (what its `Generation` iterates)."""
         self.generation_stop, self.read_from = stop, time.perf_counter()
         last = False

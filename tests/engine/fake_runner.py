@@ -18,7 +18,7 @@ from jupyter_chatflow.engine.batch import WARM_AHEAD, kept_length
 from jupyter_chatflow.engine.chunks import bucket, cache_length, prefill_chunks, room
 from jupyter_chatflow.engine.prefill_group import WIDTH
 from jupyter_chatflow.engine.prompt_cache import MIN_KEPT_LENGTH, shared_prefix
-from jupyter_chatflow.engine.run import Run, raw_step
+from jupyter_chatflow.engine.run import SequenceState, raw_step
 from jupyter_chatflow.engine.sampling import Sampled, SamplingParams
 from jupyter_chatflow.errors import GenerationError
 
@@ -67,14 +67,14 @@ class FakeRunner:
     def budget(self, prompt: np.ndarray, params: SamplingParams) -> int:
         return min(params.max_tokens, WINDOW - prompt.size)
 
-    def start(self, prompt: np.ndarray, params: SamplingParams) -> Run:
-        return Run(prompt, jax.random.key(0), params.as_array(), np.zeros((1, VOCAB), bool))
+    def start(self, prompt: np.ndarray, params: SamplingParams) -> SequenceState:
+        return SequenceState(prompt, jax.random.key(0), params.as_array(), np.zeros((1, VOCAB), bool))
 
-    def take_cache(self, run: Run) -> int:
+    def take_cache(self, run: SequenceState) -> int:
         run.cache = FakeCache(cache_length(room(run.prompt.size), WINDOW))  # type: ignore[assignment]
         return 0
 
-    def prefill(self, run: Run, reused: int, constraint=None) -> Iterator[tuple[int, bool]]:
+    def prefill(self, run: SequenceState, reused: int, constraint=None) -> Iterator[tuple[int, bool]]:
         *head, (_, last, _) = prefill_chunks(run.prompt, run.cache.length, reused)
         for _, tokens, _ in head:
             self.calls.append(("chunk", run.prompt.size, tokens.shape[1]))
@@ -85,7 +85,7 @@ class FakeRunner:
         run.out = sampled([token_at(run.prompt, run.prompt.size)])
         yield last.shape[1], True
 
-    def release(self, run: Run) -> None:
+    def release(self, run: SequenceState) -> None:
         self.keep(run.cache, run.written())
 
     def keep(self, cache, ids: np.ndarray) -> None:
@@ -101,7 +101,7 @@ class FakeRunner:
     def fits_group(self, prompt: np.ndarray) -> bool:
         return self.groupable(prompt)
 
-    def prefill_group(self, runs: Sequence[Run]) -> list:
+    def prefill_group(self, runs: Sequence[SequenceState]) -> list:
         self.calls.append(("group", len(runs)))
         results = []
         for run in runs:
@@ -155,7 +155,7 @@ class FakeBatch:
         self.pos = np.array([0 if i is None else self.pos[i] for i in pick], np.int32)
         self.token = np.array([0 if i is None else self.token[i] for i in pick], np.int32)
 
-    def join(self, row: int, run: Run, length: int) -> None:
+    def join(self, row: int, run: SequenceState, length: int) -> None:
         self.length = max(self.length, cache_length(max(length, run.prompt.size + 1), WINDOW))
         self.prompts[row], self.pos[row], self.token[row] = run.prompt, run.prompt.size, run.tokens[-1]
 

@@ -6,7 +6,7 @@ import threading
 
 import pytest
 
-from jupyter_chatflow.engine.generation import Step, Usage
+from jupyter_chatflow.engine.generation import GenerationCounts, Step
 from jupyter_chatflow.engine.sampling import SamplingParams
 from jupyter_chatflow.events import Timings, TokenDelta, ToolCall
 from jupyter_chatflow.events import Usage as TurnUsage
@@ -19,7 +19,7 @@ class ScriptedGeneration:
 
     def __init__(self, texts: list[str]):
         self.texts, self.text, self.finish_reason = texts, "", None
-        self.usage = Usage(prompt_tokens=3)
+        self.usage = GenerationCounts(prompt_tokens=3)
 
     def __iter__(self):
         for index, text in enumerate(self.texts):
@@ -95,7 +95,7 @@ def test_xla_compiling_during_decode_is_kept_apart_from_decoding_time(tiny_model
     """A decode program's first call compiles (seconds) inside decode_ms: tokens/s must not count it as decoding
     (a tour chapter showed 12.7 tokens/s for a turn that decoded at 46). The round takes the engine's split."""
     generation = ScriptedGeneration(list("abcdefg"))  # 7 tokens: the first from the prefill, then 6 steps
-    generation.usage = Usage(prompt_tokens=3, prefill_ms=50.0, decode_ms=1_200.0, compile_ms=1_030.0,
+    generation.usage = GenerationCounts(prompt_tokens=3, prefill_ms=50.0, decode_ms=1_200.0, compile_ms=1_030.0,
                              decode_compile_ms=1_000.0)  # fmt: skip  # the decode program compiled for 1 s
     model = Scripted(tiny_model, [])
     model.submit = lambda *args, **options: generation  # type: ignore[method-assign]

@@ -26,7 +26,7 @@ from .errors import APIError, bad_request
 from .formats import SchemaStream, response_schema, schema_constraint
 from .idempotency import Answer, Claim
 from .pump import ChunkOptions, Pump
-from .requests import ChatRequest, parse_chat
+from .requests import CompletionRequest, parse_chat
 from .state import ServerState
 from .tools import Tools, ToolStream, check_tools, parse_tools, prompt_messages
 
@@ -98,7 +98,7 @@ async def _frames(pump: Pump, claim: Claim | None) -> AsyncIterator[bytes]:
         claim.store(Answer(200, "text/event-stream", b"".join(sent)))
 
 
-async def _whole(pump: Pump, chat: ChatRequest, request: Request) -> Response:
+async def _whole(pump: Pump, chat: CompletionRequest, request: Request) -> Response:
     """Collect the chunks into one `chat.completion`; a client that disconnects meanwhile cancels it."""
     gone = asyncio.ensure_future(_disconnect(request))
     gone.add_done_callback(lambda task: None if task.cancelled() else pump.cancel())

@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import Protocol
 
-from jupyter_chatflow.engine.generation import Engine, Step, Usage
+from jupyter_chatflow.engine.generation import Engine, GenerationCounts, Step
 
 __all__ = ["Engine", "Stream"]
 
@@ -29,7 +29,7 @@ class Stream(Protocol):
     def text(self) -> str: ...
 
     @property
-    def usage(self) -> Usage: ...
+    def usage(self) -> GenerationCounts: ...
 
     def __iter__(self) -> Iterator[Step]: ...
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import Any
 
-from jupyter_chatflow.engine.generation import Step, Usage
+from jupyter_chatflow.engine.generation import GenerationCounts, Step
 from jupyter_chatflow.pipeline.tools import ToolError
 from jupyter_chatflow.pipeline.tools.constrained import GrammarConstraint, json_grammar
 from jupyter_chatflow.tokenizer.tokenizer import Tokenizer
@@ -65,7 +65,7 @@ class SchemaStream:
         return self._stream.finish_reason
 
     @property
-    def usage(self) -> Usage:
+    def usage(self) -> GenerationCounts:
         return self._stream.usage
 
     def cancel(self) -> None:

@@ -39,7 +39,7 @@ _END = object()
 
 
 @dataclasses.dataclass
-class Timings:
+class RequestTimings:
     """What the pump measured of one request (milliseconds; the clock starts at the request's arrival)."""
 
     arrived: float
@@ -71,9 +71,9 @@ class Pump:
     """Runs one stream on a thread; `async for item in pump` gets its chunks, then `"[DONE]"`."""
 
     def __init__(self, stream: Stream, cancel: threading.Event, options: ChunkOptions, arrived: float,
-                 on_end: Callable[[Timings], None]):  # fmt: skip
+                 on_end: Callable[[RequestTimings], None]):  # fmt: skip
         self.stream = stream
-        self.timings = Timings(arrived=arrived, prompt_tokens=stream.usage.prompt_tokens)
+        self.timings = RequestTimings(arrived=arrived, prompt_tokens=stream.usage.prompt_tokens)
         self._cancel = cancel
         self._options = options
         self._on_end = on_end

@@ -50,7 +50,7 @@ class Call:
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
-class ChatRequest:
+class CompletionRequest:
     """What a /v1/chat/completions body asks for, checked."""
 
     model: str
@@ -113,13 +113,13 @@ def _broken_text(data: Any) -> str | None:
     return None
 
 
-def parse_chat(data: dict[str, Any], served: str, window: int) -> ChatRequest:
+def parse_chat(data: dict[str, Any], served: str, window: int) -> CompletionRequest:
     """Check a chat completion body against the model this server serves (`served`, whose context window is
     `window` tokens)."""
     model = check_model(data, served)
     stream = _bool(data, "stream")
     max_tokens = _max_tokens(data, window)
-    return ChatRequest(
+    return CompletionRequest(
         model=model,
         messages=parse_messages(data.get("messages")),
         params=_params(data, max_tokens),

@@ -16,7 +16,7 @@ from .idempotency import IdempotencyStore
 from .limits import Limiter
 from .log import RequestRecord
 from .metrics import Metrics
-from .pump import Pump, Timings
+from .pump import Pump, RequestTimings
 
 
 class ServerState:
@@ -81,7 +81,7 @@ class ServerState:
                 time.sleep(0.01)
         return len(turns) + len(pumps)
 
-    def finished(self, record: RequestRecord, timings: Timings) -> None:
+    def finished(self, record: RequestRecord, timings: RequestTimings) -> None:
         """A generation ended (on its thread): count its tokens and latencies, fill its log line."""
         self.generated += 1
         if timings.first_token_s is not None:

@@ -18,7 +18,7 @@ import uuid
 from collections.abc import Iterator, Sequence
 from typing import Any
 
-from jupyter_chatflow.engine.generation import Step, Usage
+from jupyter_chatflow.engine.generation import GenerationCounts, Step
 from jupyter_chatflow.engine.sampling import SamplingParams
 from jupyter_chatflow.pipeline.tools import (
     Tool,
@@ -187,7 +187,7 @@ class ToolStream:
                  tools: Tools, vocab_size: int):  # fmt: skip
         self._engine, self._tokenizer, self._prompt = engine, tokenizer, list(prompt)
         self._params, self._tools, self._vocab_size = params, tools, vocab_size
-        self.usage = Usage(prompt_tokens=len(prompt))
+        self.usage = GenerationCounts(prompt_tokens=len(prompt))
         self.text = ""
         self.finish_reason: str | None = None
         self.call: MadeCall | None = None
@@ -259,7 +259,7 @@ class ToolStream:
         self.call = MadeCall.of(call) if call.name and call.status in ("complete", "cut") else None
         self.finish_reason = {"complete": "tool_calls", "cut": "length"}.get(call.status, "stop")
 
-    def _add(self, usage: Usage, counted: bool = True) -> None:
+    def _add(self, usage: GenerationCounts, counted: bool = True) -> None:
         """Add one round's counts (its tokens unless the caller counts them): its prefill is the answer's when it is
         the first round, else decode time."""
         first, self._rounds = self._rounds == 0, self._rounds + 1
