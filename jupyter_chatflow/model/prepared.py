@@ -23,6 +23,8 @@ from typing import Any
 
 import numpy as np
 
+from jupyter_chatflow.processes import running
+
 from .config import ModelConfig, RopeScaling
 from .quant.packed import Packed, Part
 
@@ -108,23 +110,13 @@ def sweep_staging(root: Path) -> list[Path]:
     removed = []
     for folder in root.glob(f"{STAGING}*"):
         pid = folder.name[len(STAGING) :].split("-", 1)[0]
-        if pid.isdigit() and _running(int(pid)):
+        if pid.isdigit() and running(int(pid)):
             continue
         if not pid.isdigit() and time.time() - folder.stat().st_mtime < 86_400:  # (written before pids were named)
             continue
         shutil.rmtree(folder, ignore_errors=True)
         removed.append(folder)
     return removed
-
-
-def _running(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
 
 
 def _write_entry(folder: Path, prepared: Prepared) -> None:

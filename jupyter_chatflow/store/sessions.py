@@ -23,6 +23,7 @@ import uuid
 from collections.abc import Sequence
 
 from jupyter_chatflow.events import Cancelled, Completed, Event, Failed, TurnStarted, event_from_dict
+from jupyter_chatflow.processes import running
 
 from .database import Database, StorageError
 
@@ -259,26 +260,11 @@ def owner() -> str:
 
 def _alive(stored: str) -> bool:
     """Whether the process `stored` names may still be running: this one, one of another machine (which cannot be
-    seen from here), or a live (not zombie) pid of this machine."""
+    seen from here), or a live pid of this machine."""
     host, _, pid = stored.rpartition(":")
     if stored == owner() or host != socket.gethostname() or not pid.isdigit():
         return True
-    try:
-        os.kill(int(pid), 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:  # another user's live process
-        return True
-    return _not_zombie(int(pid))
-
-
-def _not_zombie(pid: int) -> bool:
-    """False for a process that has ended but not been reaped (its parent, a test say, has not waited for it)."""
-    try:
-        with open(f"/proc/{pid}/stat", encoding="ascii", errors="replace") as stat:
-            return stat.read().rsplit(")", 1)[-1].split()[0] != "Z"
-    except OSError:
-        return True  # (no /proc: macOS)
+    return running(int(pid))
 
 
 def _session(row: sqlite3.Row) -> SessionRecord:
