@@ -267,9 +267,10 @@ class Chat:
             with lock:
                 late = bool(log) and isinstance(log[-1], TERMINAL)  # after the turn's end (it is stored)
                 log.append(stamped := emitter(event))
-                if isinstance(stamped, TERMINAL) and (problem := self._store(log)):
-                    out.note(problem)  # (warned to the reader once it has read the end, not inside the answer)
-                elif not late and not isinstance(stamped, TERMINAL):
+                if isinstance(stamped, TERMINAL):
+                    if problem := self._store(log):
+                        out.note(problem)  # (warned to the reader once it has read the end, not inside the answer)
+                elif not late:
                     kept.see(log)
                 out.append(stamped)
                 self._tell(stamped)

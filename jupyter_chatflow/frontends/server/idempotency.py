@@ -81,17 +81,10 @@ class IdempotencyStore:
         slot, digest = (key_id, idempotency_key), body_digest(body)
         while True:
             self._expire()
-            entry = self._entries.get(slot)
+            entry = self._entries.get(slot) or await self._from_database(slot)
             if entry is None:
-                kept = await asyncio.to_thread(self._kept, slot) if self._database is not None else None
-                entry = self._entries.get(slot)  # (another attempt may have claimed it meanwhile)
-                if entry is None and kept is None:
-                    entry = self._entries[slot] = _Entry(digest, self._clock())
-                    return Claim(self, slot, entry)
-                if entry is None and kept is not None:
-                    entry = self._entries[slot] = _Entry(kept[0], self._clock(), answer=kept[1])
-                    entry.settled.set()
-            assert entry is not None
+                entry = self._entries[slot] = _Entry(digest, self._clock())
+                return Claim(self, slot, entry)
             if entry.digest != digest:
                 raise _reused()
             if entry.answer is not None:
@@ -114,6 +107,16 @@ class IdempotencyStore:
                 )
         except ChatflowError as error:
             LOGGER.warning("could not keep an idempotent answer in the database: %s", error)
+
+    async def _from_database(self, slot: tuple[str, str]) -> _Entry | None:
+        """The entry of an answer stored before this process started (kept in the database), or of an attempt another
+        request began meanwhile; None when there is neither."""
+        kept = await asyncio.to_thread(self._kept, slot) if self._database is not None else None
+        entry = self._entries.get(slot)  # (another attempt may have claimed it meanwhile)
+        if entry is None and kept is not None:
+            entry = self._entries[slot] = _Entry(kept[0], self._clock(), answer=kept[1])
+            entry.settled.set()
+        return entry
 
     def _kept(self, slot: tuple[str, str]) -> tuple[str, Answer] | None:
         """(digest, answer) stored for `slot` in the database within `ttl_s`, or None."""

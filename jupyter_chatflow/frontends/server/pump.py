@@ -98,6 +98,12 @@ class Pump:
         self._cancel.set()
         self.stream.cancel()
 
+    @property
+    def running(self) -> bool:
+        """The generation has not ended yet."""
+        with self._ended_lock:
+            return not self._ended
+
     def join(self, timeout: float | None) -> bool:
         """Wait for the generation to end and its log line to be written; whether it has."""
         self._thread.join(timeout)

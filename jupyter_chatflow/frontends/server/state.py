@@ -71,7 +71,7 @@ class ServerState:
         stored as cancelled with what it had and each request writes its log line. Returns how many it stopped."""
         deadline = time.monotonic() + bound_s
         turns = self.conversations.cancel_all()
-        pumps = list(self.pumps)
+        pumps = [pump for pump in self.pumps if pump.running]  # (the set holds ended ones until they are collected)
         for pump in pumps:
             pump.cancel()
         for pump in pumps:
