@@ -12,7 +12,6 @@ one, its partial arguments in `tool_calls` and finish_reason "length".
 from __future__ import annotations
 
 import dataclasses
-import re
 import threading
 import uuid
 from collections.abc import Iterator, Sequence
@@ -99,9 +98,8 @@ def check_tools(tools: Tools, tokenizer: Tokenizer, vocab_size: int, max_tokens:
         try:  # builds the call's grammar and writes the shortest call under it (cached per tool and tokenizer)
             least_call_tokens(tokenizer, [tool], only=None, include_open=True, vocab_size=vocab_size)
         except ToolError as error:
-            why = re.sub(r"^could not build the [^:]*: (at \d+\(\d+\): )?", "", str(error).split("\n")[0])
-            raise bad_request(f"tools[{index}].function.parameters: a call cannot be written under this schema: "
-                              f"{why}.", param=f"tools[{index}].function.parameters") from None  # fmt: skip
+            raise bad_request(f"tools[{index}].function.parameters: {error}.",
+                              param=f"tools[{index}].function.parameters") from None  # fmt: skip
     try:
         problem = forced_call_problem(tokenizer, tools.tools, choice=tools.choice, max_tokens=max_tokens,
                                       vocab_size=vocab_size)  # fmt: skip

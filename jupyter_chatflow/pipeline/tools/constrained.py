@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import codecs
 import json
+import re
 import threading
 import weakref
 from collections.abc import Sequence
@@ -96,6 +97,12 @@ def _rebased(schema: Any, at: str) -> Any:
     return out
 
 
+def _reason(error: str) -> str:
+    """llguidance's error in one line: its first, without the position in the grammar (the lines after it print the
+    whole grammar, a tool's schema and all)."""
+    return re.sub(r"^at \d+\(\d+\): ", "", error.strip().split("\n")[0])
+
+
 def call_grammar(tools: Sequence[Tool], *, only: str | None = None, include_open: bool = False) -> str:
     """The llguidance grammar (Lark with an embedded %json schema) of one tool call up to `</tool_call>`."""
     import llguidance
@@ -134,7 +141,7 @@ class GrammarConstraint:
         self._vocabulary = vocabulary(tokenizer)
         self._matcher = llguidance.LLMatcher(self._vocabulary.lltokenizer, self.grammar, log_level=0)
         if self._matcher.is_error():
-            raise ToolError(f"could not build the {self.NAME}: {self._matcher.get_error()}")
+            raise ToolError(f"could not build the {self.NAME}: {_reason(self._matcher.get_error())}")
         self.prefix = prefix
         """Text of the call the model already wrote before decoding was constrained (not part of `ids`)."""
         if prefix and not self._matcher.consume_tokens(tokenizer.encode(prefix)):

@@ -121,7 +121,7 @@ def _walk_shortest(constraint: ToolCallConstraint, tokenizer: Tokenizer) -> int 
         allowed[[i for i in (tokenizer.eos_id, *tokenizer.stop_ids) if i < allowed.size]] = False
         choices = [i for i in shortest if allowed[i]] or allowed.nonzero()[0][:1].tolist()
         if not choices:  # (llguidance lets a schema it cannot satisfy, a property that is only a $ref to itself, end)
-            raise ToolError(f"nothing may follow {constraint.text!r} (no value satisfies what comes next)")
+            raise ToolError(f"no whole call can be written under this schema: nothing may follow {constraint.text!r}")
         # not the same piece twice when another will do: "00…" never meets a pattern that wants a letter
         last = next((i for i in choices if i != last), choices[0])
         constraint.advance(last)
