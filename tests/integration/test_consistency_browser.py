@@ -10,7 +10,6 @@ import contextlib
 import functools
 import http.server
 import json
-import subprocess
 import threading
 from pathlib import Path
 
@@ -19,7 +18,7 @@ import pytest
 from jupyter_chatflow.account.words import ms
 
 from .record_turns import KINDS
-from .test_e2e_panel import ARTIFACTS, CHROMIUM, FLAGS
+from .test_e2e_panel import ARTIFACTS, CHROMIUM
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -59,14 +58,8 @@ def serving(turns: dict):
 
 
 @pytest.fixture(scope="module")
-def browser():
-    from playwright.sync_api import sync_playwright
-
-    subprocess.run(["node", "build.mjs", "--harness"], cwd=ROOT / "js", check=True, capture_output=True)
-    with sync_playwright() as playwright:
-        chromium = playwright.chromium.launch(executable_path=str(CHROMIUM), args=FLAGS)
-        yield chromium
-        chromium.close()
+def browser(harness_chromium):
+    return harness_chromium
 
 
 @contextlib.contextmanager

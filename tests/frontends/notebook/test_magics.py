@@ -304,10 +304,9 @@ class _Handle:
         self.shown.append(("update", obj))
 
 
-def test_in_jupyter_the_status_is_one_display_updated_in_place(shell, cold, monkeypatch, capsys):
-    """A bar while the weights load, a clock while XLA compiles, then what it measured: one display, no stderr."""
-    from IPython.display import Pretty
-
+@pytest.fixture
+def shown(monkeypatch) -> list:
+    """What the cell displays, as in Jupyter: ("display", obj) and ("update", obj) in order; the clock ticks fast."""
     from jupyter_chatflow.frontends import progress
     from jupyter_chatflow.frontends.notebook import magics
 
@@ -321,6 +320,13 @@ def test_in_jupyter_the_status_is_one_display_updated_in_place(shell, cold, monk
     monkeypatch.setattr(magics, "display", fake_display)
     monkeypatch.setattr(magics, "_has_display", lambda shell: True)
     monkeypatch.setattr(progress, "TICK_S", 0.001)
+    return shown
+
+
+def test_in_jupyter_the_status_is_one_display_updated_in_place(shell, cold, shown, capsys):
+    """A bar while the weights load, a clock while XLA compiles, then what it measured: one display, no stderr."""
+    from IPython.display import Pretty
+
     chat(shell, "--temperature 0 --max-tokens 3", "Hello")
     assert capsys.readouterr().err == ""
     status = [(kind, obj.data) for kind, obj in shown if isinstance(obj, Pretty)]
@@ -333,25 +339,13 @@ def test_in_jupyter_the_status_is_one_display_updated_in_place(shell, cold, monk
     assert answer and shown.index(("display", answer[0])) > 0  # the status line sits above the answer
 
 
-def test_a_kernel_warmed_by_a_panel_is_warm_for_the_cell(shell, cold, monkeypatch):
+def test_a_kernel_warmed_by_a_panel_is_warm_for_the_cell(shell, cold, shown):
     """Turns through a panel, then a %%chat cell: its status line never says it is the kernel's first turn, and
     nothing of a compile clock stays above the answer."""
     from IPython.display import Pretty
 
-    from jupyter_chatflow.frontends import progress
-    from jupyter_chatflow.frontends.notebook import magics
     from jupyter_chatflow.frontends.panel.widget import ChatWidget
 
-    shown: list = []
-
-    def fake_display(obj, display_id=False):
-        shown.append(("display", obj))
-        return _Handle(shown)
-
-    monkeypatch.setattr(progress, "display", fake_display)
-    monkeypatch.setattr(magics, "display", fake_display)
-    monkeypatch.setattr(magics, "_has_display", lambda shell: True)
-    monkeypatch.setattr(progress, "TICK_S", 0.001)
     chat(shell, "--inspect --temperature 0 --max-tokens 3", "Hello")
     [panel] = [obj for _, obj in shown if isinstance(obj, ChatWidget)]
     panel.wait(60)

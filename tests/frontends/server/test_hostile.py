@@ -3,7 +3,9 @@ and keeps serving."""
 
 from __future__ import annotations
 
+import contextlib
 import json
+from collections.abc import Iterator
 
 import pytest
 from hypothesis import HealthCheck, given, settings
@@ -168,19 +170,36 @@ CONVERSATION = st.fixed_dictionaries(
 )  # fmt: skip
 
 
-@pytest.fixture(scope="module")
-def shared_server(tiny_model):
-    import contextlib
-
+@contextlib.contextmanager
+def _serving(model) -> Iterator[str]:
+    """A live server on `model` (the engine `chatflow serve` runs), for a module's generated bodies."""
     from jupyter_chatflow.engine.scheduler import Scheduler
     from jupyter_chatflow.frontends.server import ModelHost, create_app
 
     from .conftest import running
 
     with contextlib.ExitStack() as stack:
-        scheduler = stack.enter_context(Scheduler(tiny_model, max_batch=4))
-        host = ModelHost.ready(tiny_model, name="tiny", make_engine=lambda _: scheduler)
+        scheduler = stack.enter_context(Scheduler(model, max_batch=4))
+        host = ModelHost.ready(model, name="tiny", make_engine=lambda _: scheduler)
         yield stack.enter_context(running(create_app(host)))
+
+
+def assert_answered(http, base: str, route: str, body) -> None:
+    """2xx, or a 4xx in OpenAI's error shape (a message, a type, a param that is a field's name or null), never a
+    500; and the server goes on."""
+    response = http.post(base + route, content=json.dumps(body).encode())
+    assert response.status_code < 500, (body, response.text)
+    if response.status_code >= 400:
+        error = response.json()["error"]
+        assert error["type"] and error["message"], body
+        assert error.get("param") is None or isinstance(error["param"], str)
+    assert http.get(base + "/health").status_code == 200
+
+
+@pytest.fixture(scope="module")
+def shared_server(tiny_model):
+    with _serving(tiny_model) as base:
+        yield base
 
 
 @settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
@@ -188,40 +207,20 @@ def shared_server(tiny_model):
 def test_every_generated_body_gets_a_2xx_or_a_4xx_in_openais_shape(shared_server, http, body, route):
     if "max_tokens" in body and isinstance(body["max_tokens"], int) and body["max_tokens"] > 0:
         body["max_tokens"] = min(body["max_tokens"], 4)  # (an answer that is allowed runs short)
-    response = http.post(shared_server + route, content=json.dumps(body).encode())
-    assert response.status_code < 500, (body, response.text)
-    if response.status_code >= 400:
-        error = response.json()["error"]
-        assert error["type"] and error["message"], body
-        assert error.get("param") is None or isinstance(error["param"], str)
-    assert http.get(shared_server + "/health").status_code == 200
+    assert_answered(http, shared_server, route, body)
 
 
 @pytest.fixture(scope="module")
 def wide_server(wide_model):
     """The shared server on the tiny model with a 2,048-token window: room in the prompt for two tools."""
-    import contextlib
-
-    from jupyter_chatflow.engine.scheduler import Scheduler
-    from jupyter_chatflow.frontends.server import ModelHost, create_app
-
-    from .conftest import running
-
-    with contextlib.ExitStack() as stack:
-        scheduler = stack.enter_context(Scheduler(wide_model, max_batch=4))
-        host = ModelHost.ready(wide_model, name="tiny", make_engine=lambda _: scheduler)
-        yield stack.enter_context(running(create_app(host)))
+    with _serving(wide_model) as base:
+        yield base
 
 
 @settings(max_examples=120, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(body=TOOL_BODIES, route=st.sampled_from(["/v1/chat/completions", "/tokenize"]))
-def test_every_generated_tool_definition_gets_a_2xx_or_a_4xx_naming_it(wide_server, http, body, route):
-    response = http.post(wide_server + route, content=json.dumps(body).encode())
-    assert response.status_code < 500, (body, response.text)
-    if response.status_code >= 400:
-        error = response.json()["error"]
-        assert error["message"] and (error["param"] is None or isinstance(error["param"], str)), body
-    assert http.get(wide_server + "/health").status_code == 200
+def test_every_generated_tool_definition_gets_a_2xx_or_a_4xx(wide_server, http, body, route):
+    assert_answered(http, wide_server, route, body)
 
 
 @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
@@ -230,7 +229,4 @@ def test_every_generated_conversation_body_gets_a_2xx_or_a_4xx(shared_server, ht
     options = body.get("options")
     if isinstance(options, dict) and not (isinstance(options.get("max_tokens"), int) and options["max_tokens"] < 5):
         options["max_tokens"] = 3  # (a turn that is allowed runs short)
-    response = http.post(shared_server + "/v1/chatflow/conversation", content=json.dumps(body).encode())
-    assert response.status_code < 500, (body, response.text)
-    if response.status_code >= 400:
-        assert response.json()["error"]["message"], body
+    assert_answered(http, shared_server, "/v1/chatflow/conversation", body)
