@@ -5,10 +5,10 @@ from __future__ import annotations
 
 import os
 
-__all__ = ["running"]
+__all__ = ["alive"]
 
 
-def running(pid: int) -> bool:
+def alive(pid: int) -> bool:
     """Whether process `pid` of this machine still runs: True for a live one (another user's too), False for one
     that has ended, reaped or not (a zombie, whose parent has not waited for it yet)."""
     try:

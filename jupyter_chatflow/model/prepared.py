@@ -23,7 +23,7 @@ from typing import Any
 
 import numpy as np
 
-from jupyter_chatflow.processes import running
+from jupyter_chatflow.processes import alive
 
 from .config import ModelConfig, RopeScaling
 from .quant.packed import Packed, Part
@@ -110,7 +110,7 @@ def sweep_staging(root: Path) -> list[Path]:
     removed = []
     for folder in root.glob(f"{STAGING}*"):
         pid = folder.name[len(STAGING) :].split("-", 1)[0]
-        if pid.isdigit() and running(int(pid)):
+        if pid.isdigit() and alive(int(pid)):
             continue
         if not pid.isdigit() and time.time() - folder.stat().st_mtime < 86_400:  # (written before pids were named)
             continue

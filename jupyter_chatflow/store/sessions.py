@@ -23,7 +23,7 @@ import uuid
 from collections.abc import Sequence
 
 from jupyter_chatflow.events import Cancelled, Completed, Event, Failed, TurnStarted, event_from_dict
-from jupyter_chatflow.processes import running
+from jupyter_chatflow.processes import alive
 
 from .database import Database, StorageError
 
@@ -264,7 +264,7 @@ def _alive(stored: str) -> bool:
     host, _, pid = stored.rpartition(":")
     if stored == owner() or host != socket.gethostname() or not pid.isdigit():
         return True
-    return running(int(pid))
+    return alive(int(pid))
 
 
 def _session(row: sqlite3.Row) -> SessionRecord:
