@@ -38,8 +38,9 @@ from jupyter_chatflow.events import (
 )
 
 from .context import Inputs, plain_messages
+from .release import Releaser
 from .remote_server import RemoteSetup
-from .remote_tokens import RemoteText, merge_call, pieces, token_of
+from .remote_tokens import merge_call, pieces, token_of
 from .request import ChatRequest
 from .safety import SafetyPolicy
 from .safety.policy import REMOTE_NOTE
@@ -78,14 +79,14 @@ class Round:
 class RemoteTurn(TurnStages):
     """The stages of one remote turn (`stages.TurnStages`: the ones that need no model), the answer from the server."""
 
-    streamer: RemoteText
+    streamer: Releaser
 
     def __init__(self, setup: RemoteSetup, request: ChatRequest, emit: Callable[[Event], None],
                  cancel: threading.Event):  # fmt: skip
         super().__init__(setup, request, emit, cancel)
         self.setup: RemoteSetup = setup
         self.policy = self.policy.without_model(REMOTE_NOTE)  # (a chat's policy says so already)
-        self.streamer = RemoteText(self._emit, self.policy.output_gate() if self._scans_output else None)
+        self.streamer = Releaser(self._emit, self.policy.output_gate() if self._scans_output else None)
         self.rounds: list[Round] = []
 
     # ---- the server's part ------------------------------------------------------------------------------------

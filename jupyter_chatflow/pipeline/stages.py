@@ -50,7 +50,7 @@ class Setup(Protocol):
 
 
 class Output(Protocol):
-    """What streams the answer through the output gate (`stream.Streamer`, `remote.RemoteText`)."""
+    """What streams the answer through the output gate (`release.Releaser`; a local turn's `stream.Streamer` is one)."""
 
     shown: str
     blocked: SafetyDecision | None

@@ -12,13 +12,13 @@ one, its partial arguments in `tool_calls` and finish_reason "length".
 from __future__ import annotations
 
 import dataclasses
-import threading
 import uuid
 from collections.abc import Iterator, Sequence
 from typing import Any
 
 from jupyter_chatflow.engine.generation import GenerationCounts, Step
 from jupyter_chatflow.engine.sampling import SamplingParams
+from jupyter_chatflow.pipeline.rounds import RoundDriver
 from jupyter_chatflow.pipeline.tools import (
     Tool,
     ToolError,
@@ -29,11 +29,7 @@ from jupyter_chatflow.pipeline.tools import (
     tools_system_prompt,
 )
 from jupyter_chatflow.pipeline.tools.decode import (
-    AnswerText,
-    CallDecoder,
     DecodedCall,
-    call_prompt,
-    call_room,
     forced_call_problem,
     least_call_tokens,
 )
@@ -41,7 +37,7 @@ from jupyter_chatflow.pipeline.tools.guards import CallGuard
 from jupyter_chatflow.pipeline.tools.schema import schema_problem
 from jupyter_chatflow.tokenizer.tokenizer import Tokenizer
 
-from .engine import Engine, Stream
+from .engine import Engine
 from .errors import bad_request
 from .requests import Message
 
@@ -177,100 +173,39 @@ class MadeCall:
 class ToolStream:
     """An answer that may end in a tool call (a `Stream`): its steps show only the text before the call.
 
-    "auto": free steps until the model writes `<tool_call>`, then the call decoded under the mask; "required" or a
-    name: the call from the first token. Steps of the call have empty text; `call` is set once it is parsed.
+    The pipeline's round driver (`pipeline/rounds.RoundDriver`) writes it: "auto", free steps until the model writes
+    `<tool_call>`, then the call decoded under the mask; "required" or a name, the call from the first token. Steps
+    of the call have empty text; `call` is set once it is written. Its usage is the round's (`Round.counts`).
     """
 
     def __init__(self, engine: Engine, tokenizer: Tokenizer, prompt: Sequence[int], params: SamplingParams,
                  tools: Tools, vocab_size: int):  # fmt: skip
-        self._engine, self._tokenizer, self._prompt = engine, tokenizer, list(prompt)
-        self._params, self._tools, self._vocab_size = params, tools, vocab_size
-        self.usage = GenerationCounts(prompt_tokens=len(prompt))
-        self.text = ""
+        self._driver = RoundDriver(engine, tokenizer, vocab_size, prompt, params, tools.tools, tools.choice)
         self.finish_reason: str | None = None
         self.call: MadeCall | None = None
-        self._current: Stream | None = None
-        self._stop = threading.Event()  # passed to each round: a cancel before a round starts reaches it too
-        self._rounds = 0
+
+    @property
+    def text(self) -> str:
+        return self._driver.round.text
+
+    @property
+    def usage(self) -> GenerationCounts:
+        return self._driver.round.counts()
 
     def cancel(self) -> None:
-        self._stop.set()
-        if self._current is not None:
-            self._current.cancel()
+        self._driver.cancel()
 
     def __iter__(self) -> Iterator[Step]:
-        index = 0
-        forced = self._tools.choice not in ("auto", "none")
-        if not forced:
-            for step in self._free():
-                yield dataclasses.replace(step, index=index)
-                index += 1
-            if self.finish_reason is not None:
-                return
-        for step in self._constrained(include_open=forced):
-            yield dataclasses.replace(step, index=index, text="")
-            index += 1
-
-    def _free(self) -> Iterator[Step]:
-        """Free text; sets finish_reason unless the model began a call."""
-        answer = AnswerText(tools=self._tools.choice != "none")
-        stream = self._current = self._engine.submit(self._prompt, self._params, cancel=self._stop)
-        steps = iter(stream)
-        for step in steps:
-            shown = answer.shown(step.text)
-            self.text += shown
-            yield dataclasses.replace(step, text=shown)
-            if answer.called:
-                break
-        _close(steps)
-        self._add(stream.usage)
-        if not answer.called:  # text held back to the end (a stop-string prefix, "<tool")
-            self.text += answer.tail(stream.text)
-            self.finish_reason = stream.finish_reason
-
-    def _constrained(self, include_open: bool) -> Iterator[Step]:
-        """The call, under the mask: after the answer's text and `<tool_call>`, or from the first token; within what
-        max_tokens leaves after that text (`decode.call_room`)."""
-        only = None if self._tools.choice in ("auto", "required") else self._tools.choice
-        ids = self._prompt if include_open else call_prompt(self._prompt, self.text, self._tokenizer)
-        decoder = CallDecoder(self._tokenizer, self._tools.tools, only=only, include_open=include_open,
-                              vocab_size=self._vocab_size, room=call_room(self._params.max_tokens,
-                              self.usage.completion_tokens), seed=self._params.seed)  # fmt: skip
-        if self._stop.is_set():
+        for index, step in enumerate(self._driver):
+            yield dataclasses.replace(step, index=index)
+        call = self._driver.decoded
+        if call is not None and call.status == "cancelled":
             self.finish_reason = "cancelled"
             return
-        finish = None
-        if decoder.params is not None:
-            stream = self._current = self._engine.submit([*ids, *decoder.fixed], decoder.params,
-                                                         decoder.constraint, self._stop)  # fmt: skip
-            yield from stream
-            self._add(stream.usage, counted=False)
-            finish = stream.finish_reason
-        self._called(decoder.finish(finish))
-
-    def _called(self, call: DecodedCall) -> None:
-        """The answer ends with `call`: run by the client, or cut by max_tokens (returned as written, "length")."""
-        self.usage.completion_tokens += call.tokens  # every token of the call, fixed ones too (as OpenAI counts)
-        if call.status == "cancelled":
-            self.finish_reason = "cancelled"
-            return
-        self.call = MadeCall.of(call) if call.name and call.status in ("complete", "cut") else None
-        self.finish_reason = {"complete": "tool_calls", "cut": "length"}.get(call.status, "stop")
-
-    def _add(self, usage: GenerationCounts, counted: bool = True) -> None:
-        """Add one round's counts (its tokens unless the caller counts them): its prefill is the answer's when it is
-        the first round, else decode time."""
-        first, self._rounds = self._rounds == 0, self._rounds + 1
-        self.usage.completion_tokens += usage.completion_tokens if counted else 0
-        self.usage.decode_ms += usage.decode_ms + (0.0 if first else usage.prefill_ms)
-        if first:
-            self.usage.prefill_ms = usage.prefill_ms
-        self.usage.compile_ms += usage.compile_ms
-        # compiling inside what counts as decode time: not decoding speed (generation.tokens_per_s)
-        self.usage.decode_compile_ms += usage.decode_compile_ms if first else usage.compile_ms
+        # the client runs a call; one max_tokens cut comes back as written, with finish_reason "length"
+        self.call = MadeCall.of(call) if call is not None and call.name and call.status in ("complete", "cut") else None
+        self.finish_reason = self._driver.round.finish_reason if call is None else _FINISH.get(call.status, "stop")
 
 
-def _close(steps: Iterator[Step]) -> None:
-    close = getattr(steps, "close", None)
-    if close is not None:
-        close()
+_FINISH = {"complete": "tool_calls", "cut": "length"}
+"""A call's status as the answer's finish_reason ("unreadable": only without the mask; the answer just stops)."""
