@@ -26,7 +26,7 @@ import time
 
 from jupyter_chatflow import load_model
 from jupyter_chatflow.pipeline.context import Inputs, assemble
-from jupyter_chatflow.pipeline.turn import DEFAULT_SYSTEM
+from jupyter_chatflow.pipeline.local import DEFAULT_SYSTEM
 
 RESERVED = 256
 

@@ -14,8 +14,9 @@ stream); their generations, the session's title and prewarms run on the chat's `
 events; Ctrl-C / Kernel → Interrupt while waiting stops the turn (the KeyboardInterrupt still reaches the caller)
 and the Response ends with a `Cancelled` event that keeps the partial answer: iterate it again to read the rest.
 
-`Chat(base_url="http://127.0.0.1:8000/v1", api_key=…)` sends each turn to an OpenAI-compatible server instead of
-the local model (which is then never loaded): see `remote.py`.
+Who answers is the chat's `Answerer` (`answerer.py`), picked here once: the local model (`local.py`), or with
+`Chat(base_url="http://127.0.0.1:8000/v1", api_key=…)` an OpenAI-compatible server (`remote.py`; no local model
+is then loaded). Everything else a turn does is the same `Turn` (`turn.py`) for either.
 """
 
 from __future__ import annotations
@@ -33,31 +34,27 @@ from typing import Any, TypeVar
 
 from jupyter_chatflow.engine.generation import Step
 from jupyter_chatflow.engine.model import Model
-from jupyter_chatflow.engine.sampling import SamplingParams
 from jupyter_chatflow.engine.scheduler import Scheduler
 from jupyter_chatflow.errors import ChatflowError
-from jupyter_chatflow.events import TERMINAL, Completed, ContextAssembled, Emitter, Event, TitleGenerated, TurnStarted
+from jupyter_chatflow.events import TERMINAL, ContextAssembled, Emitter, Event, TitleGenerated, TurnStarted
 from jupyter_chatflow.store.database import Database
 from jupyter_chatflow.store.memory import Memory
 from jupyter_chatflow.store.sessions import Sessions, TurnRecord
 from jupyter_chatflow.store.telemetry import Telemetry, turn_record
 
-from .chat_model import local_model, shared_scheduler
+from .answerer import Abilities, Answerer, TurnSetup
+from .chat_model import local_model
 from .fork import fork_request
 from .keeper import TurnKeeper
-from .remote import RemoteTurn, prompted_user_text, remote_title
-from .remote_server import RemoteServer, RemoteSetup
+from .local import LocalAnswerer
+from .remote import ServerAnswerer, prompted_user_text
+from .remote_server import RemoteServer
 from .request import ChatRequest, RequestError
 from .response import Response, WrittenLog
 from .safety import SafetyPolicy
 from .safety.pii import redact
-from .safety.policy import REMOTE_NOTE
-from .stages import turn_policy
-from .title import write_title
-from .title_task import TitleTask
 from .tools import Toolbox
-from .tools.decode import forced_call_problem
-from .turn import Turn, TurnSetup, default_system
+from .turn import Turn, turn_policy
 
 STOPPED_MARK = " [stopped]"
 T = TypeVar("T")
@@ -95,33 +92,23 @@ class Chat:
         base_url: str | None = None,
         api_key: str | None = None,
     ):
-        self.remote = RemoteServer(base_url, api_key, model if isinstance(model, str) else None) if base_url else None
-        """The OpenAI-compatible server the turns go to (`base_url`; `model` may name its model), or None."""
-        self._model = None if self.remote else local_model(model)
-        own = None if self._model is None else scheduler or shared_scheduler(self._model)
-        self.scheduler: Scheduler | None = own
-        """Runs the generations (answers, the title, prewarms): the one every chat on this model shares, or the
-        one passed (a server's); None for a remote chat."""
-        self._own_scheduler = scheduler is None  # (a scheduler passed in, a server's, stays with its model)
-        self._asked_window = context_window
-        self.context_window = 0 if self._model is None else _window(context_window, self._model.config.context_length)
-        """The tokens a turn's prompt and answer may take: the model's window, or less (to see trimming early); 0 for
-        a remote chat (the server's window applies)."""
+        self.answerer: Answerer = (
+            ServerAnswerer(RemoteServer(base_url, api_key, model if isinstance(model, str) else None))
+            if base_url
+            else LocalAnswerer(local_model(model), scheduler, context_window)
+        )
+        """Who writes the model's part of each turn: the local model, or the server at `base_url` (`model` may then
+        name the server's model). The front ends ask its `abilities`."""
         self.db = db if isinstance(db, Database) else Database(db)
         self.sessions, self.memory = Sessions(self.db), Memory(self.db)
         self.telemetry = Telemetry(self.db)
         self.toolbox = toolbox or Toolbox.builtin(namespace=namespace, memory=self.memory)
-        # (remote: the server's template decides)
-        self.system = system or ("" if self._model is None else default_system(self._model.tokenizer.chat_template))
+        self.system = system or self.answerer.default_system()
         self.persist = persist
-        self.policy = policy or SafetyPolicy()  # (its lexicon is built now, not in the first turn's time)
+        self.policy = self.answerer.bound(policy or SafetyPolicy())  # (its lexicon is built now, not in a turn)
         """Guards and PII actions of the safety layers (e.g. with `ModelGuard`); the request picks the mode. The
         input layer's intent probe is the one trained for the chat's model (`SafetyPolicy.with_model`); a remote chat
         has no local model to read with: its input layer is the rules alone, and its decisions say so."""
-        if self._model is not None:
-            self.policy = self.policy.with_model(self._model)
-        else:
-            self.policy = self.policy.without_model(REMOTE_NOTE)
         # an unstored chat's session is not written either (a one-off `chatflow chat` left an empty one each run)
         self.session = self.sessions.open(session, new=new) if persist else self.sessions.unstored(session)
         self.sessions.recover()  # turns a killed process left running: "interrupted", with what they had streamed
@@ -133,12 +120,26 @@ class Chat:
         self._watchers: list[weakref.WeakMethod] = []
 
     @property
+    def abilities(self) -> Abilities:
+        """What this chat's answerer can do (prewarm, fork, attention, the title, the window)."""
+        return self.answerer.abilities
+
+    @property
     def model(self) -> Model:
-        """The local model; a remote chat (`base_url=`) has none."""
-        if self._model is None:
-            raise ChatflowError(f"This chat's turns go to {self.remote.base_url if self.remote else 'a server'}: "
-                                "it has no local model (the remote server does not provide one).")  # fmt: skip
-        return self._model
+        """The local model; a remote chat (`base_url=`) has none (a ChatflowError says so)."""
+        return self.answerer.model
+
+    @property
+    def scheduler(self) -> Scheduler | None:
+        """Runs the generations (answers, the title, prewarms): the one every chat on this model shares, or the
+        one passed (a server's); None for a remote chat."""
+        return self.answerer.scheduler
+
+    @property
+    def context_window(self) -> int:
+        """The tokens a turn's prompt and answer may take: the model's window, or less (to see trimming early); 0 for
+        a remote chat (the server's window applies)."""
+        return self.answerer.abilities.window
 
     def use_model(self, model: Model) -> None:
         """Run this chat's next turns on `model`: the session, its history, memory, tools and settings stay (a turn
@@ -146,17 +147,11 @@ class Chat:
         turns queued before it. A `ModelGuard` in the policy keeps scoring with the model it was given. The default
         system prompt follows the model (SmolLM2's own is not Gemma's: told it was SmolLM, Gemma said so); one the
         chat was given stays."""
-        if self.remote is not None or not self._own_scheduler:
-            where = "go to a server, whose model is the server's" if self.remote else "run on a scheduler passed in"
-            raise ChatflowError(f"This chat's turns {where}: make a new Chat(model=…) to use another model.")
-        window = model.config.context_length
-        self.context_window = _window(None if self._asked_window is None else min(self._asked_window, window), window)
-        if self._model is not None and self.system == default_system(self._model.tokenizer.chat_template):
-            self.system = default_system(model.tokenizer.chat_template)  # (a given one stays)
-        if self.scheduler is not None and self.scheduler.model is not model:
-            self.scheduler.rest()  # the old model goes once nothing else holds it (it held 1.3 GB 30 s longer)
-        self._model, self.scheduler = model, shared_scheduler(model)
-        self.policy = self.policy.with_model(model)
+        before = self.answerer
+        self.answerer = before.with_model(model)  # (a ChatflowError where the turns cannot move: a server's)
+        if self.system == before.default_system():
+            self.system = self.answerer.default_system()  # (a given one stays)
+        self.policy = self.answerer.bound(self.policy)
 
     @property
     def title(self) -> str:
@@ -172,7 +167,7 @@ class Chat:
         request = self._request(text, options)
         self._drop_prewarm(unless=request.text)
         tools, cancel = self._tools(request), threading.Event()
-        self._check_call_room(request, tools)
+        self.answerer.check(request, tools)  # (a forced call that cannot fit in max_tokens: said before it queues)
         log = WrittenLog(lambda: self._submit(self._run, request, tools, log, cancel), cancel)
         self._current = cancel
         return Response(log)
@@ -182,6 +177,9 @@ class Chat:
         sampler saw there) in its place. The answer before it is kept and comes from the prompt cache, so only the
         new token is computed. The fork is a new turn (`fork_of` set) that replaces the forked one in the history.
         """
+        if not self.abilities.fork:
+            raise RequestError(f"This chat's turns go to {self.abilities.where}, which sends no token ids: its "
+                               "answers cannot be forked.")  # fmt: skip
         active = self._active()
         if not active or active[-1].id != turn_id:
             raise RequestError("Only the latest turn of the session can be forked (later turns build on it).")
@@ -197,8 +195,9 @@ class Chat:
         then prefills only what changed). Options as `send`. It runs beside the turns, never before one: a newer
         draft, or a send of other text, cancels it."""
         request, cancel = self._request(text, options), threading.Event()
-        if self.remote is not None:
-            raise ChatflowError("A remote chat cannot prewarm: the prompt cache is the server's.")
+        if not self.abilities.prewarm:
+            raise ChatflowError(f"This chat cannot prewarm: its turns go to {self.abilities.where}, whose prompt "
+                                "cache is the server's.")  # fmt: skip
         self._drop_prewarm()
         self._prewarming = (request.text, cancel)
         return self._prewarmer.submit(self._prewarm, request, cancel)
@@ -211,7 +210,7 @@ class Chat:
                 f"This chat is on session {self.session.name!r}, not {session!r}: use "
                 f"cf.Chat(session={session!r}) or chat.new_session({session!r}) to talk in another session."
             )
-        window = None if self._model is None else self._model.config.context_length  # remote: the server checks
+        window = self.abilities.model_window or None  # (0: the server's window, which it checks)
         return ChatRequest.build(text, window=window, **options)
 
     def submit(self, work: Callable[..., T], *args: Any) -> Future[T]:
@@ -261,7 +260,9 @@ class Chat:
 
         setup = self._setup(request, tools, self._history() if history is None else history, prefix)
         setup.queued_ms = (time.perf_counter() - submitted) * 1000
-        title = TitleTask(self._title_writer(request), lambda event: emit(event))
+        # unstored: no title; a fork keeps its parent's
+        needed = self.persist and not self.session.title and not request.fork_of
+        title = self.answerer.titler(turn_policy(self.policy, request.features.safety), needed, lambda e: emit(e))
 
         def emit(event: Event) -> None:  # from the turn's thread, and the title's
             with lock:
@@ -276,36 +277,14 @@ class Chat:
                 self._tell(stamped)
             if isinstance(stamped, TitleGenerated):
                 self._titled(log[0], stamped, late)
-            elif isinstance(setup, TurnSetup) and setup.needs_title:
+            else:
                 title.see(stamped)
 
         try:
-            if isinstance(setup, RemoteSetup):
-                RemoteTurn(setup, request, emit, cancel).run()
-                self._remote_title(log, emit, request)
-            else:
-                Turn(setup, request, emit, cancel).run()
-                if setup.needs_title:
-                    title.finish(log[-1])
+            Turn(self.answerer, setup, request, emit, cancel).run()
+            title.finish(log)
         finally:
             out.end()  # readers never wait forever, whatever happened
-
-    def _remote_title(self, log: list[Event], emit: Callable[[Event], None], request: ChatRequest) -> None:
-        """A remote session's first completed answer: its title from the user's words, after the answer."""
-        last = log[-1] if log else None
-        user = prompted_user_text(log)
-        if not self.persist or self.session.title or not isinstance(last, Completed) or user is None:
-            return
-        if last.finish_reason != "content_filter" and (event := remote_title(user, self._policy(request))) is not None:
-            emit(event)
-
-    def _policy(self, request: ChatRequest) -> SafetyPolicy:
-        return turn_policy(self.policy, request.features.safety)
-
-    def _title_writer(self, request: ChatRequest) -> Callable[[str, str, threading.Event], TitleGenerated | None]:
-        """Title the session from what the model saw (the redacted message) and showed (the answer so far)."""
-        policy = self._policy(request)
-        return lambda user, answer, cancel: write_title(self.model, user, answer, policy, cancel, self.scheduler)
 
     def _titled(self, started: Event, event: TitleGenerated, late: bool) -> None:
         """The title went out (mid-answer, or after a short answer): it goes to the turn's session too, and to
@@ -320,49 +299,24 @@ class Chat:
         except Exception as error:
             warnings.warn(f"jupyter_chatflow could not store the session's title ({error}).", stacklevel=1)
 
-    def _check_call_room(self, request: ChatRequest, tools: list) -> None:
-        """A RequestError when the call a forced tool_choice asks for cannot fit in max_tokens (a remote chat's
-        server says so itself)."""
-        if self._model is None:
-            return
-        model, choice = self._model, request.features.tool_choice
-        problem = forced_call_problem(model.tokenizer, tools, choice=choice, max_tokens=request.params.max_tokens,
-                                      vocab_size=model.config.vocab_size)  # fmt: skip
-        if problem:
-            raise RequestError(problem)
-
     def _tools(self, request: ChatRequest) -> list:
         """The tools the request names, from this chat's toolbox."""
         return self.toolbox.resolve(",".join(request.features.tools)) if request.features.tools else []
 
-    def _setup(
-        self, request: ChatRequest, tools: list, history: list, prefix: tuple[Step, ...] = ()
-    ) -> TurnSetup | RemoteSetup:
-        if self.remote is not None:
-            return RemoteSetup(server=self.remote, session_id=self.session.id, system=self.system, history=history,
-                               memory=self.memory if request.features.memory else None, tools=tools,
-                               policy=self.policy)  # fmt: skip
-        return TurnSetup(
-            model=self.model, session_id=self.session.id, system=self.system, history=history,
-            memory=self.memory if request.features.memory else None, tools=tools,
-            needs_title=self.persist and not self.session.title and not request.fork_of,  # unstored: no title
-            policy=self.policy, prefix=prefix, window=self.context_window, engine=self.scheduler,
-        )  # fmt: skip
+    def _setup(self, request: ChatRequest, tools: list, history: list, prefix: tuple[Step, ...] = ()) -> TurnSetup:
+        return TurnSetup(session_id=self.session.id, system=self.system, history=history,
+                         memory=self.memory if request.features.memory else None, tools=tools, policy=self.policy,
+                         prefix=prefix)  # fmt: skip
 
     def _prewarm(self, request: ChatRequest, cancel: threading.Event) -> Prewarm:
-        """On the prewarm thread: the turn's stages up to the prompt ids (no events kept), then their prefill on
-        the scheduler (a one-token generation: its keys/values stay in the prompt cache)."""
+        """On the prewarm thread: the turn's stages up to the prompt ids (no events kept), then their prefill
+        (`Answerer.prewarm`: its keys/values stay in the prompt cache)."""
         started = time.perf_counter()
         setup = self._setup(request, self._tools(request), self._history())
-        assert isinstance(setup, TurnSetup) and self.scheduler is not None  # (a remote chat does not prewarm)
-        ids, computed = Turn(setup, request, lambda _: None, cancel).prompt_ids(), 0
-        if ids and not cancel.is_set():
-            prefill = self.scheduler.submit(ids, SamplingParams(temperature=0.0, max_tokens=1), cancel=cancel)
-            list(prefill)
-            computed = 0 if prefill.finish_reason == "cancelled" else len(ids) - prefill.usage.reused_tokens
+        ids, computed = self.answerer.prewarm(Turn(self.answerer, setup, request, lambda _: None, cancel))
         ms = (time.perf_counter() - started) * 1000
-        return Prewarm(chars=len(request.text), prompt_tokens=len(ids), computed_tokens=computed,
-                       cached_before=len(ids) - computed, latency_ms=ms)  # fmt: skip
+        return Prewarm(chars=len(request.text), prompt_tokens=ids, computed_tokens=computed,
+                       cached_before=ids - computed, latency_ms=ms)  # fmt: skip
 
     def _drop_prewarm(self, unless: str | None = None) -> None:
         """Cancel the latest draft's prewarm (unless it is of the text now sent: the send reuses its prefill)."""
@@ -416,8 +370,7 @@ class Chat:
 
     def _save(self, record: TurnRecord, events: list[Event]) -> None:
         self.sessions.add_turn(record)
-        name = (self.remote.model or "") if self.remote else self.model.config.name
-        self.telemetry.log(turn_record(events, model=name, redact=redact))
+        self.telemetry.log(turn_record(events, model=self.answerer.model_name, redact=redact))
 
 
 def _prompted_user_text(record: TurnRecord) -> str | None:
@@ -426,12 +379,3 @@ def _prompted_user_text(record: TurnRecord) -> str | None:
     if context is None:
         return prompted_user_text(record.events)  # a remote turn's: what its request carried
     return context.user_text if context.user_text is not None else record.user
-
-
-def _window(asked: int | None, model_window: int) -> int:
-    if asked is None:
-        return model_window
-    if isinstance(asked, bool) or not isinstance(asked, int) or not 16 <= asked <= model_window:
-        raise RequestError(f"context_window must be a whole number from 16 to the model's window ({model_window}), "
-                           f"got {asked!r}")  # fmt: skip
-    return asked

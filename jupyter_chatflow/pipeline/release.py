@@ -30,17 +30,15 @@ class Releaser:
     def add(self, token: TokenDelta | None, text: str) -> None:
         """A new token with its visible text, or (None) more text of the latest one: a character its bytes
         finished, or the text a generation held back to its end."""
+        if token is None and not text:
+            return
         if token is not None:
             self._tokens.append(token)
-        last = len(self._tokens) - 1
-        if last < 0:  # (text before any token: a server's chunk without a logprob entry)
+        elif not self._tokens:  # (text before any token: a server's chunk without a logprob entry)
             self._tokens.append(TokenDelta(index=0, token_id=-1, text="", logprob=0.0, entropy=0.0,
                                            computed_at=time.monotonic()))  # fmt: skip
-            last = 0
-        if self.gate is not None:
-            self._release(self.gate.feed(last, text))
-        elif text or token is not None:
-            self._release([(last, text, False)])
+        last = len(self._tokens) - 1
+        self._release(self.gate.feed(last, text) if self.gate is not None else [(last, text, False)])
 
     def finish(self) -> None:
         """At the end of the answer: release what the gate still holds."""

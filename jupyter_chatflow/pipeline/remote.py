@@ -22,13 +22,14 @@ from __future__ import annotations
 
 import dataclasses
 import json
-import threading
 import time
 from collections.abc import Callable, Iterable, Sequence
 from typing import TYPE_CHECKING, Any
 
 from jupyter_chatflow.engine.generation import tokens_per_s
+from jupyter_chatflow.errors import ChatflowError
 from jupyter_chatflow.events import (
+    Completed,
     Event,
     HttpRequest,
     Timings,
@@ -37,20 +38,22 @@ from jupyter_chatflow.events import (
     Usage,
 )
 
+from .answerer import Abilities, TurnSide
 from .context import Inputs, plain_messages
 from .release import Releaser
-from .remote_server import RemoteSetup
+from .remote_server import RemoteServer
 from .remote_tokens import merge_call, pieces, token_of
 from .request import ChatRequest
 from .safety import SafetyPolicy
 from .safety.policy import REMOTE_NOTE
-from .stages import TurnStages, round_choice
 from .stream import Totals
 from .title import fallback_title, scanned_title
+from .tools import Tool
+from .turn import round_choice
 from .wire import RemoteError, exchange
 
 if TYPE_CHECKING:
-    pass
+    from jupyter_chatflow.engine.model import Model
 
 TOP_LOGPROBS = 5
 
@@ -76,31 +79,94 @@ class Round:
         return not self.calls and (self.tokens > 0 or not self.text)
 
 
-class RemoteTurn(TurnStages):
-    """The stages of one remote turn (`stages.TurnStages`: the ones that need no model), the answer from the server."""
+class ServerAnswerer:
+    """Turns answered by an OpenAI-compatible server (`server`): no local model is loaded. It cannot prewarm (the
+    prompt cache is the server's), fork (the server sends no token ids), show attention (the weights are there), nor
+    write a title with the model (that would be another request): the session's title is the user's first words."""
 
-    streamer: Releaser
+    def __init__(self, server: RemoteServer):
+        self.server = server
 
-    def __init__(self, setup: RemoteSetup, request: ChatRequest, emit: Callable[[Event], None],
-                 cancel: threading.Event):  # fmt: skip
-        super().__init__(setup, request, emit, cancel)
-        self.setup: RemoteSetup = setup
-        self.policy = self.policy.without_model(REMOTE_NOTE)  # (a chat's policy says so already)
-        self.streamer = Releaser(self._emit, self.policy.output_gate() if self._scans_output else None)
+    @property
+    def abilities(self) -> Abilities:
+        url = self.server.base_url
+        return Abilities(where=url, server=url, prewarm=False, fork=False, attention=False, title="words", window=0,
+                         model_window=0)  # fmt: skip
+
+    @property
+    def model(self) -> Model:
+        raise ChatflowError(f"This chat's turns go to {self.server.base_url}: it has no local model (the remote "
+                            "server does not provide one).")  # fmt: skip
+
+    @property
+    def scheduler(self) -> None:
+        return None
+
+    @property
+    def model_name(self) -> str:
+        return self.server.model or ""
+
+    def default_system(self) -> str:
+        return ""  # the server's template decides
+
+    def bound(self, policy: SafetyPolicy) -> SafetyPolicy:
+        return policy.without_model(REMOTE_NOTE)
+
+    def check(self, request: ChatRequest, tools: Sequence[Tool]) -> None:
+        """Nothing to check here: the server says itself what it cannot do (a 400 becomes the turn's error)."""
+
+    def prewarm(self, turn: TurnSide) -> tuple[int, int]:
+        raise ChatflowError(f"{self.server.base_url} keeps its own prompt cache: a remote chat cannot prewarm.")
+
+    def rounds(self, turn: TurnSide) -> ServerRounds:
+        return ServerRounds(self.server, turn)
+
+    def titler(self, policy: SafetyPolicy, needed: bool, emit: Callable[[TitleGenerated], None]) -> WordsTitle:
+        return WordsTitle(policy, needed, emit)
+
+    def with_model(self, model: Model) -> ServerAnswerer:
+        raise ChatflowError("This chat's turns go to a server, whose model is the server's: make a new "
+                            "Chat(model=…) to use another model.")  # fmt: skip
+
+
+class WordsTitle:
+    """A remote session's title: after its first completed answer, the user's first words (`remote_title`)."""
+
+    def __init__(self, policy: SafetyPolicy, needed: bool, emit: Callable[[TitleGenerated], None]):
+        self.policy, self.needed, self.emit = policy, needed, emit
+
+    def see(self, event: Event) -> None:
+        """(Nothing is written while the answer streams.)"""
+
+    def finish(self, log: list[Event]) -> None:
+        last, user = (log[-1] if log else None), prompted_user_text(log)
+        completed = isinstance(last, Completed) and last.finish_reason != "content_filter"
+        if not self.needed or not completed or user is None:
+            return
+        if (event := remote_title(user, self.policy)) is not None:
+            self.emit(event)
+
+
+class ServerRounds:
+    """The model's part of one remote turn: one request to the server per round, its answer read from the chunks."""
+
+    def __init__(self, server: RemoteServer, turn: TurnSide):
+        self.server, self.turn = server, turn
+        self.streamer = Releaser(turn.publish, turn.gate)
         self.rounds: list[Round] = []
 
     # ---- the server's part ------------------------------------------------------------------------------------
 
-    def _answer(self, text: str, snippets: list) -> str:
+    def answer(self, text: str, snippets: list) -> str:
         """Rounds of requests until the server answers without a tool call (or the round bound is reached)."""
-        inputs = Inputs(system=self.system, user=text, memory=snippets,
-                        history=self.setup.history)  # fmt: skip
+        turn = self.turn
+        inputs = Inputs(system=turn.system, user=text, memory=snippets, history=turn.setup.history)
         messages = [m for m in plain_messages(inputs) if m["role"] != "system" or m["content"]]
-        features = self.request.features
+        features = turn.request.features
         for index in range(features.max_tool_rounds + 1):
             choice = round_choice(features.tool_choice, index, features.max_tool_rounds)
             result = self._request(messages, choice, index)
-            if self.cancel.is_set() or self.streamer.blocked is not None:
+            if turn.cancel.is_set() or self.streamer.blocked is not None:
                 return "content_filter" if self.streamer.blocked is not None else "cancelled"
             if result.finish_reason == "abort":  # SGLang's, for an answer it gave up on
                 raise RemoteError(f"The server aborted the answer after {result.tokens} tokens (finish_reason "
@@ -114,26 +180,27 @@ class RemoteTurn(TurnStages):
         return "tool_calls_exhausted"
 
     def _request(self, messages: list[dict[str, Any]], choice: str, index: int) -> Round:
-        server, result = self.setup.server, Round()
+        server, result = self.server, Round()
         self.rounds.append(result)
         body = self._body(messages, choice)
         url = f"{server.base_url}/chat/completions"
-        for item in exchange(server.client, "POST", url, server.headers(), body, self.cancel, round=index):
+        cancel = self.turn.cancel
+        for item in exchange(server.client, "POST", url, server.headers(), body, cancel, round=index):
             if isinstance(item, Event):
-                self._emit(item)
+                self.turn.publish(item)
                 arrival = getattr(item, "arrival_ms", None)
             elif isinstance(item, dict):
                 self._chunk(result, item, arrival or 0.0)
             elif item == "[DONE]":
                 result.finished = True
-            if self.cancel.is_set() or self.streamer.blocked is not None:
+            if cancel.is_set() or self.streamer.blocked is not None:
                 return result
-        if not result.finished and not self.cancel.is_set():  # cancelled: the stream was ours to end
+        if not result.finished and not cancel.is_set():  # cancelled: the stream was ours to end
             raise RemoteError(_unfinished(url, result))
         return result
 
     def _body(self, messages: list[dict[str, Any]], choice: str) -> dict[str, Any]:
-        server, params = self.setup.server, self.request.params
+        server, params, tools = self.server, self.turn.request.params, self.turn.setup.tools
         if server.model is None:
             server.model = self._served_model()
         body: dict[str, Any] = {
@@ -146,19 +213,19 @@ class RemoteTurn(TurnStages):
                   "min_p": params.min_p or None, "ignore_eos": params.ignore_eos or None,
                   "repetition_penalty": penalty}  # fmt: skip
         body |= {k: v for k, v in extras.items() if v is not None}  # vLLM's knobs only when they change something
-        if self.setup.tools and choice != "none":
-            body["tools"] = [{"type": "function", "function": t.spec()} for t in self.setup.tools]
+        if tools and choice != "none":
+            body["tools"] = [{"type": "function", "function": t.spec()} for t in tools]
             named = {"type": "function", "function": {"name": choice}}
             body["tool_choice"] = choice if choice in ("auto", "required") else named
         return body
 
     def _served_model(self) -> str:
         """The first model `GET /v1/models` lists (its request is part of the turn's wire)."""
-        server = self.setup.server
+        server = self.server
         url = f"{server.base_url}/models"
-        for item in exchange(server.client, "GET", url, server.headers(stream=False), None, self.cancel):
+        for item in exchange(server.client, "GET", url, server.headers(stream=False), None, self.turn.cancel):
             if isinstance(item, Event):
-                self._emit(item)
+                self.turn.publish(item)
             elif isinstance(item, dict) and item.get("data"):
                 return str(item["data"][0]["id"])
         raise RemoteError(f"{url} lists no model: pass model= (the name the server serves).")
@@ -186,8 +253,8 @@ class RemoteTurn(TurnStages):
     def _cut_calls(self, result: Round) -> None:
         """The calls a server cut at max_tokens (finish_reason "length"), as their arguments were written."""
         for call in (result.calls[k] for k in sorted(result.calls)):
-            self._emit(ToolCall(call_id=call["id"], name=call["name"], arguments={}, arguments_text=call["arguments"],
-                                cut=True))  # fmt: skip
+            self.turn.publish(ToolCall(call_id=call["id"], name=call["name"], arguments={},
+                                     arguments_text=call["arguments"], cut=True))  # fmt: skip
 
     def _run_calls(self, result: Round) -> list[dict[str, Any]]:
         """Run each tool the server asked for; the assistant's call message and one tool message per call."""
@@ -201,9 +268,9 @@ class RemoteTurn(TurnStages):
             except ValueError as bad:
                 arguments, error = {}, f"the call's arguments are not JSON: {bad}"
             event = ToolCall(call_id=call["id"], name=call["name"], arguments=arguments)
-            outcome = self._vetted_run(event, self.setup.tools, error)
+            outcome = self.turn.run_tool(event, self.turn.setup.tools, error)
             replies.append({"role": "tool", "tool_call_id": call["id"], "content": outcome.output or outcome.error})
-        self._time("tools", started)
+        self.turn.timed("tools", started)
         wire_calls = [{"id": c["id"], "type": "function", "function": {"name": c["name"], "arguments": c["arguments"]}}
                       for c in calls]  # fmt: skip
         # content "" rather than null: OpenAI and vLLM take either, llama-cpp-python's server rejects null (a 500)
@@ -211,7 +278,7 @@ class RemoteTurn(TurnStages):
 
     # ---- endings ---------------------------------------------------------------------------------------------
 
-    def _totals(self) -> Totals:
+    def totals(self, stages: dict[str, float], *, ttft_ms: float | None, total_ms: float) -> Totals:
         """The server's usage summed over the rounds, None where a round's count is unknown: the prompt's when the
         server sent no usage (its tokenizer and template count it, not this side's), the completion's when it sent
         none and not every token came with a logprob entry (`Round.counted`); the client's times."""
@@ -221,10 +288,8 @@ class RemoteTurn(TurnStages):
         cached = sum(int((r.usage.get("prompt_tokens_details") or {}).get("cached_tokens") or 0) for r in self.rounds)
         timed = [r for r in self.rounds if r.first_ms is not None]
         decode = sum(r.last_ms - (r.first_ms or 0.0) for r in timed)
-        queued = self.setup.queued_ms
-        timings = Timings(**self.stages, prefill=sum(r.first_ms or 0.0 for r in timed), decode=decode,
-                          ttft_ms=None if self.first_token_ms is None else queued + self.first_token_ms,
-                          total_ms=(time.perf_counter() - self.started) * 1000 + queued)  # fmt: skip
+        timings = Timings(**stages, prefill=sum(r.first_ms or 0.0 for r in timed), decode=decode, ttft_ms=ttft_ms,
+                          total_ms=total_ms)  # fmt: skip
         usage = Usage(prompt_tokens=prompt, completion_tokens=completion, reused_tokens=cached)
         return Totals(usage=usage, timings=timings, tokens_per_s=tokens_per_s(sum(r.tokens - 1 for r in timed), decode))
 

@@ -2,16 +2,11 @@
 
 from __future__ import annotations
 
-import dataclasses
 import os
-from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 from jupyter_chatflow.errors import ChatflowError
-from jupyter_chatflow.store.memory import Memory
 
-from .safety import SafetyPolicy
-from .tools import Tool
 from .wire import mask_key
 
 if TYPE_CHECKING:
@@ -61,18 +56,3 @@ class RemoteServer:
     def close(self) -> None:
         if self._client is not None:
             self._client.close()
-
-
-@dataclasses.dataclass(kw_only=True)
-class RemoteSetup:
-    """What a remote turn needs besides the request: the server and the session's state."""
-
-    server: RemoteServer
-    session_id: str
-    system: str = ""
-    """The system prompt ("": none, the server's chat template decides)."""
-    history: Sequence[Sequence[dict[str, str]]] = ()
-    memory: Memory | None = None
-    tools: Sequence[Tool] = ()
-    policy: SafetyPolicy | None = None
-    queued_ms: float = 0.0

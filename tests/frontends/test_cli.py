@@ -13,7 +13,7 @@ import pytest
 from jupyter_chatflow.account import account_of
 from jupyter_chatflow.events import event_from_dict
 from jupyter_chatflow.frontends.cli import main
-from jupyter_chatflow.pipeline.turn import DEFAULT_SYSTEM
+from jupyter_chatflow.pipeline.local import DEFAULT_SYSTEM
 
 
 def json_lines(text: str) -> list[dict]:

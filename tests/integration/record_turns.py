@@ -1,4 +1,5 @@
-"""Records a turn of every kind on the real model, as the panel's `turns` trait carries them (with their accounts).
+"""Records a turn of every kind on the real model, whole, as a panel's view holds it once the kernel sent its events
+(row, events, pieces, account).
 
     CHATFLOW_XLA_CACHE=$(mktemp -d) python -m tests.integration.record_turns OUT.json
 
@@ -6,8 +7,9 @@ Run in a fresh process with an empty XLA cache, so its first turn is a kernel's 
 program it runs. Then, in this order: a warm turn (the same session), a forced tool call, a turn prewarmed while
 "typing", a fork of the warm turn from one of its tokens (as the panel's fork does it), a turn whose history is
 trimmed to a small window, a turn stopped after a few tokens, and a turn sent to `chatflow serve` (on a thread of
-this process) over `base_url`. Each record is what `ChatWidget` builds for a finished turn (`turn_rows.row`), so the
-consistency suite (test_consistency.py) draws exactly what a panel would.
+this process) over `base_url`. Each record is what `ChatWidget` sends of a finished turn (its row, `turn_rows.row`,
+and its `events` message; together `turn_rows.record`), so the consistency suite (test_consistency.py) draws exactly
+what a panel would.
 """
 
 from __future__ import annotations
@@ -20,7 +22,7 @@ from typing import Any
 
 from jupyter_chatflow import Chat, load_model
 from jupyter_chatflow.events import TokenDelta
-from jupyter_chatflow.frontends.panel.turn_rows import row
+from jupyter_chatflow.frontends.panel import turn_rows
 from jupyter_chatflow.pipeline.response import Response
 from jupyter_chatflow.store.database import Database
 
@@ -31,8 +33,8 @@ GREEDY = {"temperature": 0.0, "memory": False}
 def record(response: Response, chat: Chat, prewarm: dict[str, Any] | None = None) -> dict[str, Any]:
     """A finished turn as the panel holds it: its events (the title after the answer too), pieces, account."""
     events = list(response) + response.after_end()
-    tokenizer = None if chat.remote is not None else chat.model.tokenizer
-    return row(response.turn_id, events, tokenizer, prewarm)
+    tokenizer = None if chat.abilities.server else chat.model.tokenizer
+    return turn_rows.record(response.turn_id, events, tokenizer, prewarm)
 
 
 def stopped_after(chat: Chat, text: str, tokens: int) -> Response:

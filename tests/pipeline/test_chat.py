@@ -11,10 +11,10 @@ from jupyter_chatflow import load_model
 from jupyter_chatflow.engine.scheduler import MIN_ROW_CACHE, Scheduler
 from jupyter_chatflow.events import TERMINAL, Cancelled, Completed, Failed, PrefillDone, TokenDelta, Tokenized, ToolCall
 from jupyter_chatflow.pipeline.chat import Chat
+from jupyter_chatflow.pipeline.local import DEFAULT_SYSTEM
 from jupyter_chatflow.pipeline.request import RequestError
 from jupyter_chatflow.pipeline.tools import Toolbox, tool
 from jupyter_chatflow.pipeline.tools.decode import least_call_tokens
-from jupyter_chatflow.pipeline.turn import DEFAULT_SYSTEM
 from jupyter_chatflow.store.database import Database
 
 STAGES = ["turn_started", "safety_decision", "memory_recalled", "context_assembled", "tokenized", "prefill"]
@@ -325,17 +325,17 @@ def test_a_turns_time_starts_with_its_turn_started_event(wide_model, tmp_path, m
 def test_a_title_written_while_a_new_session_began_goes_to_the_turns_own_session(wide_model, tmp_path, monkeypatch):
     """The title is written after the answer; a new session started meanwhile got it, and its own first turn then
     got none (the session looked titled)."""
-    import jupyter_chatflow.pipeline.chat as chat_module
+    import jupyter_chatflow.pipeline.local as local_answerer
 
     started, go = threading.Event(), threading.Event()
-    write = chat_module.write_title
+    write = local_answerer.write_title
 
     def slow_title(*args, **kwargs):
         started.set()
         go.wait(10)
         return write(*args, **kwargs)
 
-    monkeypatch.setattr(chat_module, "write_title", slow_title)
+    monkeypatch.setattr(local_answerer, "write_title", slow_title)
     chat = Chat(model=wide_model, session="one", db=Database(tmp_path / "titles.db"))
     first = chat.send("What is the capital of France?", max_tokens=3, temperature=0.0)
     first.text()
@@ -353,10 +353,10 @@ def test_a_title_written_while_a_new_session_began_goes_to_the_turns_own_session
 
 def test_time_to_first_token_counts_the_wait_behind_the_title(wide_model, tmp_path, monkeypatch):
     """A follow-up sent while the title is written waits for the engine thread: the user waited that too."""
-    import jupyter_chatflow.pipeline.chat as chat_module
+    import jupyter_chatflow.pipeline.local as local_answerer
 
-    write = chat_module.write_title
-    monkeypatch.setattr(chat_module, "write_title", lambda *a, **k: (time.sleep(0.4), write(*a, **k))[1])
+    write = local_answerer.write_title
+    monkeypatch.setattr(local_answerer, "write_title", lambda *a, **k: (time.sleep(0.4), write(*a, **k))[1])
     chat = Chat(model=wide_model, session="queue", db=Database(tmp_path / "queue.db"))
     chat.send("What is the capital of France?", max_tokens=3, temperature=0.0).text()
     follow_up = chat.send("And Spain?", max_tokens=3, temperature=0.0)

@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from jupyter_chatflow import Chat, load_model
-from jupyter_chatflow.pipeline.turn import DEFAULT_SYSTEM, default_system
+from jupyter_chatflow.pipeline.local import DEFAULT_SYSTEM, default_system
 
 ARCHS = Path(__file__).parents[1] / "model" / "archs"
 

@@ -118,10 +118,10 @@ def test_a_prewarm_puts_the_draft_prompt_in_the_cache_and_the_turn_reuses_it(cha
 def test_a_prewarm_never_holds_up_a_send(chat, monkeypatch):
     """A draft's prewarm runs beside the turns: a send starts at once; a send of other text cancels it, a send of
     the same text lets it go on (whichever prefill comes first, the other reuses it)."""
-    from jupyter_chatflow.pipeline.turn import Turn
+    from jupyter_chatflow.pipeline.local import LocalRounds
 
-    ids = Turn.prompt_ids
-    monkeypatch.setattr(Turn, "prompt_ids", lambda self: (time.sleep(0.5), ids(self))[1])  # a slow context build
+    ids = LocalRounds.prompt_ids
+    monkeypatch.setattr(LocalRounds, "prompt_ids", lambda self: (time.sleep(0.5), ids(self))[1])  # a slow context build
     stale = chat.prewarm("An old draft about lighthouses", **SETTINGS)
     started = next(e for e in chat.send("Something else entirely", **SETTINGS) if isinstance(e, TurnStarted))
     assert started.queued_ms < 100  # it did not wait behind the prewarm

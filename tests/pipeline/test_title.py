@@ -10,7 +10,7 @@ import pytest
 
 from jupyter_chatflow.engine.scheduler import MIN_ROW_CACHE
 from jupyter_chatflow.events import Completed, TitleGenerated
-from jupyter_chatflow.pipeline import chat as chat_module
+from jupyter_chatflow.pipeline import local as local_answerer
 from jupyter_chatflow.pipeline.chat import Chat
 from jupyter_chatflow.pipeline.safety import SafetyPolicy
 from jupyter_chatflow.pipeline.title import clean_title, fallback_title, on_topic, scanned_title, unlabelled
@@ -162,14 +162,14 @@ def test_a_long_answers_title_arrives_mid_answer_from_the_same_scheduler(wide_mo
 def test_a_title_not_yet_written_is_cancelled_with_its_turn(wide_model, tmp_path, monkeypatch):
     chat = Chat(model=wide_model, db=Database(tmp_path / "t.db"), session="t")
     started = threading.Event()
-    write = chat_module.write_title
+    write = local_answerer.write_title
 
     def slow(*args, **kwargs):
         started.set()
         time.sleep(0.3)
         return write(*args, **kwargs)
 
-    monkeypatch.setattr(chat_module, "write_title", slow)
+    monkeypatch.setattr(local_answerer, "write_title", slow)
     response = chat.send("Tell me everything about the history of the printing press.", max_tokens=2000,
                          temperature=0.0)  # fmt: skip
     response.start()

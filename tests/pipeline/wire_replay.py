@@ -95,7 +95,7 @@ def load(name: str) -> dict[str, Any]:
 def replaying(chat: Any, fixture: dict[str, Any]) -> Replayer:
     """Point a remote chat's HTTP client at the fixture's recorded answers."""
     replayer = Replayer(fixture["exchanges"])
-    chat.remote._client = httpx.Client(transport=replayer)
+    chat.answerer.server._client = httpx.Client(transport=replayer)
     return replayer
 
 
@@ -120,7 +120,7 @@ def record(base_url: str, out: Path, scenario: str, server: str) -> None:
     spec = SCENARIOS[scenario]
     chat = Chat(base_url=base_url, persist=False)
     recorder = Recorder(httpx.HTTPTransport())
-    chat.remote._client = httpx.Client(transport=recorder, timeout=120)
+    chat.answerer.server._client = httpx.Client(transport=recorder, timeout=120)
     response = chat.send(spec["text"], safety="off", **spec["options"])
     fixture = {"server": server, "scenario": scenario, "text": spec["text"], "options": spec["options"],
                "answer": response.text(), "terminal": response.terminal().to_dict(),

@@ -160,8 +160,9 @@ class ChatMagics(Magics, TurnOptions):  # type: ignore[misc,valid-type]
             self._namespace()[args.output] = response
         fmt = args.format or self.format
         session = chat.session.name + ("" if args.session else " (no --session: shared by every %%chat without one)")
-        first = chat.remote is None and not chat.model.runner.has_decoded()  # (a remote turn compiles nothing here)
-        view = self._stream(response, fmt, TurnView(session=session), local=chat.remote is None, first=first)
+        local = not chat.abilities.server  # (a server's turn compiles nothing here)
+        first = local and not chat.model.runner.has_decoded()
+        view = self._stream(response, fmt, TurnView(session=session), local=local, first=first)
         if fmt == "code" and view.end is not None and self.shell is not None:
             self.shell.set_next_input(_code_of(view.text), replace=False)
 
@@ -169,7 +170,7 @@ class ChatMagics(Magics, TurnOptions):  # type: ignore[misc,valid-type]
         from ..panel.widget import ChatWidget
 
         options = self._options(args)
-        window = None if chat.remote else chat.model.config.context_length
+        window = chat.abilities.model_window or None  # (0: the server checks max_tokens itself)
         request = ChatRequest.build(message, window=window, **options)  # mistakes first
         settings = {**options, "tools": list(request.features.tools), "stop": list(request.params.stop)}
         panel = ChatWidget(chat, settings=settings)

@@ -28,10 +28,10 @@ def model_info(chat: Chat) -> dict[str, Any]:
     """The `model_info` trait: what the header, the settings and the attention view say about the model. The
     attention view labels each layer by its kind (Gemma's sliding-window layers see only the last
     `sliding_window` positions, the others every position), so the layers' kinds go out with the sizes."""
-    if chat.remote is not None:  # the server does not say how its model is built: 0, "not known"
-        return {"name": chat.remote.model or "remote model", "layers": 0, "heads": 0, "kv_heads": 0,
+    if chat.abilities.server:  # the server does not say how its model is built: 0, "not known"
+        return {"name": chat.answerer.model_name or "remote model", "layers": 0, "heads": 0, "kv_heads": 0,
                 "context_length": 0, "vocab_size": 0, "tools": chat.toolbox.names, "architecture": "",
-                "sliding_window": 0, "sliding_layers": [], "remote": chat.remote.base_url}  # fmt: skip
+                "sliding_window": 0, "sliding_layers": [], "remote": chat.abilities.server}  # fmt: skip
     model, config = chat.model, chat.model.config
     return {"name": config.name, "layers": config.n_layers, "heads": config.n_heads, "kv_heads": config.n_kv_heads,
             "context_length": config.context_length, "vocab_size": config.vocab_size,

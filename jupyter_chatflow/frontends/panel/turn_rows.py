@@ -37,7 +37,7 @@ def row(
 
 def tokenizer_of(chat: Chat) -> Tokenizer | None:
     """The local tokenizer (None for a remote chat: its tokens come with their text, and no ids)."""
-    return None if chat.remote is not None else chat.model.tokenizer
+    return None if chat.abilities.server else chat.model.tokenizer
 
 
 def pieces(chat: Chat, events: Sequence[Event], known: set[int] | None = None) -> dict:

@@ -140,7 +140,7 @@ class ChatWidget(anywidget.AnyWidget):
         supported GGUF or too large for the memory available is refused (the `error` trait says why and what to
         do) and the model in use stays. Returns the loading thread (join it to wait)."""
         self._check_idle()
-        if self.chat.remote is not None:
+        if self.chat.abilities.server:
             raise ChatflowError("This panel's turns go to a server, whose model is the server's: make a panel over "
                                 "a local chat (ChatWidget(model=…)) to load a model file.")  # fmt: skip
         if not path.strip():
@@ -212,7 +212,7 @@ class ChatWidget(anywidget.AnyWidget):
 
     def _draft(self, message: dict[str, Any]) -> None:
         text = str(message.get("text", ""))
-        if not text.strip() or self.status == "generating" or self.chat.remote is not None:  # (a server's cache)
+        if not text.strip() or self.status == "generating" or not self.chat.abilities.prewarm:
             return
         self._drafts += 1
         number = self._drafts
@@ -351,7 +351,7 @@ class ChatWidget(anywidget.AnyWidget):
         done = row(turn_id, self._events[turn_id], tokenizer_of(self.chat), live.get("prewarm"), self._account(turn_id))
         self.turns = [*self.turns, {**done, "fork_of": live.get("fork_of", "")}]
         self.live = None  # type: ignore[assignment]  # traitlets: allow_none
-        if self.chat.remote is not None:  # the server's model is known once a turn has asked for it
+        if self.chat.abilities.server:  # the server's model is known once a turn has asked for it
             self.model_info = model_info(self.chat)
         self._check_status()
 

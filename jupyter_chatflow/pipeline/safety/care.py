@@ -11,7 +11,7 @@ When the input layer's decision names S11 (Suicide & Self-Harm), the text decide
   prompt gains a supportive instruction (`INSTRUCTION`), which the context view shows as part of the system prompt.
 
 `meet` makes the decision (`SafetyPolicy.scan_input` calls it, so every front end gets it through the pipeline) and
-`system_prompt` adds the instruction (`stages.TurnStages` calls it). A decision that also blocks for another
+`system_prompt` adds the instruction (`turn.Turn` calls it). A decision that also blocks for another
 category (S1 beside S11), or that names S11 on a text whose words speak of neither suicide nor self-harm
 (`speaks_of_self_harm`: the probe's reading alone), stays a block. The requests to act are regular expressions
 over word families (`harmful_request`); every harmful S11 row of the evaluation set and of the intent probe's data

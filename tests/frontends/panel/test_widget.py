@@ -25,6 +25,7 @@ from jupyter_chatflow.frontends.panel import model_setting
 from jupyter_chatflow.frontends.panel import widget as widget_module
 from jupyter_chatflow.frontends.panel.widget import ChatWidget
 from jupyter_chatflow.pipeline import chat as chat_module
+from jupyter_chatflow.pipeline import local as local_answerer
 from jupyter_chatflow.pipeline.chat import Chat
 from jupyter_chatflow.store.database import Database
 
@@ -419,7 +420,7 @@ def test_the_title_written_after_the_answer_reaches_the_panel(panel, monkeypatch
     title arrives as the turn's next event (live message, turns trait and title trait). (The tiny model's title
     is stood in for: what is tested is its way to the panel.)"""
     written = TitleGenerated(title="Sourdough Bread Baking", latency_ms=3.0)
-    monkeypatch.setattr(chat_module, "write_title", lambda *args: (time.sleep(0.2), written)[1])
+    monkeypatch.setattr(local_answerer, "write_title", lambda *args: (time.sleep(0.2), written)[1])
     response = panel.ask("Please tell me about sourdough bread baking")
     panel.wait(120)
     rows = panel.turns[0]["events"]

@@ -90,7 +90,7 @@ def test_the_wire_events_mask_the_key_and_add_up(serve, http):
         received = b"".join(direct.iter_raw())
     assert sum(f.bytes for f in frames) == len("".join(f.text for f in frames).encode()) == len(received)
     # the secret is nowhere: not in the events, their JSON, the chat's repr of its server
-    everything = repr(response.events()) + json.dumps(response.to_dicts()) + repr(chat.remote)
+    everything = repr(response.events()) + json.dumps(response.to_dicts()) + repr(chat.answerer.server)
     assert KEY not in everything and KEY[3:-4] not in everything
 
 
