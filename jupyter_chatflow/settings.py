@@ -7,14 +7,8 @@ before JAX loads.
 
 Each sampler knob also declares the value at which it does nothing (`off`): the engine's `Model.generate` and
 `SamplingParams` start from those (a plain sampler, for looking at the model itself), a chat turn from the
-defaults. The chat defaults are SmolLM2's model card (temperature 0.2, top-p 0.9) plus a mild repetition
-penalty over the answer alone: without it the 135M model looped until max_tokens on 5 of 12 seeds for "What is the
-capital of France?" and 2 of 12 for "Write a haiku about the sea." (0 of 12 each with it). Counted over the whole
-prompt, as the engine's `Model.generate` and the server count it (vLLM's and transformers' way), the same 1.1 made
-"List three fruits." run on to max_tokens on 9 of 12 seeds, and bent follow-up answers away from the words of the
-conversation ("Der Königin…" for "And of Germany?"): a system prompt and a conversation hold every common word.
-Over the answer alone, 1.1 looped or ran on in none of the 36 (12 seeds a prompt, max_tokens 256; issue 21). The
-token popover shows what it did (each alternative it lowered, the chosen token's probability after it).
+defaults: SmolLM2's model card (temperature 0.2, top-p 0.9) plus a mild repetition penalty over the answer alone.
+Why, as measured: docs/sampling.md#the-repetition-penalty-over-the-answer-alone.
 """
 
 from __future__ import annotations

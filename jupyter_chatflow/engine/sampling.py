@@ -47,8 +47,8 @@ class SamplingParams:
     """Keep generating past the model's stop tokens (for benchmarks: always exactly max_tokens)."""
     penalty_from: int = 0
     """The repetition penalty counts the prompt's tokens from this position on, and every generated one: 0 counts
-    the whole prompt, as vLLM and transformers do; a chat turn counts its answer alone (the length of its prompt:
-    a system prompt and a conversation hold every common word, and penalizing them bent answers)."""
+    the whole prompt, as vLLM and transformers do; a chat turn counts its answer alone (the length of its prompt).
+    Why, as measured: docs/sampling.md#the-repetition-penalty-over-the-answer-alone."""
 
     def __post_init__(self) -> None:
         for knob in sampler_numbers():  # plain int / float values: JSON-ready, hashable

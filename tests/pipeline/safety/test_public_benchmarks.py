@@ -66,8 +66,11 @@ def test_the_dev_benchmarks_meet_the_target_as_docs_say(decided):
 
 
 def test_a_pasted_document_of_two_thousand_words_is_not_blocked(real_model):
-    """Issue 33: "summarize this" over a 2,000-word paste (this project's own README was blocked as S8 at P 0.99)."""
-    words = (ROOT / "README.md").read_text(encoding="utf-8").split()[:2000]
+    """Issue 33: "summarize this" over a 2,000-word paste (this project's own README was blocked as S8 at P 0.99): the
+    README and, after it, the guide's first page (the text that was the README's)."""
+    pages = [ROOT / "README.md", ROOT / "docs" / "notebook.md"]
+    words = " ".join(page.read_text(encoding="utf-8") for page in pages).split()[:2000]
+    assert len(words) == 2000
     policy = SafetyPolicy(mode="input").with_model(real_model)
     decision = policy.scan_input("Please summarize this document:\n\n" + " ".join(words))[0][0]
     assert decision.action != "block", decision.reason
