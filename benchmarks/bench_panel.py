@@ -2,12 +2,21 @@
 
 1. Kernel side: decode tokens/s of the same greedy turn through `Chat.send` alone and through `ChatWidget.ask`
    (the relay thread batching events every 40 ms and JSON-encoding them as the comm would), alternating.
-2. Browser side (Debian's chromium, headless, through Playwright): the harness page (js/test/harness.html) streams
+2. A session: `--session-turns` turns (20) of `--session-tokens` tokens (48) each through `ChatWidget.ask`, with
+   everything the kernel sends the front end counted as the comm would carry it (the custom messages and the
+   traits' updates, JSON as jupyter_client packs it, buffers included), the static copy's display updates beside
+   it, what a view that opens afterwards gets (a page reload: the widget's state, then whatever the view asks for),
+   and the panel's memory in the kernel: what tracemalloc holds that was allocated with the panel's code on the
+   stack (its traits, rows, the events it keeps, accounts, the static copy), and the process's RSS growth.
+3. Browser side (Debian's chromium, headless, through Playwright): the harness page (js/test/harness.html) streams
    a 500-token answer in 40 ms batches while a requestAnimationFrame loop records frame gaps; then the heatmap of
    an n × n float16 matrix, n = 1,000, 2,000 and 4,000, our renderer (`data-render-ms`) against a straightforward
    per-pixel renderer (float16 decoded and coloured pixel by pixel, no lookup table) on the same data.
 
     python benchmarks/bench_panel.py [--runs 3] [--tokens 200] [--skip-kernel] [--skip-browser]
+                                     [--session-turns 20] [--session-tokens 48] [--skip-session] [--tiny]
+
+`--tiny` runs the kernel parts on the tests' tiny random model instead of the default one (SmolLM2-135M).
 """
 
 from __future__ import annotations
@@ -16,15 +25,26 @@ import argparse
 import functools
 import http.server
 import json
+import os
 import statistics
 import subprocess
+import tempfile
 import threading
+import time
+import tracemalloc
+from collections import Counter
 from pathlib import Path
+from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
 CHROMIUM = "/usr/bin/chromium"
 FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking"]
 PROMPT = "Write a short story about a lighthouse keeper and a storm."
+QUESTIONS = (
+    "What is the capital of France?", "Name three fruits.", "Why is the sky blue?", "What is 12 times 7?",
+    "Write a haiku about the sea.", "Who wrote Hamlet?", "What do bees make?", "How many legs has a spider?",
+    "Give me a synonym for happy.", "What is the boiling point of water?",
+)  # fmt: skip
 
 FRAMES = """
 window.__frames = []; let last = performance.now();
@@ -52,11 +72,11 @@ NAIVE = """([n]) => {
 }"""
 
 
-def kernel_side(runs: int, tokens: int) -> dict:
+def kernel_side(runs: int, tokens: int, model: Any = None) -> dict:
     from jupyter_chatflow.frontends.panel.widget import ChatWidget
     from jupyter_chatflow.pipeline.chat import Chat
 
-    chat = Chat(session="bench-panel", new=True, persist=False)
+    chat = Chat(session="bench-panel", new=True, persist=False, model=model)
     panel = ChatWidget(chat)
     sent: list[int] = []
     panel.send = lambda content, buffers=None: sent.append(len(json.dumps(content)))  # type: ignore[method-assign]
@@ -73,6 +93,83 @@ def kernel_side(runs: int, tokens: int) -> dict:
         rates["ChatWidget.ask"].append(response.terminal().tokens_per_s)
     return {"rates": {k: statistics.median(v) for k, v in rates.items()}, "messages": len(sent),
             "bytes": sum(sent)}  # fmt: skip
+
+
+class Wire:
+    """What a widget sends its front end, counted as the comm carries it: each message's JSON as jupyter_client
+    packs it (UTF-8, default separators) plus its binary buffers, by kind ("events", "turns", …)."""
+
+    def __init__(self, widget: Any):
+        self.messages: Counter[str] = Counter()
+        self.bytes: Counter[str] = Counter()
+        send = widget._send
+
+        def counted(msg: dict, buffers: list | None = None) -> None:
+            size = len(json.dumps(msg, ensure_ascii=False, allow_nan=False).encode("utf8", "surrogateescape"))
+            size += sum(len(memoryview(b).cast("B")) for b in buffers or [])
+            kind = msg["content"].get("type", "?") if msg["method"] == "custom" else ",".join(sorted(msg["state"]))
+            self.messages[kind] += 1
+            self.bytes[kind] += size
+            if kind == "events" and msg["content"].get("account"):  # (of which: the turn's account)
+                self.messages["events: account"] += 1
+                self.bytes["events: account"] += len(json.dumps(msg["content"]["account"], ensure_ascii=False).encode())
+            send(msg, buffers)
+
+        widget._send = counted
+
+
+class CopyDisplay:
+    """A display handle that counts the static copy's updates (each carries the whole copy to the front end)."""
+
+    def __init__(self) -> None:
+        self.updates = self.bytes = 0
+
+    def update(self, data: dict, metadata: dict | None = None, raw: bool = False) -> None:
+        self.updates += 1
+        self.bytes += len(json.dumps({"data": data, "metadata": metadata or {}}, ensure_ascii=False).encode())
+
+
+def _rss_mib() -> float:
+    with open("/proc/self/status") as status:
+        return next(int(line.split()[1]) for line in status if line.startswith("VmRSS:")) / 1024
+
+
+def session_side(turns: int, tokens: int, model: Any = None) -> dict:
+    """`turns` turns through one panel: the traffic to its front end, what a reloaded view gets, its memory."""
+    from jupyter_chatflow.frontends.panel.widget import ChatWidget
+    from jupyter_chatflow.pipeline.chat import Chat
+
+    options = {"temperature": 0.0, "max_tokens": tokens, "memory": False}
+    chat = Chat(session="bench-panel-session", new=True, persist=False, model=model)
+    chat.send("Hello", **options).events()  # load and compile before anything is counted
+    chat.new_session()
+    rss = _rss_mib()
+    tracemalloc.start(64)
+    panel = ChatWidget(chat)
+    wire, copy = Wire(panel), CopyDisplay()
+    panel._displays.append(copy)
+    started, answered = time.perf_counter(), 0
+    for k in range(turns):
+        answered += len(panel.ask(QUESTIONS[k % len(QUESTIONS)], **options).terminal().text)
+        panel.wait()
+    took = time.perf_counter() - started
+    snapshot = tracemalloc.take_snapshot()
+    tracemalloc.stop()
+    mine = snapshot.filter_traces([tracemalloc.Filter(True, "*/frontends/panel/*", all_frames=True)])
+    held = sum(stat.size for stat in mine.statistics("filename"))
+    session = {"messages": dict(wire.messages), "bytes": dict(wire.bytes)}  # (before the reload's, below)
+    state = panel.get_state()
+    reload = {"messages": 1, "bytes": len(json.dumps(state, ensure_ascii=False).encode())}  # the state a view gets
+    fetched = Wire(panel)
+    rows = state.get("turns", [])
+    if rows and "events" not in rows[0]:  # the view asks for each turn's events by id
+        for row in rows:
+            panel._on_message(panel, {"type": "fetch", "turn_id": row["turn_id"], "after": -1}, [])
+        reload["messages"] += sum(v for k, v in fetched.messages.items() if ":" not in k)
+        reload["bytes"] += sum(v for k, v in fetched.bytes.items() if ":" not in k)
+    return {"turns": turns, "seconds": took, "answer_chars": answered, **session, "copy_updates": copy.updates,
+            "copy_bytes": copy.bytes, "reload": reload, "panel_bytes_held": held,
+            "rss_growth_mib": _rss_mib() - rss}  # fmt: skip
 
 
 def browser_side() -> dict:
@@ -121,9 +218,33 @@ def main() -> None:
     parser.add_argument("--tokens", type=int, default=200)
     parser.add_argument("--skip-kernel", action="store_true")
     parser.add_argument("--skip-browser", action="store_true")
+    parser.add_argument("--session-turns", type=int, default=20)
+    parser.add_argument("--session-tokens", type=int, default=48)
+    parser.add_argument("--skip-session", action="store_true")
+    parser.add_argument("--tiny", action="store_true", help="the kernel parts on the tests' tiny random model")
     args = parser.parse_args()
+    model = None
+    if args.tiny:
+        from jupyter_chatflow import load_model
+        from jupyter_chatflow.testing import write_tiny_gguf
+
+        model = load_model(write_tiny_gguf(Path(tempfile.mkdtemp()) / "tiny.gguf"), dtype="float32")
+    if not args.skip_session:
+        s = session_side(args.session_turns, args.session_tokens, model)
+        sent = sum(v for k, v in s["bytes"].items() if ":" not in k)
+        count = sum(v for k, v in s["messages"].items() if ":" not in k)
+        print(f"session: {s['turns']} turns of <= {args.session_tokens} tokens in {s['seconds']:.0f} s on "
+              f"{'the tiny model' if args.tiny else 'the default model'} (pid {os.getpid()})")  # fmt: skip
+        print(f"  kernel -> view: {count} messages, {sent / 1024:.0f} KiB")
+        for kind in sorted(s["bytes"], key=lambda k: -s["bytes"][k]):
+            print(f"    {kind}: {s['messages'][kind]} messages, {s['bytes'][kind] / 1024:.1f} KiB")
+        print(f"  static copy: {s['copy_updates']} display updates, {s['copy_bytes'] / 1024:.0f} KiB")
+        r = s["reload"]
+        print(f"  a view opened after the session (a reload): {r['messages']} messages, {r['bytes'] / 1024:.0f} KiB")
+        print(f"  kernel memory: {s['panel_bytes_held'] / 2**20:.2f} MiB held by the panel (tracemalloc), "
+              f"RSS +{s['rss_growth_mib']:.0f} MiB over the session")  # fmt: skip
     if not args.skip_kernel:
-        k = kernel_side(args.runs, args.tokens)
+        k = kernel_side(args.runs, args.tokens, model)
         plain, panel = k["rates"]["Chat.send"], k["rates"]["ChatWidget.ask"]
         print(f"decode tok/s (median of {args.runs}, {args.tokens} tokens): Chat.send {plain:.1f}, "
               f"ChatWidget.ask {panel:.1f} ({panel / plain:.2f}x); last panel turn: {k['messages']} messages, "
