@@ -1,4 +1,4 @@
-// Generated from jupyter_chatflow/events.py, account/record.py (and the number options of settings.py) by
+// Generated from jupyter_chatflow/events.py and account/record.py by
 // jupyter_chatflow/frontends/panel/ts_types.py: do not edit.
 // After changing an event, regenerate it: python -m jupyter_chatflow.frontends.panel.ts_types
 // (tests/frontends/panel/test_ts_types.py fails while this file is out of date).
@@ -629,60 +629,3 @@ export interface TurnAccount {
   /** The timeline's bars, in order of their start. */
   stages: Stage[];
 }
-
-/** The name of a number option of `settings.py`: a key of the panel's `Settings` that the form edits. */
-export type SettingFieldKey =
-  | "temperature"
-  | "top_k"
-  | "top_p"
-  | "min_p"
-  | "repetition_penalty"
-  | "max_tokens"
-  | "seed";
-
-/** A number field of the panel's settings form: one sampler option of `settings.py`. */
-export interface SettingField {
-  key: SettingFieldKey;
-  label: string;
-  min?: number;
-  max?: number;
-  step: number;
-  /** What a special value means, or what the option does (the field's tooltip). */
-  hint: string;
-  /** Empty is allowed: the option's default (the seed: a random one). */
-  optional: boolean;
-}
-
-export const SETTING_FIELDS: readonly SettingField[] = [
-  { key: "temperature", label: "temperature", min: 0, step: 0.05, hint: "0 is greedy", optional: false },
-  { key: "top_k", label: "top k", min: 0, step: 1, hint: "0 keeps all tokens", optional: false },
-  {
-    key: "top_p",
-    label: "top p",
-    min: 0,
-    max: 1,
-    step: 0.05,
-    hint: "Nucleus sampling: keep the smallest set of tokens whose probability sums to at least p.",
-    optional: false,
-  },
-  {
-    key: "min_p",
-    label: "min p",
-    min: 0,
-    max: 1,
-    step: 0.05,
-    hint: "Drop tokens less likely than min_p times the most likely one; 0 keeps all.",
-    optional: false,
-  },
-  { key: "repetition_penalty", label: "repetition penalty", min: 0, step: 0.05, hint: "1 is off", optional: false },
-  { key: "max_tokens", label: "max tokens", min: 1, step: 1, hint: "The longest answer, in tokens.", optional: false },
-  {
-    key: "seed",
-    label: "seed",
-    min: 0,
-    max: 4294967295,
-    step: 1,
-    hint: "Seed of the random stream: the same seed and prompt give the same answer; unset picks one.",
-    optional: true,
-  },
-];

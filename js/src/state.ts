@@ -1,12 +1,13 @@
 /**
- * The panel's model of the conversation: turns built from the `turns` trait and the live turn's event messages,
- * merged by sequence number (duplicates and re-sent batches are ignored), plus pure derivations of what each
- * view draws from a turn's events.
+ * The panel's model of the conversation: turns listed by the `turns` trait (rows: ids and figures, no events) and
+ * the `live` one, their events from `events` messages (live, or the kernel's reply to a `fetch`), merged by sequence
+ * number (duplicates and re-sent batches are ignored), plus pure derivations of what each view draws from a turn's
+ * events.
  */
 import type {
   ChatEvent,
   ContextAssembled,
-  LiveRecord,
+  LiveTurn,
   Pieces,
   PrefillDone,
   Prewarm,
@@ -16,7 +17,7 @@ import type {
   ToolCall,
   ToolResult,
   TurnAccount,
-  TurnRecord,
+  TurnRow,
   TurnStarted,
 } from "./types";
 
@@ -32,6 +33,8 @@ export interface TurnData {
   lastSeq: number;
   /** The turn's figures as the kernel derived them (the latest: from the most events); null until one came. */
   account: TurnAccount | null;
+  /** Its row in the `turns` trait once it has ended (what is drawn before its events come); null while live. */
+  row: TurnRow | null;
 }
 
 export interface Merge {
@@ -51,6 +54,7 @@ export function createTurn(record: { turn_id: string; prewarm?: Prewarm | null; 
     fork_of: record.fork_of ?? "",
     lastSeq: -1,
     account: null,
+    row: null,
   };
 }
 
@@ -101,13 +105,22 @@ export class Conversation {
   order: string[] = [];
   liveId: string | null = null;
 
-  /** Brings the conversation in line with the `turns` and `live` traits. */
-  sync(records: readonly TurnRecord[], live: LiveRecord | null): Change {
+  /** Brings the conversation in line with the `turns` and `live` traits (a row's events come by message: see
+   * `lacking`). */
+  sync(rows: readonly TurnRow[], live: LiveTurn | null): Change {
     const change = emptyChange();
-    const order = records.map((r) => r.turn_id);
+    const order = rows.map((r) => r.turn_id);
     if (live && !order.includes(live.turn_id)) order.push(live.turn_id);
     for (const id of [...this.turns.keys()]) if (!order.includes(id)) this.turns.delete(id);
-    for (const record of records) this.absorb(record, record.events, record.pieces, change, record.account);
+    for (const row of rows) {
+      const turn = this.ensure(row, change);
+      turn.prewarm = row.prewarm ?? null;
+      turn.fork_of = row.fork_of ?? "";
+      if (!turn.row || JSON.stringify(turn.row) !== JSON.stringify(row)) {
+        turn.row = row;
+        if (!change.redraw.has(row.turn_id)) change.figures.add(row.turn_id); // (the footer reads it until an account)
+      }
+    }
     if (live) {
       const turn = this.ensure(live, change);
       turn.prewarm = live.prewarm ?? turn.prewarm;
@@ -117,6 +130,11 @@ export class Conversation {
     this.order = order;
     this.liveId = live ? live.turn_id : null;
     return change;
+  }
+
+  /** The finished turns whose events this view has none of (it opened after they ended): to ask the kernel for. */
+  lacking(): string[] {
+    return this.order.filter((id) => id !== this.liveId && this.turns.get(id)?.events.length === 0);
   }
 
   /** Merges a batch of a turn's events (an `events` message) and the account of the turn so far. */

@@ -2,9 +2,10 @@
  * with its pieces though they came after it was first drawn. */
 import { describe, expect, it } from "vitest";
 import { Conversation, createTurn, mergeEvents } from "../src/state";
-import type { ChatEvent, TurnRecord } from "../src/types";
+import type { ChatEvent } from "../src/types";
 import { ContextView } from "../src/views/context";
 import { StreamView } from "../src/views/stream";
+import { rowOf, type TurnRecord } from "./fake_model";
 import { FIX } from "./helpers";
 
 const FORK_AT = 2;
@@ -20,10 +21,12 @@ function forkOf(original: TurnRecord): TurnRecord {
   return { ...original, turn_id, events, fork_of: original.turn_id };
 }
 
+/** The stream over finished turns whose events came (the kernel's replies to the view's fetches). */
 function streamOf(records: TurnRecord[]): StreamView {
   const view = new StreamView({ hoverToken: () => {}, clickToken: () => {}, selectTurn: () => {} });
   const conv = new Conversation();
-  view.update(conv, conv.sync(records, null));
+  view.update(conv, conv.sync(records.map(rowOf), null));
+  for (const r of records) view.update(conv, conv.receive(r.turn_id, r.events, r.pieces, r.account));
   return view;
 }
 
@@ -58,7 +61,7 @@ describe("the context tab of a fork", () => {
     view.show(turn);
     const prompt = () => view.el.querySelector("[data-testid=prompt-tokens]")!.textContent ?? "";
     expect(prompt()).toMatch(/^#\d+#\d+/);
-    mergeEvents(turn, [], fx.pieces); // the pieces come (e.g. with the turns trait at the turn's end)
+    mergeEvents(turn, [], fx.pieces); // the pieces come (with a later batch)
     view.show(turn);
     expect(prompt()).toContain("<|im_start|>");
     expect(prompt()).not.toMatch(/#\d+#\d+/);

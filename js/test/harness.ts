@@ -1,8 +1,7 @@
 /** The screenshot harness: mounts the panel on a fake model with the fixtures, streams a long answer, answers attention requests. */
 
 import widget from "../src/index";
-import type { TurnRecord } from "../src/types";
-import { baseTraits, FakeModel, MODEL_INFO } from "./fake_model";
+import { baseTraits, FakeModel, MODEL_INFO, type TurnRecord } from "./fake_model";
 import answer from "./fixtures/answer.json";
 import blocked from "./fixtures/blocked.json";
 import redacted from "./fixtures/redacted.json";

@@ -1,4 +1,5 @@
-import type { ChatEvent, TurnRecord } from "../src/types";
+import type { ChatEvent } from "../src/types";
+import type { TurnRecord } from "./fake_model";
 import answer from "./fixtures/answer.json";
 import blocked from "./fixtures/blocked.json";
 import redacted from "./fixtures/redacted.json";

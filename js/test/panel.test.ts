@@ -1,6 +1,7 @@
 /** The panel's wiring (src/panel/): settings toggle, popover closing, turn picker, the lazy redraw, cleanup. */
 import { describe, expect, it, vi } from "vitest";
-import { type FakeModel, MODEL_INFO } from "./fake_model";
+import { FETCH_WAIT_MS } from "../src/panel/panel";
+import { baseTraits, FakeModel, MODEL_INFO } from "./fake_model";
 import { FIX, tokensOf } from "./helpers";
 import { usePanelPage } from "./mount";
 
@@ -212,5 +213,90 @@ describe("cleanup", () => {
     expect(names.map((n) => model.listeners(`change:${n}`))).toEqual(names.map(() => 0));
     expect(model.listeners("msg:custom")).toBe(0);
     expect(page.host.childElementCount).toBe(0);
+  });
+});
+
+describe("a turn's events cross once: a view asks for those it lacks", () => {
+  /** The kernel's `turns` trait (rows) over these records, its replies to `fetch` held back until `answer()`. */
+  function rowsOnly(records = [FIX.answer, FIX.tool]): FakeModel {
+    const model = new FakeModel(baseTraits({ turns: records }));
+    model.answersFetch = false;
+    return page.render(model);
+  }
+  const answerAll = (model: FakeModel) => {
+    for (const request of model.fetches()) model.answer(request);
+  };
+
+  it("a view opened after the turns (a reload, a second view) asks for each turn's events once, by id", () => {
+    const model = rowsOnly();
+    expect(model.fetches()).toEqual([
+      { type: "fetch", turn_id: FIX.answer.turn_id, after: -1 },
+      { type: "fetch", turn_id: FIX.tool.turn_id, after: -1 },
+    ]);
+    model.set("title", "Capitals"); // other traits change: nothing is asked again
+    model.set("turns", [FIX.answer, FIX.tool]);
+    expect(model.fetches().length).toBe(2);
+  });
+
+  it("before the events come, a turn shows its row: the user's message, the footer's figures, a note", () => {
+    vi.useFakeTimers();
+    const model = rowsOnly();
+    const turn = page.host.querySelector(`.cf-turn[data-turn="${FIX.answer.turn_id}"]`) as HTMLElement;
+    const user = (FIX.answer.events[0] as { user: string }).user;
+    expect(turn.querySelector(".cf-msg-user")!.textContent).toContain(user);
+    const a = FIX.answer.account!;
+    expect(turn.querySelector(".cf-turn-foot")!.textContent).toBe(
+      `${a.answer_tokens} answer tokens · ${a.tokens_per_s!.toFixed(1)} tok/s · first token ${(a.ttft_ms! / 1000).toFixed(2)} s · finish: stop`,
+    );
+    expect(turn.classList.contains("cf-live")).toBe(false);
+    expect(turn.querySelector("[data-testid=fetching]")).not.toBeNull();
+    expect(turnSelect().options[1].textContent).toContain(user.slice(0, 20)); // the picker's label, from the row
+    answerAll(model);
+    expect(turn.querySelector("[data-testid=fetching]")).toBeNull();
+    expect(turn.querySelectorAll("[data-testid=token]").length).toBe(tokensOf(FIX.answer).length);
+    vi.advanceTimersByTime(250); // (the inspector redraws on a later frame)
+    expect(q("prompt-tokens").querySelectorAll(".cf-ptok").length).toBe(379); // the latest turn's (tool.json's) prompt
+  });
+
+  it("a turn picked before its events came is asked for again", () => {
+    vi.useFakeTimers();
+    const model = rowsOnly();
+    click(page.host.querySelector(`.cf-turn[data-turn="${FIX.answer.turn_id}"]`) as HTMLElement);
+    expect(model.fetches().filter((f) => f.turn_id === FIX.answer.turn_id).length).toBe(2);
+    answerAll(model);
+    vi.advanceTimersByTime(250);
+    expect(q("prompt-tokens").querySelectorAll(".cf-ptok").length).toBe(38); // answer.json's prompt
+    click(page.host.querySelector(`.cf-turn[data-turn="${FIX.answer.turn_id}"]`) as HTMLElement);
+    expect(model.fetches().length).toBe(3); // it has the events now: nothing more
+  });
+
+  it("a live turn's end brings its row, not its events again: nothing is asked for", () => {
+    const fx = FIX.answer;
+    const model = mount({ live: { turn_id: fx.turn_id, prewarm: null, fork_of: "" }, status: "generating" });
+    model.message({ type: "events", turn_id: fx.turn_id, events: fx.events, pieces: fx.pieces, account: fx.account });
+    model.traits.live = null;
+    model.set("turns", [fx]);
+    expect(model.fetches()).toEqual([{ type: "fetch", turn_id: fx.turn_id, after: -1 }]); // (the start's resume)
+    expect(page.host.querySelectorAll("[data-testid=token]").length).toBe(tokensOf(fx).length);
+  });
+
+  it("when no kernel answers (a saved notebook, not running), the turns say so after a while", () => {
+    vi.useFakeTimers();
+    rowsOnly();
+    const note = () => page.host.querySelector(`.cf-turn[data-turn="${FIX.tool.turn_id}"] [data-testid=fetching]`);
+    expect(note()!.textContent).toBe("fetching its events…");
+    vi.advanceTimersByTime(FETCH_WAIT_MS);
+    expect(note()!.textContent).toContain("did not answer (is it running?)");
+  });
+
+  it("a request the kernel refused shows in the notice and the console", () => {
+    const warn = vi.spyOn(console, "warn").mockImplementation(() => {});
+    const model = mount({});
+    model.message({ type: "request_error", request: "frobnicate", message: "The panel sent an unknown request." });
+    expect(page.host.querySelector(".cf-notice-text")!.textContent).toBe("The panel sent an unknown request.");
+    expect((page.host.querySelector(".cf-notice") as HTMLElement).hidden).toBe(false);
+    expect(warn).toHaveBeenCalledWith(expect.stringContaining("frobnicate"));
+    model.set("error", "A turn is still generating."); // the kernel's own error trait comes first
+    expect(page.host.querySelector(".cf-notice-text")!.textContent).toBe("A turn is still generating.");
   });
 });

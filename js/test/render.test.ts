@@ -1,20 +1,12 @@
 import { describe, expect, it, vi } from "vitest";
 import { summarize } from "../src/state";
-import type {
-  AttentionMessage,
-  AttentionRequest,
-  ChatEvent,
-  SafetyDecision,
-  ToolCall,
-  ToolResult,
-  TurnRecord,
-} from "../src/types";
+import type { AttentionMessage, AttentionRequest, ChatEvent, SafetyDecision, ToolCall, ToolResult } from "../src/types";
 import { outsideWindow } from "../src/views/attention";
 import { safetyBadge, userText } from "../src/views/safety";
 import { tokenChip } from "../src/views/stream";
 import { tokenDetails } from "../src/views/token_details";
 import { toolCard } from "../src/views/tools";
-import { baseTraits, FakeModel, MODEL_INFO } from "./fake_model";
+import { baseTraits, FakeModel, MODEL_INFO, type TurnRecord } from "./fake_model";
 import { completedOf, FIX, tokensOf } from "./helpers";
 import { usePanelPage } from "./mount";
 
@@ -262,7 +254,7 @@ describe("fake model: live stream, controls and messages", () => {
   it("replays a fixture as event messages: chips appear, duplicates ignored, last-seq tracked", () => {
     const fx = FIX.redacted;
     const model = mount({ live: { turn_id: fx.turn_id, prewarm: null, fork_of: "" }, status: "generating" });
-    expect(model.sent[0].content).toEqual({ type: "resume", turn_id: fx.turn_id, after: -1 });
+    expect(model.sent[0].content).toEqual({ type: "fetch", turn_id: fx.turn_id, after: -1 });
     for (let i = 0; i < fx.events.length; i += 5) {
       model.message({
         type: "events",
@@ -274,11 +266,13 @@ describe("fake model: live stream, controls and messages", () => {
     expect(qa("token").length).toBe(tokensOf(fx).length);
     expect([...qa("token")].map((c) => c.textContent).join("")).toBe(completedOf(fx).text);
     expect(page.host.querySelector(".cf-root")!.getAttribute("data-last-seq")).toBe(String(fx.events.length - 1));
-    // the kernel moves the turn into `turns`: nothing is drawn twice
+    // the kernel gives the turn its row in `turns`: nothing is drawn twice, nothing asked for again
+    const asked = model.sent.length;
     model.traits.live = null;
     model.set("turns", [fx]);
     model.set("status", "idle");
     expect(qa("token").length).toBe(tokensOf(fx).length);
+    expect(model.sent.length).toBe(asked);
     expect(page.host.querySelector(".cf-root")!.getAttribute("data-status")).toBe("idle");
   });
 
@@ -296,8 +290,8 @@ describe("fake model: live stream, controls and messages", () => {
       baseTraits({ live: { turn_id: fx.turn_id, prewarm: null, fork_of: "" }, status: "generating" }),
     );
     page.render(model);
-    expect(model.sent.filter((m) => m.content.type === "resume")).toEqual([
-      { content: { type: "resume", turn_id: fx.turn_id, after: -1 }, buffers: undefined },
+    expect(model.sent.filter((m) => m.content.type === "fetch")).toEqual([
+      { content: { type: "fetch", turn_id: fx.turn_id, after: -1 }, buffers: undefined },
     ]);
   });
 

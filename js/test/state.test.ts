@@ -1,5 +1,6 @@
 import { describe, expect, it } from "vitest";
 import { answerText, Conversation, createTurn, mergeEvents, promptTokens, summarize, takeAccount } from "../src/state";
+import { rowOf } from "./fake_model";
 import { completedOf, FIX, tokensOf } from "./helpers";
 
 describe("reducer on the real fixtures", () => {
@@ -28,19 +29,26 @@ describe("reducer on the real fixtures", () => {
     expect(answerText(summarize(turn.events))).toBe(completedOf(fx).text);
   });
 
-  it("Conversation: live messages, resume replays and the final turns trait merge without duplicates", () => {
+  it("Conversation: rows list the finished turns, live messages and a fetch's replay merge without duplicates", () => {
     const fx = FIX.answer;
     const conv = new Conversation();
-    conv.sync([FIX.tool], { turn_id: fx.turn_id, prewarm: null, fork_of: "" });
+    conv.sync([rowOf(FIX.tool)], { turn_id: fx.turn_id, prewarm: null, fork_of: "" });
     expect(conv.order).toEqual([FIX.tool.turn_id, fx.turn_id]);
+    expect(conv.lacking()).toEqual([FIX.tool.turn_id]); // a row brings no events: the view asks for them
     const c1 = conv.receive(fx.turn_id, fx.events.slice(0, 8), fx.pieces);
     expect(c1.appended.get(fx.turn_id)?.length).toBe(8);
     const c2 = conv.receive(fx.turn_id, fx.events.slice(4, 12), fx.pieces); // a resume re-sends 4..7
     expect(c2.appended.get(fx.turn_id)?.map((e) => e.sequence_number)).toEqual([8, 9, 10, 11]);
     expect(conv.lastSeq()).toBe(11);
-    const c3 = conv.sync([FIX.tool, fx], null);
-    expect(c3.appended.get(fx.turn_id)?.length).toBe(fx.events.length - 12);
+    conv.receive(fx.turn_id, fx.events.slice(12), fx.pieces);
+    const c3 = conv.sync([rowOf(FIX.tool), rowOf(fx)], null); // the turn ended: its row, not its events again
+    expect(c3.appended.size).toBe(0);
+    expect(c3.figures.has(fx.turn_id)).toBe(true);
     expect(conv.turns.get(fx.turn_id)!.events.length).toBe(fx.events.length);
+    expect(conv.lacking()).toEqual([FIX.tool.turn_id]);
+    conv.receive(FIX.tool.turn_id, FIX.tool.events, FIX.tool.pieces, FIX.tool.account);
+    expect(conv.lacking()).toEqual([]);
+    expect(conv.sync([rowOf(FIX.tool), rowOf(fx)], null).figures.size).toBe(0); // the same rows: nothing to redraw
     conv.sync([], null);
     expect(conv.list()).toEqual([]);
   });

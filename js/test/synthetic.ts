@@ -1,5 +1,6 @@
 /** Synthetic data for the harness and speed tests: a long streamed answer and causal attention matrices. */
-import type { ChatEvent, Pieces, TokenDelta, TurnAccount, TurnRecord } from "../src/types";
+import type { ChatEvent, Pieces, TokenDelta, TurnAccount } from "../src/types";
+import type { TurnRecord } from "./fake_model";
 
 const WORDS = [
   "The",

@@ -1,9 +1,9 @@
 import { describe, expect, it } from "vitest";
 import { fmtMs } from "../src/dom";
 import { createTurn, mergeEvents } from "../src/state";
-import type { TurnRecord } from "../src/types";
 import { ContextView } from "../src/views/context";
 import { TimelineView, ticks } from "../src/views/timeline";
+import type { TurnRecord } from "./fake_model";
 import { FIX, REMOTE } from "./helpers";
 
 const turnOf = (fx: TurnRecord) => {

@@ -4,8 +4,7 @@
  * `turns.html?data=URL&theme=dark`; the page sets body[data-done] once drawn.
  */
 import widget from "../src/index";
-import type { TurnRecord } from "../src/types";
-import { baseTraits, FakeModel } from "./fake_model";
+import { baseTraits, FakeModel, type TurnRecord } from "./fake_model";
 
 const params = new URLSearchParams(location.search);
 if (params.get("theme") === "dark") document.body.classList.add("dark");

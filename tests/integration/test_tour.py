@@ -90,6 +90,9 @@ def _a_panel_shows_a_remote_turn(notebook) -> None:
     assert len(remote) == 1, "no panel on a remote chat was saved"
     assert key not in json.dumps(remote), "the API key reached the panel"
     (turn,) = remote[0]["turns"]
+    if "events" not in turn:  # (saved since a turn's events cross to the panel once, by message: its row is here)
+        _the_static_copy_shows_the_wire(notebook, key)
+        return
     events = turn["events"]
     post = next(e for e in events if e["type"] == "http_request" and e["method"] == "POST")
     assert post["url"].endswith("/v1/chat/completions") and post["body"]["stream"] is True
@@ -101,6 +104,19 @@ def _a_panel_shows_a_remote_turn(notebook) -> None:
     arrivals = [f["arrival_ms"] for f in frames]
     assert arrivals == sorted(arrivals) and all(f["bytes"] > 0 for f in frames)
     assert "Paris" in _answer(events)
+
+
+def _the_static_copy_shows_the_wire(notebook, key: str) -> None:
+    """A panel saved as rows (no events in its state): the copy beside it has the wire's line, not the key."""
+    outputs = [o.get("data", {}) for c in notebook.cells if c.cell_type == "code" for o in c.get("outputs", [])]
+    copies = [d["text/plain"] for d in outputs if "cf-static-copy" in d.get("text/html", "")]
+    copies = [text for text in copies if "server: POST" in text]
+    assert len(copies) == 1, "no static copy of the panel on the server"
+    wire = re.search(
+        r"server: POST \S+/v1/chat/completions → 200 OK, \S+, (\d+) SSE frames \(([\d,]+) bytes\)", copies[0]
+    )
+    assert wire and int(wire.group(1)) >= 4, copies[0]
+    assert key not in copies[0] and "Paris" in copies[0]
 
 
 def as_on_binder(monkeypatch, tmp_path_factory) -> None:
@@ -136,7 +152,8 @@ AFTER_RUN = {"13_wire": _a_panel_shows_a_remote_turn}
 
 
 def _panels(notebook) -> dict[str, list[str]]:
-    """{widget model id: the answers of its turns} for every inspector panel in the saved widget state."""
+    """{widget model id: a text of each of its turns} for every inspector panel in the saved widget state: the
+    answer where the state holds the turn's events, else (a row: the events crossed by message) the user's message."""
     state = notebook.metadata.get("widgets", {}).get(WIDGET_STATE, {}).get("state", {})
     panels = {}
     for model_id, model in state.items():
@@ -144,7 +161,7 @@ def _panels(notebook) -> dict[str, list[str]]:
         if isinstance(turns, list) and "model_info" in model.get("state", {}):
             status = model["state"].get("status")
             assert status == "idle", f"panel {model_id} was saved {status}: wait for its turn (panel.wait())"
-            panels[model_id] = [_answer(t["events"]) for t in turns]
+            panels[model_id] = [_answer(t["events"]) if "events" in t else t["user"] for t in turns]
     return panels
 
 

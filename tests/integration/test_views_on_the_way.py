@@ -34,7 +34,7 @@ pytestmark = [
 
 PANEL = """import json, jupyter_chatflow as cf
 w = cf.ChatWidget(cf.Chat(model="tiny.gguf", session="views"))
-w.turns = list(json.load(open("turns.json")).values())
+w.show_records(json.load(open("turns.json")).values())
 w.prewarm = json.load(open("prewarm.json"))
 w.title = "Issue 34: what the views say on the way"
 w"""

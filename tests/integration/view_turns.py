@@ -1,6 +1,6 @@
-"""Turns of the kinds issue 34's views got wrong, as the panel's `turns` trait carries them (each with the account
-`account_of` derives), made from the front end's recorded fixtures (js/test/fixtures, real turns of the default
-model) with the one thing each kind is about changed:
+"""Turns of the kinds issue 34's views got wrong, whole, as a panel's view holds them (`turn_rows.record`: row,
+events, pieces and the account `account_of` derives), made from the front end's recorded fixtures (js/test/fixtures,
+real turns of the default model) with the one thing each kind is about changed:
 
 - `cold`: the input layer's intent probe compiled for 2.5 s of its 2.6 s (a kernel's cold first turn);
 - `flagged`: a prompt injection the input layer only flagged, beside an e-mail address it redacted;
@@ -30,7 +30,7 @@ from jupyter_chatflow.events import (
     TurnStarted,
     event_from_dict,
 )
-from jupyter_chatflow.frontends.panel.turn_rows import row
+from jupyter_chatflow.frontends.panel import turn_rows
 
 FIXTURES = Path(__file__).resolve().parents[2] / "js" / "test" / "fixtures"
 KINDS = ("cold", "flagged", "joined", "emoji", "tool", "live")
@@ -59,7 +59,7 @@ def _later(e: Event, seconds: float) -> Event:
 
 def record(turn_id: str, events: list[Event], pieces: dict, prewarm: dict | None = None) -> dict[str, Any]:
     events = [dataclasses.replace(e, turn_id=turn_id) for e in events]
-    return {**row(turn_id, events, None, prewarm), "pieces": pieces}
+    return {**turn_rows.record(turn_id, events, None, prewarm), "pieces": pieces}
 
 
 def cold() -> dict[str, Any]:

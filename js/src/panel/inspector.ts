@@ -6,7 +6,7 @@
 import type { RGB } from "../colormap";
 import { clear, el } from "../dom";
 import { type Conversation, summarize, type TurnData } from "../state";
-import type { AttentionMessage, ModelInfo, ViewMessage } from "../types";
+import type { AttentionErrorMessage, AttentionMessage, ModelInfo, ViewMessage } from "../types";
 import { AttentionView } from "../views/attention";
 import { ContextView } from "../views/context";
 import { SafetyTab } from "../views/safety_tab";
@@ -26,7 +26,7 @@ const REDRAW_MS = 200;
 /** A user message longer than this is cut in the turn picker. */
 const LABEL_CHARS = 32;
 
-type AttentionReply = AttentionMessage | { type: "attention_error"; request_id: string; message: string };
+type AttentionReply = AttentionMessage | AttentionErrorMessage;
 
 /** Runs `fn` on the next animation frame (a 16 ms timer where there is none); returns the cancel. */
 function nextFrame(fn: () => void): () => void {
@@ -61,10 +61,12 @@ export class Inspector {
   private cancelFrame: (() => void) | null = null;
   private lastDraw = 0;
 
+  /** `need(turnId)`: the turn is picked; the panel asks for its events if it has none. */
   constructor(
     private conversation: Conversation,
     send: (msg: ViewMessage) => void,
     background: () => RGB,
+    private need: (turnId: string) => void = () => {},
   ) {
     this.attention = new AttentionView(send, background);
     const { context, attention, timeline, safety, wire } = this;
@@ -79,6 +81,7 @@ export class Inspector {
     this.tabButtons = TABS.map(([id, label]) => this.tabButton(id, label));
     this.turnSelect.addEventListener("change", () => {
       this.selected = this.turnSelect.value || null;
+      if (this.selected) this.need(this.selected);
       this.draw();
     });
     this.el = el("section", { class: "cf-inspector" }, this.tabBar(), this.panelBox());
@@ -171,7 +174,7 @@ export class Inspector {
     clear(this.turnSelect);
     this.turnSelect.appendChild(el("option", { value: "", text: "latest" }));
     this.conversation.list().forEach((turn, i) => {
-      const user = summarize(turn.events).started?.user ?? "";
+      const user = summarize(turn.events).started?.user ?? turn.row?.user ?? "";
       const text = `#${i + 1} ${user.length > LABEL_CHARS ? `${user.slice(0, LABEL_CHARS - 1)}…` : user}`;
       this.turnSelect.appendChild(
         el("option", { value: turn.turn_id, text, selected: turn.turn_id === this.selected }),

@@ -1,6 +1,8 @@
 /**
  * The whole panel: header, error notice, settings, the conversation with its chat box, the inspector and the
- * token popover, kept in step with the model's traits and the kernel's messages (see js/README.md).
+ * token popover, kept in step with the model's traits and the kernel's messages (see js/README.md). A turn's events
+ * come once, by message: live while it runs, or when this view asks for the ones it lacks (`fetch`: a reload, a
+ * second view of the widget, a turn picked before its events came).
  */
 import { parseColor, type RGB } from "../colormap";
 import { el } from "../dom";
@@ -12,6 +14,10 @@ import { type StreamHooks, StreamView } from "../views/stream";
 import { Inspector } from "./inspector";
 import { controlsHost, type PanelModel, subscribe } from "./model";
 import { TokenPopover } from "./popover";
+
+/** How long a view waits for the events it asked for before its turns say the kernel did not answer (a notebook
+saved with its widgets' state, opened with no kernel running: the rows came from the saved state). */
+export const FETCH_WAIT_MS = 10_000;
 
 export class Panel {
   readonly root = el("div", { class: "cf-root", "data-status": "idle", "data-last-seq": -1 });
@@ -25,6 +31,12 @@ export class Panel {
   private stream: StreamView;
   private popover: TokenPopover;
   private unsubscribe: () => void;
+  /** The turns whose events this view has asked the kernel for. */
+  private asked = new Set<string>();
+  /** The kernel's last `request_error` (shown in the notice while the `error` trait says nothing). */
+  private requestError = "";
+  /** Runs out FETCH_WAIT_MS after the first `fetch`: turns still without events then say the kernel did not answer. */
+  private fetchWait: ReturnType<typeof setTimeout> | null = null;
 
   /** Draws the panel into `host` from the model's traits; a view that starts mid-turn asks for what it missed. */
   constructor(
@@ -35,7 +47,12 @@ export class Panel {
     this.header = new Header(this.controls);
     this.settingsForm = new SettingsForm(this.controls);
     this.chat = new ChatBox(this.controls);
-    this.inspector = new Inspector(this.conversation, this.controls.send, () => this.background());
+    this.inspector = new Inspector(
+      this.conversation,
+      this.controls.send,
+      () => this.background(),
+      (turnId) => this.need(turnId, true),
+    );
     this.stream = new StreamView(this.streamHooks());
     const { root, conversation, stream, controls } = this;
     this.popover = new TokenPopover({ root, conversation, stream, status: controls.status, send: controls.send });
@@ -54,6 +71,7 @@ export class Panel {
 
   /** Removes the panel and everything it listens to. */
   dispose(): void {
+    if (this.fetchWait !== null) clearTimeout(this.fetchWait);
     this.unsubscribe();
     this.popover.dispose();
     this.chat.cancelDraft();
@@ -91,7 +109,10 @@ export class Panel {
         this.inspector.hoverToken(turnId, token ? token.index : null);
       },
       clickToken: (turnId, token, chip) => this.popover.pin(turnId, token, chip),
-      selectTurn: (turnId) => this.inspector.pick(turnId),
+      selectTurn: (turnId) => {
+        this.inspector.pick(turnId);
+        this.need(turnId, true);
+      },
     };
   }
 
@@ -111,6 +132,18 @@ export class Panel {
 
   private syncTurns(): void {
     this.applyChange(this.conversation.sync(this.model.get("turns") ?? [], this.model.get("live") ?? null));
+    for (const turnId of this.conversation.lacking()) this.need(turnId);
+  }
+
+  /** Asks the kernel for the events of a finished turn this view has none of: once, or again when the user picks
+   * it (`again`: a reply that never came). */
+  private need(turnId: string, again = false): void {
+    const turn = this.conversation.turns.get(turnId);
+    if (!turn || turn.events.length || turnId === this.conversation.liveId || (this.asked.has(turnId) && !again))
+      return;
+    this.asked.add(turnId);
+    this.controls.send({ type: "fetch", turn_id: turnId, after: -1 });
+    this.fetchWait ??= setTimeout(() => this.stream.setUnanswered(), FETCH_WAIT_MS);
   }
 
   private syncMeta(): void {
@@ -124,12 +157,12 @@ export class Panel {
     if (info) this.inspector.setModelInfo({ ...info, tools: info.tools ?? [] });
     this.settingsForm.update(this.controls.settings(), info);
     this.settingsForm.model.update(info, String(model.get("loading") ?? ""), status);
-    this.notice.update(String(model.get("error") ?? ""));
+    this.notice.update(String(model.get("error") ?? "") || this.requestError);
     this.stream.setCompiling(String(model.get("compiling") ?? ""));
     this.popover.refresh(); // (its fork buttons depend on the status)
   }
 
-  /** Kernel → view: a batch of the live turn's events, an attention reply, a prewarm's result. */
+  /** Kernel → view: a batch of a turn's events, an attention reply, a prewarm's result, a request refused. */
   private onMessage: MessageHandler = (msg, buffers) => {
     if (!msg || typeof msg !== "object") return;
     if (msg.type === "events") {
@@ -138,6 +171,10 @@ export class Panel {
       this.inspector.receive(msg, buffers ?? []);
     } else if (msg.type === "prewarmed") {
       this.chat.update(this.controls.status(), msg.prewarm);
+    } else if (msg.type === "request_error") {
+      console.warn(`jupyter_chatflow: the kernel refused the panel's ${msg.request || "message"}: ${msg.message}`);
+      this.requestError = msg.message;
+      this.syncMeta();
     }
   };
 
@@ -146,6 +183,6 @@ export class Panel {
     const live = this.model.get("live");
     if (!live) return;
     const after = this.conversation.turns.get(live.turn_id)?.lastSeq ?? -1;
-    this.controls.send({ type: "resume", turn_id: live.turn_id, after });
+    this.controls.send({ type: "fetch", turn_id: live.turn_id, after });
   }
 }

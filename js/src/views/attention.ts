@@ -8,7 +8,7 @@ import { buildHalfLut, buildRamp, fillPixels, heatStops, quantileHalf, type RGB 
 import { clear, el } from "../dom";
 import { halfTable, toUint16 } from "../float16";
 import { summarize, type TurnData } from "../state";
-import type { AttentionMessage, ModelInfo, ViewMessage } from "../types";
+import type { AttentionErrorMessage, AttentionMessage, ModelInfo, ViewMessage } from "../types";
 
 export interface Matrix {
   msg: AttentionMessage;
@@ -219,10 +219,7 @@ export class AttentionView {
   }
 
   /** Handles `attention` / `attention_error` replies (ignores other views' requests). */
-  receive(
-    msg: AttentionMessage | { type: "attention_error"; request_id: string; message: string },
-    buffers: (DataView | ArrayBuffer)[],
-  ): void {
+  receive(msg: AttentionMessage | AttentionErrorMessage, buffers: (DataView | ArrayBuffer)[]): void {
     if (msg.request_id !== this.pending) return;
     if (msg.type === "attention_error") {
       this.status.textContent = msg.message; // (not asked again on its own: Show asks again)
@@ -270,8 +267,7 @@ export class AttentionView {
     const region = msg.mode === "tokens" ? outsideWindow(msg, window) : "";
     this.outside.hidden = !region;
     this.outside.style.clipPath = region;
-    const tokens = typeof msg.tokens === "number" ? msg.tokens : msg.tokens.length;
-    const text = windowCaption(msg.layer, window, tokens, Boolean(region), this.info?.sliding_window ?? 0);
+    const text = windowCaption(msg.layer, window, msg.tokens, Boolean(region), this.info?.sliding_window ?? 0);
     this.windowNote.textContent = text;
     this.windowNote.hidden = !text;
     if (region)

@@ -1,7 +1,7 @@
 /** The header (title · session · model · status, buttons), the settings form (with the model file to load), the chat
  * box and the error notice. */
 import { clear, el, fmtMs } from "../dom";
-import { SETTING_FIELDS } from "../events.generated";
+import { SETTING_FIELDS } from "../protocol.generated";
 import type { ModelInfo, Prewarm, SettingField, Settings, ViewMessage } from "../types";
 
 export const DRAFT_DELAY_MS = 400;
@@ -108,7 +108,9 @@ export class SettingsForm {
   }
 
   private safetyAndMemory(settings: Settings): HTMLElement[] {
-    const safety = select("safety", ["off", "input", "all"], settings.safety, (v) => this.set({ safety: v }));
+    const safety = select("safety", ["off", "input", "all"], settings.safety, (v) =>
+      this.set({ safety: v as Settings["safety"] }),
+    );
     const memory = el("input", { type: "checkbox", name: "memory", checked: !!settings.memory });
     memory.addEventListener("change", () => this.set({ memory: memory.checked }));
     return [

@@ -6,7 +6,7 @@
 import { clear, el, fmtMs, visibleText } from "../dom";
 import { renderMarkdown } from "../markdown";
 import { blockOf, type Change, type Conversation, summarize, type TurnData } from "../state";
-import type { ChatEvent, SafetyDecision, TokenDelta, ToolCall, ToolResult, TurnAccount } from "../types";
+import type { ChatEvent, SafetyDecision, TokenDelta, ToolCall, ToolResult, TurnAccount, TurnRow } from "../types";
 import { safetyBadge, userText } from "./safety";
 import { toolCard } from "./tools";
 
@@ -145,21 +145,29 @@ class TurnView {
     this.cards.set(result.call_id, { ...card, result, nodes });
   }
 
-  /** The parts that depend on the whole turn: user text, block message, end note, footer. Cheap (no token work). */
+  /** The parts that depend on the whole turn: user text, block message, end note, footer. Cheap (no token work).
+   * A finished turn whose events have not come yet is drawn from its row: the user's message and the figures. */
   refreshFrame(turn: TurnData): void {
     const summary = summarizeLight(turn.events);
+    const waiting = turn.events.length === 0 && turn.row !== null;
+    const user = summary.user ?? (waiting ? (turn.row?.user ?? null) : null);
     clear(this.user);
-    if (summary.user !== null) this.user.appendChild(userText(summary.user, summary.safety));
+    if (user !== null) this.user.appendChild(userText(user, summary.safety));
     clear(this.endBox);
-    const end = this.endNote(summary);
+    const end = waiting ? fetching(this.unanswered) : this.endNote(summary);
     if (end) this.endBox.appendChild(end);
-    this.el.classList.toggle("cf-live", !summary.terminal);
-    this.footer.textContent = footerText(turn.account, summary.terminal);
-    this.footer.title = turn.account?.generated_note ?? "";
+    const ended = ending(summary.terminal, turn.row);
+    const figures = turn.account ?? turn.row;
+    this.el.classList.toggle("cf-live", !ended);
+    this.footer.textContent = footerText(figures, ended);
+    this.footer.title = figures?.generated_note ?? "";
   }
 
   /** What XLA compiles while this turn is live ("" when nothing): shown under its answer. */
   compiling = "";
+
+  /** Its events were asked for long ago and have not come (no kernel answers: a saved notebook, not running). */
+  unanswered = false;
 
   /** Under the answer: the block message (nothing was said), [stopped], the error, what XLA is compiling while
    * the answer waits for it, or "thinking…" before a token. */
@@ -222,9 +230,34 @@ class TurnView {
   }
 }
 
+/** The figures the footer shows: the account's, or (before the turn's events came) its row's. */
+type Figures = Pick<TurnAccount, "answer_tokens" | "call_tokens" | "tokens_per_s" | "ttft_ms" | "generated_note">;
+
+/** How a turn ended: its terminal event's type (and finish reason), else its row's (its events are still to come);
+ * null while it is live. */
+interface Ending {
+  type: "completed" | "cancelled" | "error";
+  finish_reason: string;
+}
+
+function ending(t: ChatEvent | null, row: TurnRow | null): Ending | null {
+  if (t?.type === "completed") return { type: t.type, finish_reason: t.finish_reason };
+  if (t?.type === "cancelled" || t?.type === "error") return { type: t.type, finish_reason: "" };
+  if (!t && row && row.status !== "live") return { type: row.status, finish_reason: row.finish_reason };
+  return null;
+}
+
+/** Under a finished turn whose events the view has asked for, until they come; or, when they did not come, why. */
+function fetching(unanswered: boolean): HTMLElement {
+  const text = unanswered
+    ? "The kernel that holds this turn's tokens did not answer (is it running?): run the notebook to inspect the turn."
+    : "fetching its events…";
+  return el("span", { class: `cf-end-note${unanswered ? "" : " cf-thinking"}`, "data-testid": "fetching", text });
+}
+
 /** "12 answer tokens · 52.6 tok/s · first token 2.01 s · finish: stop", "… · stopped" or "… · generating…": the
  * account's figures (its generated_note, the footer's tooltip, names every token generated). */
-function footerText(a: TurnAccount | null, t: ChatEvent | null): string {
+function footerText(a: Figures | null, t: Ending | null): string {
   const n = a?.answer_tokens ?? 0;
   const bits: string[] = [`${n} answer token${n === 1 ? "" : "s"}`];
   if (a?.call_tokens) bits.push(`${a.call_tokens} in the tool call`);
@@ -322,6 +355,16 @@ export class StreamView {
     const turn = id ? this.conv?.turns.get(id) : undefined;
     for (const v of this.views.values()) v.compiling = v === view ? text : "";
     if (view && turn) view.refreshFrame(turn);
+  }
+
+  /** The turns still without events were asked for long ago: their notes say the kernel did not answer. */
+  setUnanswered(): void {
+    for (const [id, view] of this.views) {
+      const turn = this.conv?.turns.get(id);
+      if (!turn || turn.events.length) continue;
+      view.unanswered = true;
+      view.refreshFrame(turn);
+    }
   }
 
   update(conv: Conversation, change: Change): void {

@@ -14,11 +14,13 @@ from __future__ import annotations
 import dataclasses
 import math
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 
 from jupyter_chatflow.events import ContextAssembled, Event, TokenDelta, Tokenized
+
+from .protocol import AttentionMessage, AttentionRequest
 
 MAX_SIDE = 2048
 MODES = ("tokens", "segments")
@@ -143,18 +145,17 @@ class LayerAttention:
     def __init__(self) -> None:
         self._kept: tuple[tuple[str, int], Any] | None = None
 
-    def reply(self, model: Any, message: dict[str, Any], events: list[Event]) -> tuple[dict[str, Any], bytes]:
+    def reply(self, model: Any, message: AttentionRequest, events: list[Event]) -> tuple[AttentionMessage, bytes]:
         """On the engine thread: the message to send and its buffer, for the request `message` over `events`."""
         sequence = turn_sequence(events)
-        layer = int(message["layer"])
-        key = (str(message["turn_id"]), layer)
+        layer = message["layer"]
+        key = (message["turn_id"], layer)
         if self._kept is None or self._kept[0] != key:
             self._kept = None  # free the last one before computing the next
             self._kept = (key, model.attention(sequence.ids, layer))
         meta, data = attention_map(
-            self._kept[1], sequence, head=int(message.get("head", -1)), mode=str(message.get("mode", "tokens")),
-            rows_range=message.get("rows_range"), cols_range=message.get("cols_range"),
-            window=model.config.window_of(layer),
+            self._kept[1], sequence, head=message["head"], mode=message["mode"], rows_range=message["rows_range"],
+            cols_range=message["cols_range"], window=model.config.window_of(layer),
         )  # fmt: skip
-        reply = {"type": "attention", "request_id": message.get("request_id"), "turn_id": key[0], "layer": layer}
-        return {**reply, **meta}, data
+        reply = {"type": "attention", "request_id": message["request_id"], "turn_id": key[0], "layer": layer}
+        return cast(AttentionMessage, {**reply, **meta}), data

@@ -18,27 +18,28 @@ from jupyter_chatflow.model.memory import footprint
 from jupyter_chatflow.pipeline.chat import Chat
 
 from ..progress import REDRAW_S, LoadProgress, StatusLine, bar
+from .protocol import ModelInfo
 
 
 class _Loading(Protocol):
     loading: str
 
 
-def model_info(chat: Chat) -> dict[str, Any]:
+def model_info(chat: Chat) -> ModelInfo:
     """The `model_info` trait: what the header, the settings and the attention view say about the model. The
     attention view labels each layer by its kind (Gemma's sliding-window layers see only the last
     `sliding_window` positions, the others every position), so the layers' kinds go out with the sizes."""
     if chat.abilities.server:  # the server does not say how its model is built: 0, "not known"
-        return {"name": chat.answerer.model_name or "remote model", "layers": 0, "heads": 0, "kv_heads": 0,
-                "context_length": 0, "vocab_size": 0, "tools": chat.toolbox.names, "architecture": "",
-                "sliding_window": 0, "sliding_layers": [], "remote": chat.abilities.server}  # fmt: skip
+        return ModelInfo(name=chat.answerer.model_name or "remote model", layers=0, heads=0, kv_heads=0,
+                         context_length=0, vocab_size=0, tools=list(chat.toolbox.names), remote=chat.abilities.server,
+                         file="", dtype="", summary="", architecture="", sliding_window=0,
+                         sliding_layers=[])  # fmt: skip
     model, config = chat.model, chat.model.config
-    return {"name": config.name, "layers": config.n_layers, "heads": config.n_heads, "kv_heads": config.n_kv_heads,
-            "context_length": config.context_length, "vocab_size": config.vocab_size,
-            "tools": chat.toolbox.names, "file": str(model.path or ""), "dtype": str(model.dtype),
-            "summary": summary(model),
-            "architecture": config.architecture, "sliding_window": config.sliding_window,
-            "sliding_layers": list(config.sliding_layers)}  # fmt: skip
+    return ModelInfo(name=config.name, layers=config.n_layers, heads=config.n_heads, kv_heads=config.n_kv_heads,
+                     context_length=config.context_length, vocab_size=config.vocab_size,
+                     tools=list(chat.toolbox.names), remote="", file=str(model.path or ""), dtype=str(model.dtype),
+                     summary=summary(model), architecture=config.architecture,
+                     sliding_window=config.sliding_window, sliding_layers=list(config.sliding_layers))  # fmt: skip
 
 
 def summary(model: Any) -> str:

@@ -1,12 +1,15 @@
-"""The panel's TypeScript event types, generated from the event dataclasses in `events.py`.
+"""The panel's TypeScript types, generated from Python: the events (`events.py`, the account of `account/record.py`)
+into `js/src/events.generated.ts`, and the protocol between kernel and view (`protocol.py`: the messages both ways,
+the synced traits, the settings of `settings.OPTIONS`) into `js/src/protocol.generated.ts`.
 
 Every event class becomes an interface (`extends BaseEvent`, its `type` a string literal), every dataclass an
-event carries (`Span`, `Segment`, `Alternative`, …) one too, every `Literal` alias of `events.py` a union of
-string literals, and docstrings become `/** */` comments. `tests/frontends/panel/test_ts_types.py` fails while
-`js/src/events.generated.ts` differs from what this writes now. After changing an event:
+event carries (`Span`, `Segment`, `Alternative`, …) one too, every `Literal` alias a union of string literals, every
+`TypedDict` of `protocol.py` an interface (a view message's field that admits None may be left out: `name?:`), and
+docstrings become `/** */` comments. `tests/frontends/panel/test_ts_types.py` fails while either file differs from
+what this writes now. After changing an event or the protocol:
 
-    python -m jupyter_chatflow.frontends.panel.ts_types          # rewrite js/src/events.generated.ts
-    python -m jupyter_chatflow.frontends.panel.ts_types --check  # exit 1 if it is out of date
+    python -m jupyter_chatflow.frontends.panel.ts_types          # rewrite both files
+    python -m jupyter_chatflow.frontends.panel.ts_types --check  # exit 1 if either is out of date
 
 The text is written as Biome formats it (two-space indent, double quotes, 120 columns), so `biome ci` passes.
 """
@@ -20,25 +23,35 @@ import functools
 import inspect
 import itertools
 import json
+import re
 import sys
 import textwrap
 import types
 import typing
 from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
-from typing import Any, Literal, Union
+from typing import Annotated, Any, Literal, Union
 
 from jupyter_chatflow.account import record
 from jupyter_chatflow.events import EVENT_TYPES, Event, kinds
-from jupyter_chatflow.settings import sampler_numbers
+from jupyter_chatflow.settings import OPTIONS, sampler_numbers
 
-OUTPUT = Path(__file__).resolve().parents[3] / "js" / "src" / "events.generated.ts"
+from . import protocol
+
+FOLDER = Path(__file__).resolve().parents[3] / "js" / "src"
+OUTPUT = FOLDER / "events.generated.ts"
+PROTOCOL_OUTPUT = FOLDER / "protocol.generated.ts"
 COMMAND = "python -m jupyter_chatflow.frontends.panel.ts_types"
 WIDTH = 120
 HEADER = f"""\
-// Generated from jupyter_chatflow/events.py, account/record.py (and the number options of settings.py) by
+// Generated from jupyter_chatflow/events.py and account/record.py by
 // jupyter_chatflow/frontends/panel/ts_types.py: do not edit.
 // After changing an event, regenerate it: {COMMAND}
+// (tests/frontends/panel/test_ts_types.py fails while this file is out of date)."""
+PROTOCOL_HEADER = f"""\
+// Generated from jupyter_chatflow/frontends/panel/protocol.py (and the options of settings.py) by
+// jupyter_chatflow/frontends/panel/ts_types.py: do not edit.
+// After changing the protocol, regenerate it: {COMMAND}
 // (tests/frontends/panel/test_ts_types.py fails while this file is out of date)."""
 UNION = "ChatEvent"
 """The TypeScript name of the union of every event."""
@@ -62,18 +75,52 @@ def render() -> str:
         *(_interface(cls, names) for cls in [Event, *values, *event_classes]),
         _type_alias(UNION, " | ".join(c.__name__ for c in event_classes), "Every event of a turn, by its `type`."),
         *(_interface(cls, names) for cls in account),
-        _setting_fields(),
     ]
     return "\n\n".join(blocks) + "\n"
 
 
+def render_protocol() -> str:
+    """The text of `js/src/protocol.generated.ts` for `protocol.py` as it is now."""
+    elsewhere = {**literal_aliases(kinds), **literal_aliases(record)}  # (imported from events.generated.ts)
+    own = {v: n for v, n in literal_aliases(protocol).items() if v not in elsewhere}
+    typed = [v for v in vars(protocol).values() if _is_typed_dict(v)]
+    unions = {name: v for name, v in vars(protocol).items() if _is_union_of_typed_dicts(v)}
+    names: dict[Any, str] = {**elsewhere, **own, **{c: c.__name__ for c in [*typed, *protocol.FROM_PYTHON]}}
+    docs = attribute_docs(ast.parse(inspect.getsource(protocol)).body)
+    requests = set(typing.get_args(protocol.ViewMessage))
+    body = [
+        *(_type_alias(name, ts_type(hint, {}, name), docs.get(name, "")) for hint, name in own.items()),
+        *(
+            _type_alias(n, ts_type(typing.get_args(a)[0], names, n), docs.get(n, ""))
+            for n, a in protocol.DEFINED.items()
+        ),
+        *(_interface(cls, names) for cls in protocol.FROM_PYTHON),
+        _settings(names),
+        _setting_fields(),
+        *(_typed_dict_interface(cls, names, optional_none=cls in requests) for cls in typed),
+        *(_type_alias(n, " | ".join(names[c] for c in typing.get_args(u)), docs.get(n, "")) for n, u in unions.items()),
+    ]
+    text = "\n\n".join(body)
+    imported = sorted({*elsewhere.values(), "ChatEvent", "TurnAccount"} & set(re.findall(r"\b[A-Z]\w*", text)))
+    imports = f'import type {{ {", ".join(imported)} }} from "./events.generated";'
+    return "\n\n".join([PROTOCOL_HEADER, imports, text]) + "\n"
+
+
+RENDERERS = {OUTPUT.name: render, PROTOCOL_OUTPUT.name: render_protocol}
+"""Each generated file's name and what writes its text."""
+
+
 def ts_type(hint: Any, names: Mapping[Any, str], where: str) -> str:
-    """The TypeScript type of a Python type hint; `names` gives the TypeScript name of a dataclass or alias."""
+    """The TypeScript type of a Python type hint; `names` gives the TypeScript name of a dataclass or alias (an
+    `Annotated` hint with a `protocol.TsName` is that name)."""
+    origin, args = typing.get_origin(hint), typing.get_args(hint)
+    if origin is Annotated:
+        named = [m.name for m in hint.__metadata__ if isinstance(m, protocol.TsName)]
+        return named[0] if named else ts_type(args[0], names, where)
     if _hashable(hint) and (hint in names or hint in _SCALARS):
         return names.get(hint) or _SCALARS[hint]
     if hint is Any:
         return "unknown"
-    origin, args = typing.get_origin(hint), typing.get_args(hint)
     if origin is Literal and all(isinstance(a, str) for a in args):
         return " | ".join(json.dumps(a) for a in args)
     if origin in (Union, types.UnionType):
@@ -138,23 +185,62 @@ def comment(text: str, indent: str = "") -> list[str]:
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Write (or with --check, compare) the generated file; the exit status says whether it was up to date."""
-    parser = argparse.ArgumentParser(prog=COMMAND, description="Write js/src/events.generated.ts from events.py.")
-    parser.add_argument("--check", action="store_true", help="write nothing; exit 1 if the file is out of date")
-    parser.add_argument("--out", type=Path, default=OUTPUT, help=f"the file to write (default: {OUTPUT})")
+    parser = argparse.ArgumentParser(prog=COMMAND, description=f"Write js/src/{{{','.join(RENDERERS)}}} from Python.")
+    parser.add_argument("--check", action="store_true", help="write nothing; exit 1 if a file is out of date")
+    parser.add_argument("--out", type=Path, default=FOLDER, help=f"the folder to write them in (default: {FOLDER})")
     args = parser.parse_args(argv)
-    if not args.out.parent.is_dir():
-        parser.error(f"No folder {args.out.parent}: run this in a source checkout, or name a file with --out.")
-    text = render()
-    current = args.out.read_text() if args.out.exists() else None
-    if args.check:
-        print(f"{args.out} is {'up to date' if current == text else f'out of date: run {COMMAND}'}")
-        return 0 if current == text else 1
-    args.out.write_text(text)
-    print(f"{'Unchanged' if current == text else 'Wrote'} {args.out}")
-    return 0
+    if not args.out.is_dir():
+        parser.error(f"No folder {args.out}: run this in a source checkout, or name a folder with --out.")
+    stale = 0
+    for name, make in RENDERERS.items():
+        path, text = args.out / name, make()
+        current = path.read_text() if path.exists() else None
+        stale += current != text
+        if args.check:
+            print(f"{path} is {'up to date' if current == text else f'out of date: run {COMMAND}'}")
+        else:
+            path.write_text(text)
+            print(f"{'Unchanged' if current == text else 'Wrote'} {path}")
+    return 1 if args.check and stale else 0
 
 
 # ---- helpers ---------------------------------------------------------------------------------------------------
+
+
+_SETTINGS_DOC = """The panel's settings: one per option of a turn (`settings.OPTIONS`), which a turn sent from the
+panel takes as its options (null: the option's default)."""
+
+
+def _settings(names: Mapping[Any, str]) -> str:
+    """`export interface Settings`: each option's value as the settings hold it (`protocol.setting_types`)."""
+    lines = [*comment(_SETTINGS_DOC), "export interface Settings {"]
+    for option in OPTIONS:
+        hint = protocol.setting_type(option)
+        lines += [*comment(option.help, "  "), f"  {option.name}: {ts_type(hint, names, f'Settings.{option.name}')};"]
+    return "\n".join([*lines, "}"])
+
+
+def _typed_dict_interface(cls: type, names: Mapping[Any, str], *, optional_none: bool) -> str:
+    """`export interface …` for a TypedDict of `protocol.py`; with `optional_none`, a field that admits None may be
+    left out (`name?: T | null`: the view's message leaves it out, the kernel reads None)."""
+    node = _class_node(cls)
+    docs = attribute_docs(node.body)
+    lines = [*comment(ast.get_docstring(node) or ""), f"export interface {cls.__name__} {{"]
+    for name, hint in typing.get_type_hints(cls, include_extras=True).items():
+        optional = "?" if optional_none and type(None) in typing.get_args(hint) else ""
+        line = f"  {name}{optional}: {ts_type(hint, names, f'{cls.__name__}.{name}')};"
+        if len(line) > WIDTH:
+            raise ValueError(f"{cls.__name__}.{name}: {line.strip()!r} is over {WIDTH} columns: name its type.")
+        lines += [*comment(docs.get(name, ""), "  "), line]
+    return "\n".join([*lines, "}"])
+
+
+def _is_typed_dict(value: Any) -> bool:
+    return isinstance(value, type) and issubclass(value, dict) and hasattr(value, "__required_keys__")
+
+
+def _is_union_of_typed_dicts(value: Any) -> bool:
+    return isinstance(value, types.UnionType) and all(_is_typed_dict(a) for a in typing.get_args(value))
 
 
 _FIELD_TYPE = """\

@@ -1,38 +1,62 @@
-"""The panel's finished turns: each as the row its `turns` trait holds, and all of them as the static copy.
+"""The panel's finished turns: each as the row its `turns` trait holds, as the whole record a view gathers, and as
+its part of the static copy.
 
-A row is a turn's events as dicts, its tokens' pieces and its account; the static copy (HTML, Markdown and plain
-text) is rebuilt from the rows, so an exported notebook shows what the panel showed without a kernel.
+A row (`protocol.TurnRow`) is what a view needs before it has a turn's events: its ids, the user's message for the
+turn picker and the footer's figures. The events, their pieces and the whole account cross once, in `events`
+messages (live, or in reply to a view's `fetch`). The static copy (HTML, Markdown and plain text, for nbconvert and
+GitHub) is rendered turn by turn as each ends, and joined when it is shown.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import html
 from collections.abc import Sequence
 from typing import Any
 
 from jupyter_chatflow.account import account_of
-from jupyter_chatflow.events import Event, TurnStarted, event_from_dict
+from jupyter_chatflow.events import Completed, Event, TurnStarted
 from jupyter_chatflow.pipeline.chat import Chat
 from jupyter_chatflow.tokenizer.tokenizer import Tokenizer
 
 from ..notebook.render import TurnView
+from .protocol import USER_CHARS, TurnRow
 from .relay import token_pieces
 
 
 def row(
     turn_id: str,
     events: Sequence[Event],
+    account: dict[str, Any] | None = None,
+    prewarm: dict[str, Any] | None = None,
+) -> TurnRow:
+    """A finished turn as the `turns` trait holds it: its ids, the user's message (cut) and the footer's figures
+    from its account (`account_of`, unless the caller has it)."""
+    started = events[0] if events and isinstance(events[0], TurnStarted) else None
+    account = account if account is not None else account_of(events, prewarm).to_dict()
+    user = started.user if started else ""
+    ended = next((e for e in reversed(events) if isinstance(e, Completed)), None)
+    return TurnRow(
+        turn_id=turn_id, fork_of=started.fork_of if started else "", prewarm=prewarm,
+        user=user if len(user) <= USER_CHARS else user[: USER_CHARS - 1] + "…",
+        status=account["status"], finish_reason=ended.finish_reason if ended else "",
+        answer_tokens=account["answer_tokens"], call_tokens=account["call_tokens"],
+        tokens_per_s=account["tokens_per_s"], ttft_ms=account["ttft_ms"], generated_note=account["generated_note"],
+    )  # fmt: skip
+
+
+def record(
+    turn_id: str,
+    events: Sequence[Event],
     tokenizer: Tokenizer | None,
     prewarm: dict[str, Any] | None = None,
-    account: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
-    """A finished turn as the `turns` trait holds it: its events as dicts, with its tokens' pieces and its
-    account (`account_of`, unless the caller has it)."""
-    started = events[0] if events and isinstance(events[0], TurnStarted) else None
+    """A finished turn whole, as a view holds it once its events came: its row, its events as dicts, its tokens'
+    pieces and its account (recorded turns for tests and fixtures; `ChatWidget.show_records` shows them)."""
+    account = account_of(events, prewarm).to_dict()
     pieces = {} if tokenizer is None else token_pieces(tokenizer, events)
-    account = account if account is not None else account_of(events, prewarm).to_dict()
-    return {"turn_id": turn_id, "events": [e.to_dict() for e in events], "pieces": pieces, "prewarm": prewarm,
-            "fork_of": started.fork_of if started else "", "account": account}  # fmt: skip
+    return {**row(turn_id, events, account, prewarm), "events": [e.to_dict() for e in events], "pieces": pieces,
+            "account": account}  # fmt: skip
 
 
 def tokenizer_of(chat: Chat) -> Tokenizer | None:
@@ -57,38 +81,63 @@ def by_turn(events: list[Event]) -> list[tuple[str, list[Event]]]:
     return runs
 
 
-def static_copy(turns: Sequence[dict[str, Any]], session: str, title: str, model_id: str) -> dict[str, str]:
-    """The conversation as HTML (answers rendered from Markdown, sanitized; see `safe_markdown`), also as the
-    text/markdown of the same output. Wrapped in `.cf-static-copy`, which the panel's stylesheet hides while
-    the panel itself is shown (the stylesheet only loads with a live panel)."""
-    views = [_view([event_from_dict(row) for row in t["events"]], t.get("prewarm")) for t in turns]
-    _mark_forks(turns, [view for _, view in views])
-    shown = "".join(view.html(user) for user, view in views) or "<p>(no turns yet)</p>"
-    heading = f"<p><b>jupyter_chatflow</b> · session {html.escape(session)} · {html.escape(title)}</p>"
-    marks = f'data-model-id="{model_id}" data-turns="{len(views)}"'  # (which panel, for tests of exports)
-    copy = f'<div class="cf-static-copy" {marks}>{heading}{shown}</div>'
-    plain = "\n\n".join([f"jupyter_chatflow · session {session} · {title}".rstrip(" ·"),
-                           *(f"{_noted(view)}> {user}\n{view.plain()}" for user, view in views)])  # fmt: skip
-    return {"text/html": copy, "text/markdown": copy, "text/plain": plain}
+@dataclasses.dataclass
+class _Part:
+    """One turn's part of the static copy, as rendered."""
+
+    events: Sequence[Event]
+    prewarm: dict[str, Any] | None
+    fork_of: str
+    fork_index: int = -1
+    html: str = ""
+    plain: str = ""
 
 
-def _view(events: list[Event], prewarm: dict[str, Any] | None = None) -> tuple[str, TurnView]:
-    """A turn's user message and its static view."""
-    view = TurnView(prewarm=prewarm)
-    for event in events:
-        view.add(event)
-    return next((e.user for e in events[:1] if isinstance(e, TurnStarted)), ""), view
+class StaticCopy:
+    """The conversation as a static copy for nbconvert, nbviewer and GitHub, kept turn by turn: a turn's part is
+    rendered when it ends (`add`), again only when late events join it (its title) or a fork replaces it, and the
+    parts are joined when the copy is shown (`bundle`)."""
 
+    def __init__(self) -> None:
+        self._parts: dict[str, _Part] = {}
+        self.renders = 0
+        """How many turn parts have been rendered (for tests: once per turn)."""
 
-def _mark_forks(turns: Sequence[dict[str, Any]], views: Sequence[TurnView]) -> None:
-    """Each turn a fork replaced learns the token the fork regenerated from (its view says so)."""
-    index = {t["turn_id"]: view for t, view in zip(turns, views, strict=True)}
-    for turn, view in zip(turns, views, strict=True):
-        replaced = index.get(turn.get("fork_of") or "")
-        if replaced is not None and view.fork_index >= 0:
-            replaced.replaced_at = view.fork_index
+    def clear(self) -> None:
+        self._parts = {}
 
+    def add(self, turn_id: str, events: Sequence[Event], prewarm: dict[str, Any] | None = None) -> None:
+        """Render a finished turn's part (again, if it had one: its later events came); a fork marks the turn it
+        replaced, whose part is rendered again with the mark."""
+        started = events[0] if events and isinstance(events[0], TurnStarted) else None
+        part = _Part(events, prewarm, started.fork_of if started else "")
+        self._parts[turn_id] = part
+        self._render(part)
+        replaced = self._parts.get(part.fork_of)
+        if replaced is not None and part.fork_index >= 0:
+            self._render(replaced)
 
-def _noted(view: TurnView) -> str:
-    """The plain copy's line above a fork or a turn it replaced, bracketed ("" for any other turn)."""
-    return f"[{view.fork_note()}]\n" if view.fork_note() else ""
+    def _render(self, part: _Part) -> None:
+        view = TurnView(prewarm=part.prewarm)
+        for event in part.events:
+            view.add(event)
+        part.fork_index = view.fork_index
+        view.replaced_at = next((p.fork_index for p in self._parts.values() if p.fork_of and p.fork_index >= 0
+                                 and self._parts.get(p.fork_of) is part), -1)  # fmt: skip
+        user = next((e.user for e in part.events[:1] if isinstance(e, TurnStarted)), "")
+        note = view.fork_note()
+        part.html = view.html(user)
+        part.plain = f"{f'[{note}]' + chr(10) if note else ''}> {user}\n{view.plain()}"
+        self.renders += 1
+
+    def bundle(self, session: str, title: str, model_id: str) -> dict[str, str]:
+        """The copy as HTML (answers rendered from Markdown, sanitized; see `safe_markdown`), also as the
+        text/markdown of the same output, and plain text. Wrapped in `.cf-static-copy`, which the panel's
+        stylesheet hides while the panel itself is shown (the stylesheet only loads with a live panel)."""
+        parts = list(self._parts.values())
+        shown = "".join(p.html for p in parts) or "<p>(no turns yet)</p>"
+        heading = f"<p><b>jupyter_chatflow</b> · session {html.escape(session)} · {html.escape(title)}</p>"
+        marks = f'data-model-id="{model_id}" data-turns="{len(parts)}"'  # (which panel, for tests of exports)
+        copy = f'<div class="cf-static-copy" {marks}>{heading}{shown}</div>'
+        plain = "\n\n".join([f"jupyter_chatflow · session {session} · {title}".rstrip(" ·"), *(p.plain for p in parts)])
+        return {"text/html": copy, "text/markdown": copy, "text/plain": plain}

