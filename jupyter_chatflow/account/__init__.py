@@ -12,6 +12,7 @@ in the prefill), the record carries both and the words that tell them apart.
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -35,7 +36,10 @@ from .timeline import Timeline, timeline, title_source
 from .tokens import gather, generated_note, kept_tokens, round_account
 from .words import ms
 
-__all__ = ["GUARD_WORDS", "GaugePart", "Interval", "RoundAccount", "Stage", "TurnAccount", "account_of", "call_note"]
+__all__ = [
+    "GUARD_WORDS", "GaugePart", "Interval", "RoundAccount", "Stage", "TurnAccount", "account_of", "call_note",
+    "settled",
+]  # fmt: skip
 
 TERMINAL = (Completed, Cancelled, Failed)
 
@@ -56,6 +60,20 @@ def account_of(events: Sequence[Event], prewarm: Mapping[str, Any] | None = None
         **_tokens(events, rounds, end, kept), **_times(events, t, started, end),
         prewarm_note=prewarm_note(prewarm, events), rounds=rounds, stages=_in_start_order(t.stages),
     )  # fmt: skip
+
+
+def settled(end: Completed | Cancelled, events: Sequence[Event]) -> Completed | Cancelled:
+    """A turn's terminal event (stamped: the last of `events`) with the figures its account derives from the events:
+    the time to the first token, the prefill and decode time, the time to the end and tokens/s. The turn measured
+    the rest (usage, the stages it timed); so the event, `chatflow chat --json`, the telemetry and every view carry
+    one figure for each, not a second tally of the same thing (`Chat` settles each turn's end as it stamps it)."""
+    a = account_of(events)
+    answered = a.answer_ms if a.answer_ms is not None else end.timings.total_ms
+    timings = dataclasses.replace(end.timings, ttft_ms=a.ttft_ms, prefill=a.prefill_ms, decode=a.decode_ms,
+                                  total_ms=answered)  # fmt: skip
+    if isinstance(end, Completed):
+        return dataclasses.replace(end, timings=timings, tokens_per_s=a.tokens_per_s or 0.0)
+    return dataclasses.replace(end, timings=timings)
 
 
 def _status(end: Event | None) -> AccountStatus:

@@ -46,8 +46,8 @@ class Completed(Event):
     usage: Usage
     timings: Timings
     tokens_per_s: float = 0.0
-    """Decode tokens per second after the first token, XLA compile time left out (`engine.generation.tokens_per_s`
-    over every generation of the turn)."""
+    """Tokens per second over the intervals between the answer's tokens as they were computed, XLA compiling left
+    out: the turn's account's figure (`account.settled`; 0: no two tokens to time)."""
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)

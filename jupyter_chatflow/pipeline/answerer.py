@@ -23,14 +23,14 @@ if TYPE_CHECKING:
     from jupyter_chatflow.engine.generation import Step
     from jupyter_chatflow.engine.model import Model
     from jupyter_chatflow.engine.scheduler import Scheduler
-    from jupyter_chatflow.events import SafetyDecision, ToolCall
+    from jupyter_chatflow.events import SafetyDecision, ToolCall, Usage
     from jupyter_chatflow.store.memory import Memory
 
     from .release import Releaser
     from .request import ChatRequest
     from .safety import SafetyPolicy
     from .safety.gate import OutputGate
-    from .stream import Stage, Totals
+    from .stream import Stage
     from .tools import Tool, ToolOutcome
 
 
@@ -110,8 +110,8 @@ class Rounds(Protocol):
         """Generate, running the tools the model calls (through the turn), until it answers; the finish reason."""
         ...
 
-    def totals(self, stages: dict[str, float], *, ttft_ms: float | None, total_ms: float) -> Totals:
-        """The turn's usage and timings from what the rounds counted and the turn's own stages."""
+    def usage(self) -> Usage:
+        """The turn's tokens, as the rounds counted them (a server's, as it reported them)."""
         ...
 
 

@@ -32,11 +32,21 @@ from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Any, TypeVar
 
+from jupyter_chatflow.account import settled
 from jupyter_chatflow.engine.generation import Step
 from jupyter_chatflow.engine.model import Model
 from jupyter_chatflow.engine.scheduler import Scheduler
 from jupyter_chatflow.errors import ChatflowError
-from jupyter_chatflow.events import TERMINAL, ContextAssembled, Emitter, Event, TitleGenerated, TurnStarted
+from jupyter_chatflow.events import (
+    TERMINAL,
+    Cancelled,
+    Completed,
+    ContextAssembled,
+    Emitter,
+    Event,
+    TitleGenerated,
+    TurnStarted,
+)
 from jupyter_chatflow.store.database import Database
 from jupyter_chatflow.store.memory import Memory
 from jupyter_chatflow.store.sessions import Sessions, TurnRecord
@@ -268,6 +278,8 @@ class Chat:
             with lock:
                 late = bool(log) and isinstance(log[-1], TERMINAL)  # after the turn's end (it is stored)
                 log.append(stamped := emitter(event))
+                if isinstance(stamped, (Completed, Cancelled)):  # its times and tokens/s: the account's
+                    log[-1] = stamped = settled(stamped, log)
                 if isinstance(stamped, TERMINAL):
                     if problem := self._store(log):
                         out.note(problem)  # (warned to the reader once it has read the end, not inside the answer)

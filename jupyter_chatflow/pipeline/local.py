@@ -18,14 +18,14 @@ from jupyter_chatflow.engine.model import Model
 from jupyter_chatflow.engine.sampling import SamplingParams
 from jupyter_chatflow.engine.scheduler import Scheduler
 from jupyter_chatflow.errors import ChatflowError
-from jupyter_chatflow.events import Event, TitleGenerated
+from jupyter_chatflow.events import Event, TitleGenerated, Usage
 
 from .answerer import Abilities, TurnSide
 from .chat_model import shared_scheduler
 from .context import Inputs, assemble
 from .request import ChatRequest, RequestError
 from .safety import SafetyPolicy
-from .stream import Round, Streamer, Totals, account
+from .stream import Round, Streamer, usage_of
 from .title import write_title
 from .title_task import TitleTask
 from .tools import Tool, call_message, result_message, tool_role, tools_system_prompt
@@ -164,8 +164,8 @@ class LocalRounds:
                 return "cancelled"
         return "tool_calls_exhausted"
 
-    def totals(self, stages: dict[str, float], *, ttft_ms: float | None, total_ms: float) -> Totals:
-        return account(self.rounds, stages, ttft_ms=ttft_ms, total_ms=total_ms)
+    def usage(self) -> Usage:
+        return usage_of(self.rounds)
 
     def _round_tools(self, round_index: int) -> tuple[str, list[Tool]]:
         """A round's tool choice and the tools offered in it (resolved from features.tools by the caller)."""

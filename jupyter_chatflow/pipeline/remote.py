@@ -1,4 +1,5 @@
-"""A turn answered by an OpenAI-compatible server over HTTP: `chatflow serve`, vLLM, SGLang, llama.cpp's server.
+"""A turn answered by an OpenAI-compatible server over HTTP (`ServerAnswerer`): `chatflow serve`, vLLM, SGLang,
+llama.cpp's server.
 
 >>> chat = cf.Chat(base_url="http://127.0.0.1:8000/v1", api_key="sk-…")   # no local model is loaded
 >>> chat.send("What is the capital of France?").text()
@@ -11,11 +12,12 @@ server asks for (run here, their results sent back in a next request), memory wr
 tokenizer this side does not have) the turn records the wire (`http_request`, `http_response`, `sse_frame`) and
 its tokens carry what the server sends: text, logprob and top alternatives, no token ids, no entropy.
 
-Timings are the client's: `prefill` is each request's time to its first token (network, queue and the server's
-prefill together), `decode` the time from its first to its last token; tokens/s is over that span. Usage is the
-server's (its last chunk's `usage`; `prompt_tokens_details.cached_tokens` as reused tokens where it sends them);
-a server that sends none in a stream (llama.cpp's Python server ignores `stream_options`) leaves the prompt's
-tokens `None`, "not reported", and the completion's counted from the tokens that arrived.
+The times are the client's, read by the turn's account from the events (`account.settled`): the wire's bars, the
+first token as it arrived, tokens/s over the intervals between arrivals; no prefill or decode is timed here (the
+server did both). Usage is the server's (its last chunk's `usage`; `prompt_tokens_details.cached_tokens` as reused
+tokens where it sends them); a server that sends none in a stream (llama.cpp's Python server ignores
+`stream_options`) leaves the prompt's tokens `None`, "not reported", and the completion's counted from the tokens
+that arrived.
 """
 
 from __future__ import annotations
@@ -26,13 +28,11 @@ import time
 from collections.abc import Callable, Iterable, Sequence
 from typing import TYPE_CHECKING, Any
 
-from jupyter_chatflow.engine.generation import tokens_per_s
 from jupyter_chatflow.errors import ChatflowError
 from jupyter_chatflow.events import (
     Completed,
     Event,
     HttpRequest,
-    Timings,
     TitleGenerated,
     ToolCall,
     Usage,
@@ -46,7 +46,6 @@ from .remote_tokens import merge_call, pieces, token_of
 from .request import ChatRequest
 from .safety import SafetyPolicy
 from .safety.policy import REMOTE_NOTE
-from .stream import Totals
 from .title import fallback_title, scanned_title
 from .tools import Tool
 from .turn import round_choice
@@ -67,8 +66,6 @@ class Round:
     finish_reason: str = "stop"
     usage: dict[str, Any] = dataclasses.field(default_factory=dict)
     tokens: int = 0
-    first_ms: float | None = None
-    last_ms: float = 0.0
     finished: bool = False
     """A chunk gave a finish_reason, or `[DONE]` came (or the answer was one JSON body)."""
 
@@ -243,8 +240,6 @@ class ServerRounds:
             for entry, piece in pieces(delta.get("content") or "", entries):
                 if entry is not None:
                     result.tokens += 1
-                    result.first_ms = arrival if result.first_ms is None else result.first_ms
-                    result.last_ms = arrival
                 result.text += piece
                 self.streamer.add(token_of(entry, arrival) if entry is not None else None, piece)
             result.finish_reason = choice.get("finish_reason") or result.finish_reason
@@ -278,20 +273,15 @@ class ServerRounds:
 
     # ---- endings ---------------------------------------------------------------------------------------------
 
-    def totals(self, stages: dict[str, float], *, ttft_ms: float | None, total_ms: float) -> Totals:
+    def usage(self) -> Usage:
         """The server's usage summed over the rounds, None where a round's count is unknown: the prompt's when the
         server sent no usage (its tokenizer and template count it, not this side's), the completion's when it sent
-        none and not every token came with a logprob entry (`Round.counted`); the client's times."""
+        none and not every token came with a logprob entry (`Round.counted`)."""
         prompt = _summed(r.usage.get("prompt_tokens") for r in self.rounds)
         completion = _summed(_reported(r.usage, "completion_tokens", r.tokens if r.counted else None)
                              for r in self.rounds)  # fmt: skip
         cached = sum(int((r.usage.get("prompt_tokens_details") or {}).get("cached_tokens") or 0) for r in self.rounds)
-        timed = [r for r in self.rounds if r.first_ms is not None]
-        decode = sum(r.last_ms - (r.first_ms or 0.0) for r in timed)
-        timings = Timings(**stages, prefill=sum(r.first_ms or 0.0 for r in timed), decode=decode, ttft_ms=ttft_ms,
-                          total_ms=total_ms)  # fmt: skip
-        usage = Usage(prompt_tokens=prompt, completion_tokens=completion, reused_tokens=cached)
-        return Totals(usage=usage, timings=timings, tokens_per_s=tokens_per_s(sum(r.tokens - 1 for r in timed), decode))
+        return Usage(prompt_tokens=prompt, completion_tokens=completion, reused_tokens=cached)
 
 
 def _reported(usage: dict[str, Any], name: str, otherwise: int | None) -> Any:

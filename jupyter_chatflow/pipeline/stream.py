@@ -16,17 +16,16 @@ import dataclasses
 import threading
 import time
 import uuid
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Sequence
 from typing import Any, Literal
 
-from jupyter_chatflow.engine.generation import Engine, Generation, Step, tokens_per_s
+from jupyter_chatflow.engine.generation import Engine, Generation, Step
 from jupyter_chatflow.engine.model import Model
 from jupyter_chatflow.engine.sampling import SamplingParams
 from jupyter_chatflow.events import (
     Event,
     PrefillDone,
     PrefillKind,
-    Timings,
     TokenDelta,
     Usage,
 )
@@ -109,28 +108,10 @@ def _token(step: Step, computed_at: float) -> TokenDelta:
                       computed_at=computed_at)  # fmt: skip
 
 
-@dataclasses.dataclass(frozen=True, kw_only=True)
-class Totals:
-    """What a whole turn used and how long it took: its terminal event carries these."""
-
-    usage: Usage
-    timings: Timings
-    tokens_per_s: float
-
-
-def account(rounds: Sequence[Round], stages: Mapping[str, float], *, ttft_ms: float | None, total_ms: float) -> Totals:
-    """A turn's totals, summed once from its rounds and the other stages it timed (`Stage` → ms).
-
-    Tokens/s is over every generation's decode steps with XLA compiling left out (`tokens_per_s`): the first token
-    of each generation comes out of its prefill, so n tokens in one generation are n - 1 steps.
-    """
-    decode_ms = sum(r.decode_ms for r in rounds)
-    usage = Usage(
+def usage_of(rounds: Sequence[Round]) -> Usage:
+    """A local turn's usage, summed once from its rounds (the times are the account's: `account.settled`)."""
+    return Usage(
         prompt_tokens=sum(r.prompt_tokens for r in rounds),
         completion_tokens=sum(r.completion_tokens for r in rounds),
         reused_tokens=sum(r.reused_tokens for r in rounds),
     )
-    prefill_ms = sum(r.all_prefill_ms for r in rounds)
-    timings = Timings(**stages, prefill=prefill_ms, decode=decode_ms, ttft_ms=ttft_ms, total_ms=total_ms)
-    steps, compile_ms = sum(r.decode_steps for r in rounds), sum(r.decode_compile_ms for r in rounds)
-    return Totals(usage=usage, timings=timings, tokens_per_s=tokens_per_s(steps, decode_ms, compile_ms))

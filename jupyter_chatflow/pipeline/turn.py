@@ -34,7 +34,7 @@ from jupyter_chatflow.events import (
     MemoryRecalled,
     MemoryWritten,
     SafetyDecision,
-    TokenDelta,
+    Timings,
     ToolCall,
     ToolResult,
     TurnStarted,
@@ -44,7 +44,7 @@ from jupyter_chatflow.store.memory import MemoryCommand, parse_command
 from .answerer import TurnSetup
 from .request import ChatRequest
 from .safety import SafetyPolicy, care
-from .stream import Stage, Totals
+from .stream import Stage
 from .tools import Tool, ToolOutcome
 
 if TYPE_CHECKING:
@@ -61,9 +61,7 @@ class Turn:
         self.stages: dict[str, float] = {}  # milliseconds per `Stage`
         self.reply: str | None = None  # the answer shown instead of the streamed one (a safety layer's message)
         self.policy = answerer.bound(turn_policy(setup.policy, request.features.safety))
-        self.first_token_ms: float | None = None
         self.input_decisions: list[SafetyDecision] = []  # the input layer's, once `scan_input` has run
-        self.kept = len(setup.prefix)  # a fork's answer starts with these tokens: its first new one comes after
         self.gate = self.policy.output_gate() if self._scans_output else None
         self.rounds = answerer.rounds(self)
         self.streamer = self.rounds.streamer
@@ -193,30 +191,23 @@ class Turn:
 
     # ---- endings -----------------------------------------------------------------------------------------------
 
-    def _totals(self) -> Totals:
-        """Usage and timings, once, at the end; the times count from Send (what the user waited: the queue too)."""
-        queued = self.setup.queued_ms
-        ttft = None if self.first_token_ms is None else queued + self.first_token_ms
-        total = (time.perf_counter() - self.started) * 1000 + queued
-        return self.rounds.totals(self.stages, ttft_ms=ttft, total_ms=total)
+    def _timings(self) -> Timings:
+        """The stages the turn timed itself and the time to its end, counted from Send (the queue too). The time to
+        the first token, prefill, decode and tokens/s are the account's, from the events (`account.settled`)."""
+        return Timings(**self.stages, total_ms=(time.perf_counter() - self.started) * 1000 + self.setup.queued_ms)
 
     def _complete(self, finish: str) -> None:
-        totals = self._totals()
-        self.publish(Completed(finish_reason=_finish_reason(finish), text=self.answer, usage=totals.usage,
-                             timings=totals.timings, tokens_per_s=totals.tokens_per_s))  # fmt: skip
+        self.publish(Completed(finish_reason=_finish_reason(finish), text=self.answer, usage=self.rounds.usage(),
+                               timings=self._timings()))  # fmt: skip
 
     def _end_cancelled(self) -> None:
         self.streamer.finish()
-        totals = self._totals()
-        self.publish(Cancelled(text=self.answer, usage=totals.usage, timings=totals.timings))
+        self.publish(Cancelled(text=self.answer, usage=self.rounds.usage(), timings=self._timings()))
 
     # ---- what the answerer's rounds use (`answerer.TurnSide`) ---------------------------------------------
 
     def publish(self, event: Event) -> None:
-        """Hand `event` on (the first token shown starts the time to first token)."""
-        if self.first_token_ms is None and isinstance(event, TokenDelta) and event.index >= self.kept:
-            # the first token the user sees (in a fork, the first one generated after the kept ones)
-            self.first_token_ms = (time.perf_counter() - self.started) * 1000
+        """Hand `event` on."""
         self.emit(event)
 
     def timed(self, stage: Stage, started: float) -> float:

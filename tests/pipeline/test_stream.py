@@ -8,9 +8,9 @@ import pytest
 
 from jupyter_chatflow.engine.generation import GenerationCounts, Step
 from jupyter_chatflow.engine.sampling import SamplingParams
-from jupyter_chatflow.events import Timings, TokenDelta, ToolCall
+from jupyter_chatflow.events import TokenDelta, ToolCall
 from jupyter_chatflow.events import Usage as TurnUsage
-from jupyter_chatflow.pipeline.stream import Round, Streamer, account
+from jupyter_chatflow.pipeline.stream import Round, Streamer, usage_of
 from jupyter_chatflow.pipeline.tools import calculator
 
 
@@ -93,7 +93,8 @@ def test_a_forced_call_prefills_its_fixed_text_and_says_what_it_cost(tiny_model)
 
 def test_xla_compiling_during_decode_is_kept_apart_from_decoding_time(tiny_model):
     """A decode program's first call compiles (seconds) inside decode_ms: tokens/s must not count it as decoding
-    (a tour chapter showed 12.7 tokens/s for a turn that decoded at 46). The round takes the engine's split."""
+    (a tour chapter showed 12.7 tokens/s for a turn that decoded at 46). The round takes the engine's split, and a
+    server's request reports its speed from it (`Round.counts`)."""
     generation = ScriptedGeneration(list("abcdefg"))  # 7 tokens: the first from the prefill, then 6 steps
     generation.usage = GenerationCounts(prompt_tokens=3, prefill_ms=50.0, decode_ms=1_200.0, compile_ms=1_030.0,
                              decode_compile_ms=1_000.0)  # fmt: skip  # the decode program compiled for 1 s
@@ -103,22 +104,20 @@ def test_xla_compiling_during_decode_is_kept_apart_from_decoding_time(tiny_model
     result = streamer.free([1, 2, 3], SamplingParams(temperature=0.0), [])
     assert result.decode_ms == 1_200.0 and result.decode_compile_ms == 1_000.0
     assert result.decode_steps == 6 and result.completion_tokens == 7 and result.prefill_ms == 50.0
-    totals = account([result], {}, ttft_ms=None, total_ms=1_300.0)
-    assert totals.tokens_per_s == pytest.approx(30.0)  # 6 steps in 200 ms of decoding: 30 tokens/s, not 5
+    assert result.counts().decode_tokens_per_s == pytest.approx(30.0)  # 6 steps in 200 ms of decoding, not 5/s
 
 
-def test_a_turns_totals_sum_its_rounds():
-    """A tool call and the answer from its result are two requests to the model: the usage counts both."""
+def test_a_turns_usage_sums_its_rounds():
+    """A tool call and the answer from its result are two requests to the model: the usage counts both (the times
+    are the account's, from the events: tests/account)."""
     call = Round(prompt_tokens=100, reused_tokens=90, completion_tokens=20, decode_steps=12, prefill_ms=40.0,
                  decode_ms=130.0, decode_compile_ms=10.0)  # fmt: skip
     answer = Round(prompt_tokens=140, reused_tokens=118, completion_tokens=9, decode_steps=8, prefill_ms=25.0,
                    decode_ms=80.0)  # fmt: skip
-    totals = account([call, answer], {"context": 3.0, "tools": 7.5}, ttft_ms=260.0, total_ms=300.0)
-    assert totals.usage == TurnUsage(prompt_tokens=240, completion_tokens=29, reused_tokens=208)
-    assert totals.usage.total_tokens == 269
-    assert totals.timings == Timings(context=3.0, tools=7.5, prefill=65.0, decode=210.0, ttft_ms=260.0, total_ms=300.0)
-    assert totals.tokens_per_s == pytest.approx(20 / 0.2)  # 20 decode steps in 210 ms, 10 of them compiling
-    assert account([], {}, ttft_ms=None, total_ms=1.0).usage == TurnUsage()  # blocked before any round
+    usage = usage_of([call, answer])
+    assert usage == TurnUsage(prompt_tokens=240, completion_tokens=29, reused_tokens=208)
+    assert usage.total_tokens == 269
+    assert usage_of([]) == TurnUsage()  # blocked before any round
 
 
 def test_max_tokens_cuts_a_forced_call_which_is_emitted_as_cut_and_not_returned_to_run(tiny_model):
