@@ -61,8 +61,8 @@ class Snippet:
 @dataclasses.dataclass(frozen=True, kw_only=True)
 class Usage:
     """The tokens of one turn, over all its rounds (a tool call and the answer from its result are two): what the
-    OpenAI APIs call usage, plus the tokens the prompt cache saved. Summed once, by the turn (`pipeline/stream.py`,
-    `account`); every view reads it from the terminal event."""
+    OpenAI APIs call usage, plus the tokens the prompt cache saved. Summed once, by the turn's answerer (a local
+    one's rounds: `pipeline/stream.usage_of`; a server's report); every view reads it from the terminal event."""
 
     prompt_tokens: int | None = 0
     """Prompt tokens the model was given, each round's prompt counted (the rounds share a beginning). None: a

@@ -2,9 +2,10 @@
 
 A turn runs the same stages whoever answers (`turn.Turn`: scan → recall → rounds → run a call → check →
 remember → end). The rounds are the answerer's: the local engine (`local.LocalAnswerer`), an OpenAI-compatible
-server (`remote.ServerAnswerer`), or a script in tests (`testing.ScriptedAnswerer`). `Chat` picks one in its
-constructor (`base_url=` or not) and never asks again where its turns go; a front end asks `abilities` what the
-answerer can do (prewarm a draft, fork an answer, show attention, write a title with the model, the window).
+server (`remote.ServerAnswerer`), or a script in tests (`tests/pipeline/scripted.py`, passed as
+`Chat(answerer=…)`). `Chat` picks one in its constructor (`base_url=` or not) and never asks again where its turns
+go; a front end asks `abilities` what the answerer can do (prewarm a draft, fork an answer, show attention, write
+a title with the model, the window).
 
 The shape is simonw/llm's `Model.execute` under one tool loop: the answerer writes one round's text or call,
 the turn runs the call and asks again.

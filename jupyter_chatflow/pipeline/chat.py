@@ -101,14 +101,11 @@ class Chat:
         scheduler: Scheduler | None = None,
         base_url: str | None = None,
         api_key: str | None = None,
+        answerer: Answerer | None = None,
     ):
-        self.answerer: Answerer = (
-            ServerAnswerer(RemoteServer(base_url, api_key, model if isinstance(model, str) else None))
-            if base_url
-            else LocalAnswerer(local_model(model), scheduler, context_window)
-        )
-        """Who writes the model's part of each turn: the local model, or the server at `base_url` (`model` may then
-        name the server's model). The front ends ask its `abilities`."""
+        self.answerer: Answerer = answerer or _answerer(model, scheduler, context_window, base_url, api_key)
+        """Who writes the model's part of each turn: the local model, the server at `base_url` (`model` may then
+        name the server's model), or the one passed (a scripted one in tests). The front ends ask its `abilities`."""
         self.db = db if isinstance(db, Database) else Database(db)
         self.sessions, self.memory = Sessions(self.db), Memory(self.db)
         self.telemetry = Telemetry(self.db)
@@ -391,3 +388,12 @@ def _prompted_user_text(record: TurnRecord) -> str | None:
     if context is None:
         return prompted_user_text(record.events)  # a remote turn's: what its request carried
     return context.user_text if context.user_text is not None else record.user
+
+
+def _answerer(model: Model | str | os.PathLike[str] | None, scheduler: Scheduler | None, window: int | None,
+              base_url: str | None, api_key: str | None) -> Answerer:  # fmt: skip
+    """Who answers a chat made without one: the server at `base_url` (no local model is loaded then; `model` may
+    name the server's), else the local model."""
+    if base_url:
+        return ServerAnswerer(RemoteServer(base_url, api_key, model if isinstance(model, str) else None))
+    return LocalAnswerer(local_model(model), scheduler, window)
