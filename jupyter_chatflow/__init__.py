@@ -9,47 +9,31 @@
 
 import importlib
 import sys
+from typing import Any
 
-from .engine.generation import Alternative, Generation, Step
-from .engine.loader import load_model
-from .engine.model import Model
-from .engine.sampling import SamplingParams
+from . import lazy
 from .errors import ChatflowError, GenerationError, ModelFormatError, ModelNotFoundError, ModelTooLargeError
-from .pipeline.response import Response
 
 __version__ = "0.1.0"
+_NAMES = {
+    "Alternative": ".engine.generation", "Generation": ".engine.generation", "Step": ".engine.generation",
+    "load_model": ".engine.loader", "Model": ".engine.model", "SamplingParams": ".engine.sampling",
+    "Chat": ".pipeline.chat", "Response": ".pipeline.response", "ChatWidget": ".frontends.panel.widget",
+}  # fmt: skip
 _SUBPACKAGES = {"adapters": ".frontends.server.adapters", "safety": ".pipeline.safety", "tools": ".pipeline.tools"}
 __all__ = [
-    "Alternative",
-    "Chat",
-    "ChatWidget",
-    "ChatflowError",
-    "Generation",
-    "GenerationError",
-    "Model",
-    "ModelFormatError",
-    "ModelNotFoundError",
-    "ModelTooLargeError",
-    "Response",
-    "SamplingParams",
-    "Step",
+    "Alternative", "Chat", "ChatWidget", "ChatflowError", "Generation", "GenerationError", "Model",
+    "ModelFormatError", "ModelNotFoundError", "ModelTooLargeError", "Response", "SamplingParams", "Step",
     "load_model",
-]
+]  # fmt: skip
 
 
-def __getattr__(name: str):  # type: ignore[no-untyped-def]
-    """`Chat`, `ChatWidget` and the pipeline's subpackages are imported on first use (the engine needs none)."""
-    if name == "Chat":
-        from .pipeline.chat import Chat
-
-        return Chat
-    if name == "ChatWidget":
-        from .frontends.panel.widget import ChatWidget
-
-        return ChatWidget
+def __getattr__(name: str) -> Any:
+    """Every public name is imported on first use: `import jupyter_chatflow` alone does not import JAX (the engine,
+    the pipeline and the panel come with the first name that needs them)."""
     if name in _SUBPACKAGES:
         return importlib.import_module(_SUBPACKAGES[name], __name__)
-    raise AttributeError(f"module 'jupyter_chatflow' has no attribute {name!r}")
+    return lazy.attribute(__name__, _NAMES, name)
 
 
 def load_ipython_extension(ipython) -> None:  # type: ignore[no-untyped-def]

@@ -15,7 +15,7 @@ import pytest
 
 PACKAGE = Path(__file__).resolve().parents[1] / "jupyter_chatflow"
 LAYERS = {
-    "errors": 0, "settings": 0, "processes": 0,
+    "errors": 0, "settings": 0, "processes": 0, "lazy": 0,
     "model": 1, "tokenizer": 1,
     "engine": 2, "testing": 2,
     "events": 3,

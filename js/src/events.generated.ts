@@ -177,8 +177,8 @@ export interface Alternative {
 
 /**
  * The tokens of one turn, over all its rounds (a tool call and the answer from its result are two): what the OpenAI
- * APIs call usage, plus the tokens the prompt cache saved. Summed once, by the turn (`pipeline/stream.py`, `account`);
- * every view reads it from the terminal event.
+ * APIs call usage, plus the tokens the prompt cache saved. Summed once, by the turn's answerer (a local one's rounds:
+ * `pipeline/stream.usage_of`; a server's report); every view reads it from the terminal event.
  */
 export interface Usage {
   /**
@@ -460,8 +460,8 @@ export interface Completed extends BaseEvent {
   usage: Usage;
   timings: Timings;
   /**
-   * Decode tokens per second after the first token, XLA compile time left out (`engine.generation.tokens_per_s` over
-   * every generation of the turn).
+   * Tokens per second over the intervals between the answer's tokens as they were computed, XLA compiling left out: the
+   * turn's account's figure (`account.settled`; 0: no two tokens to time).
    */
   tokens_per_s: number;
 }
