@@ -159,3 +159,5 @@ def test_the_wheel_ships_the_run_time_tables_and_the_probe_but_no_lab_rows(tmp_p
     assert [n for n in names if n.startswith("safety_lab/") or "/safety_lab/" in n] == []
     assert all(f"{SAFETY}/{path}" in names for path in RUN_TIME), RUN_TIME
     assert [n for n in names if n.startswith(f"{SAFETY}/data/intent/") and n.endswith(".npz")]
+    # the package and its metadata only: the documentation site (docs/, its conf.py and pages) stays out (issue 35)
+    assert [n for n in names if not n.startswith(("jupyter_chatflow/", "jupyter_chatflow-"))] == []
