@@ -12,10 +12,7 @@ architecture):
   float16 (not run here: no GPU was available to check which of its mask and shape limits this call meets).
 
 On XLA:CPU neither path was measurably faster, so CPU keeps the streaming one (the path every CPU figure in the
-README was measured on). The default model (SmolLM2-135M, float32, 2 shared cores, both models side by side in one
-process, best of 6 rounds): batch-1 decode 23.7 ms a step streaming and 23.7 ms fused with a 512-position cache,
-26.5 and 28.1 ms with 2,048; a 512-token prefill 0.81 and 0.85 s. Another run of 8 rounds gave 18.4/20.0 ms,
-27.7/22.4 ms and 0.74/0.53 s: the machine's load (4-9 on 2 cores) moved each figure by more than the paths differ.
+docs was measured on; the figures: docs/engine.md, "Static shapes").
 GPU and TPU take the fused path (`use_fused`), where the dense attention is what the hardware's kernels are for.
 The fused call reads the whole cache (not only its written blocks) and concatenates the chunk's keys to it, a
 copy of the cache per layer and step: on GPU a kernel reading the cache in place (cuDNN's, with the cache in

@@ -8,7 +8,7 @@ Axis legend for the einsums and shape comments:
     h query heads   k key/value heads   g query heads per kv head (h = k * g)   e head dim
 
 Each layer matrix is its own array, with q/k/v fused into one matrix and gate/up into another: on XLA:CPU
-this decoded ~1.5x faster than scanning over stacked layer weights in a probe (README, "Engine notes").
+this decoded ~1.5x faster than scanning over stacked layer weights in a probe (docs/engine.md, "Layer layout").
 Weights arrive in [in, out] order so every projection is `x @ w`.
 
 What differs between the layers of one model (a sliding window or none, the global or the local rope) is held as

@@ -5,7 +5,8 @@ compiled program right next to the matmul that reads them.
 reads the same either way. A float layer matrix is an `nnx.Param` in [in, out] order (`x @ w`); the embedding and
 a float head are [V, d]; a `QuantizedMatrix` is always [out, in], the file's order, and projects as `x @ W.T`.
 On GPU/TPU XLA fuses the dequantization into the dot (the weights' bytes are read once, packed); XLA:CPU
-materializes the dequantized matrix first, so there it is slower than float32 weights (README, "Engine notes").
+materializes the dequantized matrix first, so there it is slower than float32 weights (measured:
+docs/models.md#weights-kept-quantized).
 """
 
 from __future__ import annotations
