@@ -38,7 +38,7 @@ class ServerConfig:
     release_idle_s: float = 300.0
     """Seconds with nothing generating after which the server gives back its compiled programs and prompt cache
     (`runner.release_programs()`: 480 MiB after a 60 s soak of 16 clients on the default model,
-    `benchmarks/README.md`; the next request loads its programs from the XLA cache, ~1 s); 0: never."""
+    `docs/results.md`; the next request loads its programs from the XLA cache, ~1 s); 0: never."""
     model_name: str | None = None
     """The model id clients send and /v1/models lists (default: the model file's name without .gguf)."""
     dtype: str | None = None

@@ -1,5 +1,5 @@
-"""The one tool-call decoder: the chat pipeline (`pipeline/stream.py`) and the server's /v1/chat/completions
-(`frontends/server/tools.py`) both read and write a model's calls through it.
+"""The one tool-call decoder: the one round driver (`pipeline/rounds.py`), which the chat pipeline and the server's
+/v1/chat/completions (`frontends/server/tools.py`) both run, reads and writes a model's calls through it.
 
 A round's answer is free text until the model writes `<tool_call>` (tool_choice "auto": `AnswerText` streams the
 text and holds the call's out), or a call from its first token ("required", or a tool named). The call itself is
