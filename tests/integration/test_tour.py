@@ -19,7 +19,7 @@ pytestmark = pytest.mark.slow
 TOUR = Path(__file__).resolve().parents[2] / "examples" / "tour"
 CHAPTERS = sorted(TOUR.glob("[0-9][0-9]_*.ipynb"))
 QUICKSTART = TOUR.parent / "quickstart.ipynb"
-LIMIT_MIB = 1536  # Binder's 2 GiB hold JupyterLab and the kernel: the README says each notebook peaks within this
+LIMIT_MIB = 1536  # Binder's 2 GiB hold JupyterLab and the kernel: docs/binder.md says each notebook peaks within this
 CHROMIUM = Path("/usr/bin/chromium")
 WIDGET_STATE = "application/vnd.jupyter.widget-state+json"
 
