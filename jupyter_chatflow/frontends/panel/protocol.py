@@ -324,7 +324,7 @@ class ProtocolError(ValueError):
 
 
 def view_message(content: object) -> ViewMessage:
-    """`content` as the view message it is (a field of a type that admits None may be left out: None), or
+    """`content` as the view message it is (a field whose type allows None may be left out: None), or
     ProtocolError saying what is wrong with it."""
     if not isinstance(content, Mapping):
         raise ProtocolError(f"The panel sent {type(content).__name__}, not a message (an object with a type).")
@@ -339,7 +339,7 @@ def view_message(content: object) -> ViewMessage:
         raise ProtocolError(f"The panel's {kind!r} request has fields it should not: {', '.join(map(str, extra))}.")
     message = {}
     for name, hint in hints.items():
-        if name not in content and not _admits_none(hint):
+        if name not in content and not _allows_none(hint):
             raise ProtocolError(f"The panel's {kind!r} request has no {name!r}.")
         value = content.get(name)
         problem = type_problem(value, hint)
@@ -391,7 +391,7 @@ def type_problem(value: Any, hint: Any) -> str:
     raise TypeError(f"protocol.py: no check for {hint!r}")
 
 
-def _admits_none(hint: Any) -> bool:
+def _allows_none(hint: Any) -> bool:
     return type(None) in typing.get_args(hint)
 
 

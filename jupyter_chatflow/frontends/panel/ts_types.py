@@ -4,7 +4,7 @@ the synced traits, the settings of `settings.OPTIONS`) into `js/src/protocol.gen
 
 Every event class becomes an interface (`extends BaseEvent`, its `type` a string literal), every dataclass an
 event carries (`Span`, `Segment`, `Alternative`, …) one too, every `Literal` alias a union of string literals, every
-`TypedDict` of `protocol.py` an interface (a view message's field that admits None may be left out: `name?:`), and
+`TypedDict` of `protocol.py` an interface (a view message's field that allows None may be left out: `name?:`), and
 docstrings become `/** */` comments. `tests/frontends/panel/test_ts_types.py` fails while either file differs from
 what this writes now. After changing an event or the protocol:
 
@@ -221,7 +221,7 @@ def _settings(names: Mapping[Any, str]) -> str:
 
 
 def _typed_dict_interface(cls: type, names: Mapping[Any, str], *, optional_none: bool) -> str:
-    """`export interface …` for a TypedDict of `protocol.py`; with `optional_none`, a field that admits None may be
+    """`export interface …` for a TypedDict of `protocol.py`; with `optional_none`, a field that allows None may be
     left out (`name?: T | null`: the view's message leaves it out, the kernel reads None)."""
     node = _class_node(cls)
     docs = attribute_docs(node.body)

@@ -33,7 +33,7 @@ def test_every_request_the_view_sends_is_declared_and_taken_as_it_came():
         assert view_message(content) == content
 
 
-def test_a_field_that_admits_none_may_be_left_out():
+def test_a_field_that_allows_none_may_be_left_out():
     assert view_message({"type": "load_model", "path": "m.gguf"}) == {"type": "load_model", "path": "m.gguf",
                                                                        "dtype": None}  # fmt: skip
     taken = view_message({"type": "attention", "request_id": "a", "turn_id": "t", "layer": 1, "head": 0,

@@ -204,9 +204,13 @@ def test_the_panel_over_a_remote_chat(serve):
     panel._on_message(panel, {"type": "draft", "text": "Hel"}, [])  # a draft: no prewarm, no error
     panel.ask("Hello")
     panel.wait(60)
-    [row] = panel.turns
-    kinds = [e["type"] for e in row["events"]]
-    assert row["pieces"] == {} and "http_request" in kinds and "sse_frame" in kinds and kinds[-1] == "completed"
+    [row] = panel.turns  # (its row: the events a view asks for)
+    sent: list[dict] = []
+    panel.send = lambda content, buffers=None: sent.append(content)  # type: ignore[method-assign]
+    panel._on_message(panel, {"type": "fetch", "turn_id": row["turn_id"], "after": -1}, [])
+    [reply] = sent
+    kinds = [e["type"] for e in reply["events"]]
+    assert reply["pieces"] == {} and "http_request" in kinds and "sse_frame" in kinds and kinds[-1] == "completed"
     assert panel.model_info["name"] == "tiny" and panel.error == ""  # the server's model, once a turn asked
     panel._on_message(panel, {"type": "fork", "turn_id": row["turn_id"], "index": 0, "token_id": -1}, [])
     assert "no local model" in panel.error
