@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import functools
 import threading
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
 
 import jax
@@ -22,6 +22,7 @@ from jupyter_chatflow.model.transformer import Transformer
 from jupyter_chatflow.settings import SAMPLER_DEFAULTS
 from jupyter_chatflow.tokenizer.tokenizer import Tokenizer
 
+from . import inside
 from .chunks import MIN_BUCKET, MIN_CACHE, PREFILL_CHUNK, bucket, prefill_chunks, room
 from .constraint import Constraint
 from .generation import Generation, GenerationCounts, RawStep
@@ -228,8 +229,19 @@ class Model:
             self.runner.keep(cache, ids)
         return out
 
-    def logits(self, token_ids: Sequence[int]) -> np.ndarray:
-        """Next-token logits after every position: float32 [T, V] (for tests and analysis; T is kept modest)."""
+    def logits(
+        self, token_ids: Sequence[int], *, ablate_heads: Mapping[int, Sequence[int]] | None = None,
+        steer: Mapping[int, np.ndarray] | None = None,
+    ) -> np.ndarray:  # fmt: skip
+        """Next-token logits after every position: float32 [T, V] (for tests and analysis; T is kept modest).
+
+        `ablate_heads={layer: [heads]}`: those heads' outputs zeroed before the layer's output projection;
+        `steer={layer: v}`: `v` (the model's width; scale it by your strength) added to the residual after that
+        layer. Either runs the explicit pass (`inside.intervened_logits`); with neither (or both empty) these are
+        exactly the serving path's logits."""
+        if ablate_heads or steer:
+            ids = self.runner.check_prompt(token_ids)
+            return inside.intervened_logits(self.runner.transformer, ids.tolist(), ablate_heads or {}, steer or {})
         ids, rows = self.runner.check_prompt(token_ids), []
         cache = self.runner.scratch_cache(ids)
         try:
@@ -238,6 +250,28 @@ class Model:
         finally:
             self.runner.keep(cache, ids)
         return np.concatenate(rows)
+
+    def lens(self, token_ids: Sequence[int], k: int = 5) -> inside.Lens:
+        """The logit lens: what the model would predict after each position had it stopped after each layer. Row 0
+        reads the embeddings, row i the residual after layer i, each through the final norm and output head (soft
+        caps included); the last row is the model's own output. `.top_ids` and `.top_logprobs`: [n_layers + 1, T,
+        k]."""
+        if isinstance(k, bool) or not isinstance(k, int) or not 1 <= k <= self.config.vocab_size:
+            raise GenerationError(f"k must be a whole number from 1 to the vocabulary's {self.config.vocab_size}")
+        return inside.lens(self.runner.transformer, self.runner.check_prompt(token_ids).tolist(), k)
+
+    def attribution(
+        self, token_ids: Sequence[int], target_id: int, *, method: inside.Method = "grad_x_input", steps: int = 32,
+        contrast_id: int | None = None, progress: Callable[[int, int], None] | None = None,
+    ) -> np.ndarray:  # fmt: skip
+        """How much each position of `token_ids` made `target_id` the next token: float32 [T], per position the sum
+        over the hidden dimension of (d log p(target) / d e_i) * e_i, e_i the vector fed to the first layer.
+        `method="integrated_gradients"` averages the gradient over `steps` points from a zero input (its values add
+        up to log p(target | ids) - log p(target | zeros)), calling `progress(done, steps)` as it goes;
+        `contrast_id`: attribute log p(target) - log p(contrast), "why this rather than that"."""
+        ids = self.runner.check_prompt(token_ids).tolist()
+        return inside.attribution(self.runner.transformer, ids, target_id, method=method, steps=steps,
+                                  contrast_id=contrast_id, progress=progress)  # fmt: skip
 
     def next_logits(self, token_ids: Sequence[int]) -> np.ndarray:
         """Next-token logits after the last position only: float32 [V] (a cached prefix is not computed again)."""

@@ -160,6 +160,19 @@ class Attention(nnx.Module):
         queries), the queries [b, h, s, e] rotated and scaled, for `attention_rows`.
         """
         b, s, _ = x.shape
+        q, kk, v = self.qkv(x, cos, sin)
+        window = None if self.window is None else self.window[...]
+        if self.fused:
+            out = attention.fused(q, keys, values, kk, v, start, window).astype(x.dtype)  # [b, k, m, e]
+        else:
+            out = attention.streamed(q, keys, values, kk, v, start, window, self.cap).astype(x.dtype)
+        queries = q.reshape(b, self.n_heads, s, self.head_dim)  # (k, g) -> h: head i uses kv head i // g
+        return self.output(self.heads(out, s)), kk.astype(keys.dtype), v.astype(values.dtype), queries
+
+    def qkv(self, x: jax.Array, cos: jax.Array, sin: jax.Array) -> tuple[jax.Array, jax.Array, jax.Array]:
+        """The queries [b, k, m, e] (m = (g, s): the g query heads of each kv head, rotated and scaled), keys and
+        values [b, k, s, e] of x [b, s, d]."""
+        b, s, _ = x.shape
         h, k, e = self.n_heads, self.n_kv, self.head_dim
         g = h // k
         qkv = project(x, self.wqkv)
@@ -167,7 +180,7 @@ class Attention(nnx.Module):
             qkv = qkv + self.bqkv[...].astype(x.dtype)
         q, kk, v = jnp.split(qkv, [h * e, (h + k) * e], axis=-1)
         q, kk = q.reshape(b, s, h, e), kk.reshape(b, s, k, e)
-        if self.q_norm is not None:  # per head, before the rotation (Qwen 3, Gemma 3)
+        if self.q_norm is not None and self.k_norm is not None:  # per head, before the rotation (Qwen 3, Gemma 3)
             q, kk = self.q_norm(q), self.k_norm(kk)
         table = 0 if self.local is None else self.local[...]
         cos, sin = cos[table], sin[table]
@@ -175,14 +188,17 @@ class Attention(nnx.Module):
         q = q.reshape(b, s, k, g, e).transpose(0, 2, 3, 1, 4).reshape(b, k, g * s, e)  # m = (g, s)
         kk = rotate(kk, cos, sin).transpose(0, 2, 1, 3)  # [b, k, s, e]
         v = v.reshape(b, s, k, e).transpose(0, 2, 1, 3)  # [b, k, s, e]
-        window = None if self.window is None else self.window[...]
-        if self.fused:
-            out = attention.fused(q, keys, values, kk, v, start, window).astype(x.dtype)  # [b, k, m, e]
-        else:
-            out = attention.streamed(q, keys, values, kk, v, start, window, self.cap).astype(x.dtype)
-        out = out.reshape(b, k, g, s, e).transpose(0, 3, 1, 2, 4).reshape(b, s, h * e)
-        queries = q.reshape(b, h, s, e)  # (k, g) -> h: head i uses kv head i // g
-        return project(out, self.wo), kk.astype(keys.dtype), v.astype(values.dtype), queries
+        return q, kk, v
+
+    def heads(self, out: jax.Array, s: int) -> jax.Array:
+        """The attention's output [b, k, m, e] (m = (g, s)) as each query head's: [b, s, h, e]."""
+        b, k, _, e = out.shape
+        return out.reshape(b, k, self.n_heads // k, s, e).transpose(0, 3, 1, 2, 4).reshape(b, s, self.n_heads, e)
+
+    def output(self, heads: jax.Array) -> jax.Array:
+        """The heads' outputs [b, s, h, e] through the output projection: [b, s, d]."""
+        b, s, h, e = heads.shape
+        return project(heads.reshape(b, s, h * e), self.wo)
 
 
 def attention_rows(

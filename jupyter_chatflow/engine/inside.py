@@ -1,0 +1,164 @@
+"""Looking inside a model's prediction: the logit lens, attribution to the prompt's positions, and the logits with
+heads knocked out or the residual steered. `Model.lens`, `Model.attribution` and `Model.logits` call these.
+
+Each runs the transformer's explicit pass (`model/explicit.py`: whole attention matrices, differentiable) in a
+program compiled for this call and let go after it (nothing stays compiled between looks: a tour notebook's memory
+stays what its turns need). What is compared with Hugging Face transformers, and how closely: `tests/model/test_
+inside_reference.py`.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import warnings
+from collections.abc import Callable, Mapping, Sequence
+from typing import Literal
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+from flax import nnx
+
+from jupyter_chatflow.errors import GenerationError
+from jupyter_chatflow.model import explicit
+from jupyter_chatflow.model.transformer import Transformer
+
+Method = Literal["grad_x_input", "integrated_gradients"]
+STEPS_AT_ONCE = 4
+"""Integrated gradients' points computed together (a batch of the explicit pass: memory grows with it)."""
+
+
+@dataclasses.dataclass(frozen=True)
+class Lens:
+    """The logit lens over a sequence: after the embeddings (row 0) and after each layer (row i), the top-k next
+    tokens at each position and their log-probabilities, each residual read through the model's final norm and
+    output head; the last row is the model's own prediction."""
+
+    top_ids: np.ndarray
+    """int32 [n_layers + 1, T, k]."""
+    top_logprobs: np.ndarray
+    """float32 [n_layers + 1, T, k]."""
+
+
+def lens(transformer: Transformer, ids: Sequence[int], k: int) -> Lens:
+    graphdef, state = nnx.split(transformer)
+
+    @jax.jit
+    def run(state, tokens):
+        model = nnx.merge(graphdef, state)
+        stream = explicit.residuals(model, tokens)[:, 0]  # [L + 1, T, d]
+
+        def top(residual):  # one row at a time: [T, V] float32, not [L + 1, T, V]
+            logprobs = jax.nn.log_softmax(explicit.lens_logits(model, residual), axis=-1)
+            values, indices = jax.lax.top_k(logprobs, k)
+            return indices.astype(jnp.int32), values
+
+        return jax.lax.map(top, stream)
+
+    top_ids, top_logprobs = run(state, _tokens(ids))
+    return Lens(top_ids=np.asarray(top_ids), top_logprobs=np.asarray(top_logprobs))
+
+
+def attribution(
+    transformer: Transformer, ids: Sequence[int], target_id: int, *, method: Method, steps: int,
+    contrast_id: int | None, progress: Callable[[int, int], None] | None,
+) -> np.ndarray:  # fmt: skip
+    """Per position of `ids`, the sum over the hidden dimension of gradient × input for log p(target) (less log
+    p(contrast)) after the last position: float32 [T]. Integrated gradients average the gradient over `steps`
+    points from a zero input to the real one (midpoints), so the positions' values add up to f(input) - f(zeros)."""
+    if method not in ("grad_x_input", "integrated_gradients"):
+        raise GenerationError(f'method must be "grad_x_input" or "integrated_gradients", got {method!r}')
+    vocab = transformer.config.vocab_size
+    for name, token in (("target_id", target_id), ("contrast_id", contrast_id)):
+        if token is not None and not 0 <= token < vocab:
+            raise GenerationError(f"{name} must be a token id in [0, {vocab}), got {token}")
+    graphdef, state = nnx.split(transformer)
+    tokens, contrast = _tokens(ids), -1 if contrast_id is None else contrast_id
+
+    def f(state, embeds):
+        return explicit.target_logprob(nnx.merge(graphdef, state), tokens, embeds, target_id, contrast)
+
+    embeds = jax.jit(lambda state: nnx.merge(graphdef, state).embed_chunk(tokens, 0)[0])(state)
+    grad = jax.jit(jax.grad(f, argnums=1))
+    if method == "grad_x_input":
+        return np.asarray(jnp.sum(grad(state, embeds) * embeds, axis=-1)[0], np.float32)
+    if not isinstance(steps, int) or steps < 1:
+        raise GenerationError(f"steps must be a whole number of at least 1, got {steps!r}")
+    batched = jax.jit(jax.vmap(lambda state, e: jax.grad(f, argnums=1)(state, e), in_axes=(None, 0)))
+    total = jnp.zeros_like(embeds)
+    alphas = (np.arange(steps) + 0.5) / steps
+    for start in range(0, steps, STEPS_AT_ONCE):
+        part = jnp.asarray(alphas[start : start + STEPS_AT_ONCE], embeds.dtype)
+        total = total + jnp.sum(batched(state, part[:, None, None, None] * embeds[None]), axis=0)
+        if progress is not None:
+            progress(min(start + STEPS_AT_ONCE, steps), steps)
+    values = np.asarray(jnp.sum(total / steps * embeds, axis=-1)[0], np.float32)
+    moved = float(jax.jit(f)(state, embeds) - jax.jit(f)(state, jnp.zeros_like(embeds)))
+    if abs(float(values.sum()) - moved) > GAP * abs(moved) + 1e-3:
+        warnings.warn(completeness_gap(float(values.sum()), moved, steps), RuntimeWarning, stacklevel=3)
+    return values
+
+
+GAP = 0.05
+"""How far (relative) integrated gradients' sum may miss f(input) - f(zeros) before a warning says so."""
+
+
+def completeness_gap(total: float, moved: float, steps: int) -> str:
+    """The warning when the quadrature missed: the zero baseline sits where every RMSNorm divides by ~sqrt(eps),
+    and the path from it bends over decades of scale (docs/inside.md#integrated-gradients-from-zero)."""
+    return (f"integrated gradients' positions add up to {total:.3f}, but log p moves {moved:.3f} from a zero input "
+            f"to this one ({steps} steps): the path from zero passes where the model's norms divide by almost "
+            "nothing, and a few dozen points do not follow it. Read the values as a rough picture, or use "
+            'method="grad_x_input" (docs/inside.md#integrated-gradients-from-zero).')  # fmt: skip
+
+
+def intervened_logits(
+    transformer: Transformer, ids: Sequence[int], ablate_heads: Mapping[int, Sequence[int]],
+    steer: Mapping[int, np.ndarray],
+) -> np.ndarray:  # fmt: skip
+    """Next-token logits after every position, float32 [T, V], with the heads `ablate_heads` names ({layer:
+    [heads]}) knocked out (their outputs zeroed before the output projection) and `steer`'s vectors ({layer: v})
+    added to the residual after their layers."""
+    keep, add = interventions(transformer, ablate_heads, steer)
+    graphdef, state = nnx.split(transformer)
+
+    @jax.jit
+    def run(state, tokens, keep, add):
+        model = nnx.merge(graphdef, state)
+        return explicit.lens_logits(model, explicit.residuals(model, tokens, keep=keep, steer=add)[-1][0])
+
+    return np.asarray(run(state, _tokens(ids), keep, add))
+
+
+def interventions(
+    transformer: Transformer, ablate_heads: Mapping[int, Sequence[int]], steer: Mapping[int, np.ndarray]
+) -> tuple[jax.Array, jax.Array]:
+    """`ablate_heads` and `steer` checked, as the explicit pass takes them: keep [L, h] and add [L, d]."""
+    config = transformer.config
+    layers, heads, dim = config.n_layers, config.n_heads, config.dim
+    keep, add = np.ones((layers, heads), np.float32), np.zeros((layers, dim), np.float32)
+    for where, chosen in ablate_heads.items():
+        _check_layer(where, layers, "ablate_heads")
+        for head in chosen:
+            if isinstance(head, bool) or not isinstance(head, (int, np.integer)) or not 0 <= head < heads:
+                raise GenerationError(f"ablate_heads[{where}] names head {head!r}: heads are 0 to {heads - 1}")
+            keep[where, head] = 0.0
+    for where, vector in steer.items():
+        _check_layer(where, layers, "steer")
+        v = np.asarray(vector, np.float32)
+        if v.shape != (dim,):
+            raise GenerationError(f"steer[{where}] must be a vector of the model's width ({dim}), got shape {v.shape}")
+        add[where] += v
+    return jnp.asarray(keep), jnp.asarray(add)
+
+
+def _check_layer(layer: object, layers: int, option: str) -> None:
+    if isinstance(layer, bool) or not isinstance(layer, (int, np.integer)) or not 0 <= layer < layers:
+        raise GenerationError(f"{option} names layer {layer!r}: the model's layers are 0 to {layers - 1}")
+
+
+def _tokens(ids: Sequence[int]) -> jax.Array:
+    array = np.asarray(list(ids), np.int32)
+    if array.ndim != 1 or array.size == 0:
+        raise GenerationError("ids must be a non-empty sequence of token ids")
+    return jnp.asarray(array[None])
