@@ -213,7 +213,7 @@ def test_the_panel_over_a_remote_chat(serve):
     assert reply["pieces"] == {} and "http_request" in kinds and "sse_frame" in kinds and kinds[-1] == "completed"
     assert panel.model_info["name"] == "tiny" and panel.error == ""  # the server's model, once a turn asked
     panel._on_message(panel, {"type": "fork", "turn_id": row["turn_id"], "index": 0, "token_id": -1}, [])
-    assert "no local model" in panel.error
+    assert "cannot be forked" in panel.error
 
 
 def test_a_rate_limit_and_a_loading_server_are_clear_errors(serve):
