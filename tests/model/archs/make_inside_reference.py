@@ -11,8 +11,9 @@ a real GGUF that transformers loads (`--gguf PATH --name NAME`: SmolLM2-135M-Ins
   (transformers' last hidden state is already normed: the model's own logits), soft-capped, log-softmaxed;
 - `gxi`, `gxi_contrast` [T]: grad × input of log p(target) (less log p(contrast)) after the last position, with
   respect to the input of the first decoder layer (torch autograd);
-- `ablated` [T, V]: the logits with `ABLATE`'s heads zeroed at the input of each layer's `o_proj` (a hook);
-- `steered` [T, V]: the logits with `steer` added to the output of layer `STEER_LAYER` (a hook).
+- `ablated` [P, V]: the logits with `ablation`'s heads zeroed at the input of each layer's `o_proj` (a hook);
+- `steered` [P, V]: the logits with `steer` added to the output of layer `steer_layer` (a hook);
+  at `positions` P: every position for a tiny model, the last `LAST` for a real one (its vocabulary is large).
 
     # a Python with torch (CPU), transformers, gguf, sentencepiece, tokenizers:
     python tests/model/archs/make_inside_reference.py                 # the tiny models
@@ -32,6 +33,9 @@ HERE = Path(__file__).resolve().parent
 OUT = HERE / "inside"
 T = 24
 K = 5
+SMALL_VOCAB = 4096
+LAST = 1
+"""A real model's vocabulary is large: its ablated and steered logits are kept for the last `LAST` positions."""
 
 
 def ablation(n_layers: int, n_heads: int) -> dict[int, list[int]]:
@@ -147,8 +151,11 @@ def references(model, tokens: np.ndarray) -> dict[str, np.ndarray]:
             steered = model(input_ids=ids, use_cache=False).logits[0].float().numpy()
     finally:
         handle.remove()
+    kept = np.arange(len(tokens))[-LAST:] if ablated.shape[-1] > SMALL_VOCAB else np.arange(len(tokens))
+    ablated, steered = ablated[kept], steered[kept]
     return {
-        "tokens": tokens.astype(np.int32), "target": np.int32(target), "contrast": np.int32(contrast),
+        "positions": kept.astype(np.int32), "tokens": tokens.astype(np.int32), "target": np.int32(target),
+        "contrast": np.int32(contrast),
         "lens_top_ids": top.indices.numpy().astype(np.int32), "lens_top_logprobs": top.values.numpy(),
         "gxi": gxi(None), "gxi_contrast": gxi(contrast),
         "ablate_layers": np.array(list(knocked), np.int32),
