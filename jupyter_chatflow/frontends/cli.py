@@ -7,6 +7,8 @@ chatflow tokens "Hello world"                           # ids and pieces
 chatflow model info                                      # what the model file holds, what it needs in memory
 chatflow serve --port 8000                               # an OpenAI-compatible server (the `serve` extra)
 chatflow serve --devices 2 --weights as-file             # weights kept quantized, spread over 2 devices
+chatflow lens "The capital of Italy is"                  # what each layer predicts next (frontends/inside.py)
+chatflow why "The capital of Italy is"                   # which tokens made the next one
 """
 
 from __future__ import annotations
@@ -21,6 +23,7 @@ from typing import Any, TextIO
 from jupyter_chatflow.engine.loader import DTYPES, WEIGHTS
 from jupyter_chatflow.errors import ChatflowError
 
+from . import inside
 from .options import add_flags, options_given
 
 
@@ -44,7 +47,8 @@ def build_parser() -> argparse.ArgumentParser:
     model.add_argument("action", choices=["info"])
     model.add_argument("--json", action="store_true")
     serve = _serve_parser(commands)
-    for sub in (chat, tokens, model, serve):
+    looks = inside.add_parsers(commands)
+    for sub in (chat, tokens, model, serve, *looks):
         sub.add_argument("--model", default=None, metavar="PATH", help="a GGUF file (default: SmolLM2-135M)")
     for sub in (chat, serve):
         sub.add_argument("--dtype", choices=DTYPES, default=None,
@@ -117,7 +121,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the `chatflow` console script; returns the exit status."""
     args = build_parser().parse_args(argv)
     try:
-        commands = {"chat": run_chat, "tokens": run_tokens, "model": run_model_info, "serve": run_serve}
+        commands = {"chat": run_chat, "tokens": run_tokens, "model": run_model_info, "serve": run_serve,
+                    "lens": run_look, "why": run_look}  # fmt: skip
         return commands[args.command](args)
     except KeyboardInterrupt:  # Ctrl-C before streaming started (while loading, say): no traceback
         print("\nchatflow: interrupted", file=sys.stderr)
@@ -127,6 +132,13 @@ def main(argv: Sequence[str] | None = None) -> int:
             _emit({"type": "error", "error": type(error).__name__, "message": str(error)}, sys.stdout)
         print(f"chatflow: {error}", file=sys.stderr)
         return 1
+
+
+def run_look(args: argparse.Namespace) -> int:
+    """`chatflow lens` / `chatflow why`: the model loaded (float32: what the references are checked in), then the
+    look (`inside.py`)."""
+    model, _ = _load(args.model, quiet=args.json)
+    return inside.run_lens(args, model) if args.command == "lens" else inside.run_why(args, model)
 
 
 def _load(path: str | None, quiet: bool = False, dtype: str | None = None, devices=None, weights=None):
