@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
-PAGES = [ROOT / "README.md", *(ROOT / "docs" / f"{name}.md" for name in ("notebook", "cli", "python"))]
+PAGES = [ROOT / "README.md", *(ROOT / "docs" / f"{name}.md" for name in ("notebook", "cli", "python", "inside"))]
 """In this order: the README's first notebook loads the extension, the Python page's `chat` and `response` follow."""
 FENCE = re.compile(r"^```(\w*)\n(.*?)^```", re.M | re.S)
 COMMAND = re.compile(r"(^|\|\s*)chatflow\s")  # a line that runs the chatflow command (maybe at a pipe's end)
