@@ -35,8 +35,8 @@ def add_parsers(commands: Any) -> list[argparse.ArgumentParser]:
     why.add_argument("--method", choices=METHODS, default="grad_x_input", help="default: grad_x_input")
     why.add_argument("--steps", type=int, default=32, help="integrated gradients' steps (default: 32)")
     for sub in (lens, why):
-        sub.add_argument("text", help="the model's input; - reads stdin")
-        sub.add_argument("--chat", action="store_true", help="TEXT as the user's message in the chat template")
+        sub.add_argument("text", help="the model's input (-: standard input)")
+        sub.add_argument("--chat", action="store_true", help="TEXT as the message of a chat turn, in its template")
         sub.add_argument("--json", action="store_true", help="print one JSON object")
     return [lens, why]
 
