@@ -12,6 +12,21 @@ export type PanelStatus = "idle" | "generating" | "loading";
 export type AttentionMode = "tokens" | "segments";
 
 /**
+ * How `why` attributes a token to its input: gradient × input (one backward pass), or integrated gradients from a zero
+ * input (`steps` passes, with progress).
+ */
+export type InsideMethod = "grad_x_input" | "integrated_gradients";
+
+/** Which look inside the model a progress or error message is about. */
+export type InsideRequestKind = "lens" | "why";
+
+/** Where a look stands: waiting for the engine (a turn runs), XLA compiling its program, computing. */
+export type InsideStage = "queued" | "compiling" | "computing";
+
+/** A binary buffer's element type (little-endian). */
+export type ArrayDtype = "int32" | "float32";
+
+/**
  * Token id (as a string) → [readable piece, hex of the token's bytes]: every prompt id, generated id and alternative of
  * the events it comes with.
  */
@@ -266,6 +281,34 @@ export interface LoadModelRequest {
 }
 
 /**
+ * The logit lens over a finished turn: what each layer would have predicted at each of its answer's tokens (and at each
+ * position of its last prompt). `inside_progress` messages say how far it is; the reply is a `lens` (or `inside_error`)
+ * message with the same `request_id`.
+ */
+export interface LensRequest {
+  type: "lens";
+  request_id: string;
+  turn_id: string;
+}
+
+/**
+ * Which positions of its input made answer token `index` of a finished turn (`Model.attribution`); the reply is a `why`
+ * (or `inside_error`) message with the same `request_id`, after `inside_progress` messages.
+ */
+export interface WhyRequest {
+  type: "why";
+  request_id: string;
+  turn_id: string;
+  /** The answer token's `index` (its `token` event's). */
+  index: number;
+  method: InsideMethod;
+  /** Explain the token rather than this one ("why this rather than that"; left out: the token alone). */
+  contrast_token_id?: number | null;
+  /** Integrated gradients' steps (left out: `inside_requests.STEPS`). */
+  steps?: number | null;
+}
+
+/**
  * A batch of a turn's events (every ~40 ms while it runs, or a `fetch`'s reply), the pieces of the tokens in them, and
  * the turn's account when it is due (at most every 0.2 s while it streams; always at its end and in a reply). A view
  * keeps each event once, by its sequence number.
@@ -315,6 +358,125 @@ export interface AttentionErrorMessage {
   message: string;
 }
 
+/** One binary buffer of a message: its name, element type and shape (row-major). */
+export interface ArrayInfo {
+  name: string;
+  dtype: ArrayDtype;
+  shape: number[];
+}
+
+/**
+ * The logit lens over a turn: each residual read through the final norm and the output head, before the first layer
+ * (row 0) and after each layer (row i; the last row is the model's own prediction). Per answer token, at the position
+ * that predicted it: the top `k` tokens of each row, and the chosen token and its alternatives tracked through the
+ * rows. The arrays are the message's binary buffers, in the order `arrays` lists them: `top_ids` int32 [N, layers + 1,
+ * k], `top_logprobs` float32 [N, layers + 1, k], `tracked_ranks` int32 [N, M, layers + 1] (1: the top choice; 0: below
+ * the top `depth`, not known), `tracked_logprobs` float32 [N, M, layers + 1] (NaN where the rank is 0),
+ * `prompt_logprobs` float32 [prompt_tokens].
+ */
+export interface LensMessage {
+  type: "lens";
+  request_id: string;
+  turn_id: string;
+  layers: number;
+  k: number;
+  /** A tracked token's rank and log-probability are known when it is among a row's top `depth`. */
+  depth: number;
+  /** The answer tokens covered (their `index`), the arrays' first axis (N). */
+  indices: number[];
+  /** Per answer token, the position of its round's sequence (prompt, then the answer) that predicted it. */
+  positions: number[];
+  /**
+   * Per answer token, the ids tracked: the chosen token, then the other alternatives the sampler saw (-1 pads every
+   * list to M).
+   */
+  tracked: number[][];
+  /**
+   * Per answer token, the first row from which it was the top choice through the last row (-1: it is not the model's
+   * top choice at the last row: the sampler took a lower one).
+   */
+  settled: number[];
+  /** The turn's last prompt's length (its round's tokens are the last of `indices`). */
+  prompt_tokens: number;
+  /** Per position of that prompt, the model's top choice for the next token (the last row's). */
+  prompt_top: number[];
+  /** Per position of that prompt, the first row from which `prompt_top` was the top choice through the last. */
+  prompt_settled: number[];
+  /** The position of the user's message's last token in that prompt (-1: it has none). */
+  message_end: number;
+  arrays: ArrayInfo[];
+  /** Every id of the top lists, the tracked ids and `prompt_top`. */
+  pieces: Pieces;
+  /** XLA compile time in this look (a program is compiled for each look's shapes, then let go). */
+  compile_ms: number;
+  /** The whole look on the engine thread, compile included. */
+  compute_ms: number;
+}
+
+/** A segment of a `why` input: a part of the prompt, or the answer before the token. */
+export interface WhySegment {
+  label: string;
+  kind: SegmentKind;
+  tokens: number;
+  /** The sum of its positions' values. */
+  value: number;
+}
+
+/**
+ * Which positions of its input made answer token `index`: per position, the sum over the hidden dimension of gradient ×
+ * input of log p(token) (less log p(contrast)) after the input's last position, and the sums per segment. The input is
+ * the token's round's prompt, then the answer before the token.
+ */
+export interface WhyMessage {
+  type: "why";
+  request_id: string;
+  turn_id: string;
+  index: number;
+  method: InsideMethod;
+  /** Integrated gradients' steps (0 for gradient × input). */
+  steps: number;
+  target_id: number;
+  contrast_id: number | null;
+  /** log p of the token under the model where it was chosen (its `token` event's). */
+  target_logprob: number;
+  contrast_logprob: number | null;
+  ids: number[];
+  prompt_tokens: number;
+  values: number[];
+  /** Per position, its segment in `segments`. */
+  column: number[];
+  segments: WhySegment[];
+  /** The sum of all values. */
+  total: number;
+  /** What to know about these values (integrated gradients that do not add up); "" when nothing. */
+  note: string;
+  compile_ms: number;
+  compute_ms: number;
+}
+
+/** How far a `lens` or `why` request is, every ~0.25 s while it waits or computes. */
+export interface InsideProgressMessage {
+  type: "inside_progress";
+  request_id: string;
+  request: InsideRequestKind;
+  stage: InsideStage;
+  /** Integrated gradients' steps done (0 otherwise). */
+  done: number;
+  /** Integrated gradients' steps in all (0 otherwise). */
+  total: number;
+  /** The stage in words ("XLA compiles this look's program, 1.2 s so far"). */
+  text: string;
+  elapsed_ms: number;
+}
+
+/** Why a `lens` or `why` request could not be answered (the view shows `message`). */
+export interface InsideErrorMessage {
+  type: "inside_error";
+  request_id: string;
+  request: InsideRequestKind;
+  message: string;
+}
+
 /** A draft's prefix went into the prompt cache. */
 export interface PrewarmedMessage {
   type: "prewarmed";
@@ -341,7 +503,9 @@ export type ViewMessage =
   | FetchRequest
   | AttentionRequest
   | ForkRequest
-  | LoadModelRequest;
+  | LoadModelRequest
+  | LensRequest
+  | WhyRequest;
 
 /** What the kernel sends a view (`model.on("msg:custom", …)`); every view of the widget receives each. */
 export type KernelMessage =
@@ -349,4 +513,8 @@ export type KernelMessage =
   | AttentionMessage
   | AttentionErrorMessage
   | PrewarmedMessage
-  | RequestErrorMessage;
+  | RequestErrorMessage
+  | LensMessage
+  | WhyMessage
+  | InsideProgressMessage
+  | InsideErrorMessage;

@@ -54,6 +54,15 @@ PanelStatus = Literal["idle", "generating", "loading"]
 """What the panel is doing: nothing; a turn generates; a model chosen in the settings loads."""
 AttentionMode = Literal["tokens", "segments"]
 """An attention map's columns: key positions, or the prompt's segments (each cell the attention mass on one)."""
+InsideMethod = Literal["grad_x_input", "integrated_gradients"]
+"""How `why` attributes a token to its input: gradient × input (one backward pass), or integrated gradients from a
+zero input (`steps` passes, with progress)."""
+InsideRequestKind = Literal["lens", "why"]
+"""Which look inside the model a progress or error message is about."""
+InsideStage = Literal["queued", "compiling", "computing"]
+"""Where a look stands: waiting for the engine (a turn runs), XLA compiling its program, computing."""
+ArrayDtype = Literal["int32", "float32"]
+"""A binary buffer's element type (little-endian)."""
 
 
 # ---- the synced traits ------------------------------------------------------------------------------------------
@@ -229,9 +238,35 @@ class LoadModelRequest(TypedDict):
     dtype: str | None
 
 
+class LensRequest(TypedDict):
+    """The logit lens over a finished turn: what each layer would have predicted at each of its answer's tokens
+    (and at each position of its last prompt). `inside_progress` messages say how far it is; the reply is a `lens`
+    (or `inside_error`) message with the same `request_id`."""
+
+    type: Literal["lens"]
+    request_id: str
+    turn_id: str
+
+
+class WhyRequest(TypedDict):
+    """Which positions of its input made answer token `index` of a finished turn (`Model.attribution`); the reply
+    is a `why` (or `inside_error`) message with the same `request_id`, after `inside_progress` messages."""
+
+    type: Literal["why"]
+    request_id: str
+    turn_id: str
+    index: int
+    """The answer token's `index` (its `token` event's)."""
+    method: InsideMethod
+    contrast_token_id: int | None
+    """Explain the token rather than this one ("why this rather than that"; left out: the token alone)."""
+    steps: int | None
+    """Integrated gradients' steps (left out: `inside_requests.STEPS`)."""
+
+
 ViewMessage = (
     SendRequest | StopRequest | NewSessionRequest | DraftRequest | FetchRequest | AttentionRequest | ForkRequest
-    | LoadModelRequest
+    | LoadModelRequest | LensRequest | WhyRequest
 )  # fmt: skip
 """What a view sends the kernel (`model.send(msg)`)."""
 
@@ -291,6 +326,123 @@ class AttentionErrorMessage(TypedDict):
     message: str
 
 
+class ArrayInfo(TypedDict):
+    """One binary buffer of a message: its name, element type and shape (row-major)."""
+
+    name: str
+    dtype: ArrayDtype
+    shape: list[int]
+
+
+class LensMessage(TypedDict):
+    """The logit lens over a turn: each residual read through the final norm and the output head, before the first
+    layer (row 0) and after each layer (row i; the last row is the model's own prediction). Per answer token, at
+    the position that predicted it: the top `k` tokens of each row, and the chosen token and its alternatives
+    tracked through the rows. The arrays are the message's binary buffers, in the order `arrays` lists them:
+    `top_ids` int32 [N, layers + 1, k], `top_logprobs` float32 [N, layers + 1, k], `tracked_ranks` int32
+    [N, M, layers + 1] (1: the top choice; 0: below the top `depth`, not known), `tracked_logprobs` float32
+    [N, M, layers + 1] (NaN where the rank is 0), `prompt_logprobs` float32 [prompt_tokens]."""
+
+    type: Literal["lens"]
+    request_id: str
+    turn_id: str
+    layers: int
+    k: int
+    depth: int
+    """A tracked token's rank and log-probability are known when it is among a row's top `depth`."""
+    indices: list[int]
+    """The answer tokens covered (their `index`), the arrays' first axis (N)."""
+    positions: list[int]
+    """Per answer token, the position of its round's sequence (prompt, then the answer) that predicted it."""
+    tracked: list[list[int]]
+    """Per answer token, the ids tracked: the chosen token, then the other alternatives the sampler saw (-1 pads
+    every list to M)."""
+    settled: list[int]
+    """Per answer token, the first row from which it was the top choice through the last row (-1: it is not the
+    model's top choice at the last row: the sampler took a lower one)."""
+    prompt_tokens: int
+    """The turn's last prompt's length (its round's tokens are the last of `indices`)."""
+    prompt_top: list[int]
+    """Per position of that prompt, the model's top choice for the next token (the last row's)."""
+    prompt_settled: list[int]
+    """Per position of that prompt, the first row from which `prompt_top` was the top choice through the last."""
+    message_end: int
+    """The position of the user's message's last token in that prompt (-1: it has none)."""
+    arrays: list[ArrayInfo]
+    pieces: Pieces
+    """Every id of the top lists, the tracked ids and `prompt_top`."""
+    compile_ms: float
+    """XLA compile time in this look (a program is compiled for each look's shapes, then let go)."""
+    compute_ms: float
+    """The whole look on the engine thread, compile included."""
+
+
+class WhySegment(TypedDict):
+    """A segment of a `why` input: a part of the prompt, or the answer before the token."""
+
+    label: str
+    kind: SegmentKind
+    tokens: int
+    value: float
+    """The sum of its positions' values."""
+
+
+class WhyMessage(TypedDict):
+    """Which positions of its input made answer token `index`: per position, the sum over the hidden dimension of
+    gradient × input of log p(token) (less log p(contrast)) after the input's last position, and the sums per
+    segment. The input is the token's round's prompt, then the answer before the token."""
+
+    type: Literal["why"]
+    request_id: str
+    turn_id: str
+    index: int
+    method: InsideMethod
+    steps: int
+    """Integrated gradients' steps (0 for gradient × input)."""
+    target_id: int
+    contrast_id: int | None
+    target_logprob: float
+    """log p of the token under the model where it was chosen (its `token` event's)."""
+    contrast_logprob: float | None
+    ids: list[int]
+    prompt_tokens: int
+    values: list[float]
+    column: list[int]
+    """Per position, its segment in `segments`."""
+    segments: list[WhySegment]
+    total: float
+    """The sum of all values."""
+    note: str
+    """What to know about these values (integrated gradients that do not add up); "" when nothing."""
+    compile_ms: float
+    compute_ms: float
+
+
+class InsideProgressMessage(TypedDict):
+    """How far a `lens` or `why` request is, every ~0.25 s while it waits or computes."""
+
+    type: Literal["inside_progress"]
+    request_id: str
+    request: InsideRequestKind
+    stage: InsideStage
+    done: int
+    """Integrated gradients' steps done (0 otherwise)."""
+    total: int
+    """Integrated gradients' steps in all (0 otherwise)."""
+    text: str
+    """The stage in words ("XLA compiles this look's program, 1.2 s so far")."""
+    elapsed_ms: float
+
+
+class InsideErrorMessage(TypedDict):
+    """Why a `lens` or `why` request could not be answered (the view shows `message`)."""
+
+    type: Literal["inside_error"]
+    request_id: str
+    request: InsideRequestKind
+    message: str
+
+
 class PrewarmedMessage(TypedDict):
     """A draft's prefix went into the prompt cache."""
 
@@ -308,7 +460,10 @@ class RequestErrorMessage(TypedDict):
     message: str
 
 
-KernelMessage = EventsMessage | AttentionMessage | AttentionErrorMessage | PrewarmedMessage | RequestErrorMessage
+KernelMessage = (
+    EventsMessage | AttentionMessage | AttentionErrorMessage | PrewarmedMessage | RequestErrorMessage | LensMessage
+    | WhyMessage | InsideProgressMessage | InsideErrorMessage
+)  # fmt: skip
 """What the kernel sends a view (`model.on("msg:custom", …)`); every view of the widget receives each."""
 
 VIEW_MESSAGES: dict[str, type] = {typing.get_args(typing.get_type_hints(c)["type"])[0]: c

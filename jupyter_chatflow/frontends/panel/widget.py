@@ -12,8 +12,8 @@ and the figures the row shows, not its events), and a view that lacks a turn's e
 asks for them by id (`fetch`). The settings, the title and the other state a reload needs live in synced traits;
 attention matrices go out as float16 binary buffers. The protocol is declared in `protocol.py` (the view's
 TypeScript types are generated from it); a message from the view it does not describe gets a `request_error` reply.
-The panel's own requests (send, stop, draft, attention, fork) arrive on the kernel's shell thread while the turn
-runs on the engine thread, so Stop works while tokens stream.
+The panel's own requests (send, stop, draft, attention, fork, the looks inside a turn: lens, why) arrive on the
+kernel's shell thread while the turn runs on the engine thread, so Stop works while tokens stream.
 """
 
 from __future__ import annotations
@@ -46,6 +46,7 @@ from ..options import panel_settings
 from ..progress import compiling
 from .attention_map import AttentionRequestError, LayerAttention
 from .comm_route import route_to_live_subshells
+from .inside_requests import InsideLooks
 from .model_setting import PanelProgress, load_shown, model_info
 from .protocol import (
     AttentionErrorMessage,
@@ -53,10 +54,12 @@ from .protocol import (
     DraftRequest,
     EventsMessage,
     FetchRequest,
+    LensRequest,
     LiveTurn,
     PrewarmedMessage,
     ProtocolError,
     RequestErrorMessage,
+    WhyRequest,
     view_message,
 )
 from .relay import Relay
@@ -127,6 +130,7 @@ class ChatWidget(anywidget.AnyWidget):
         self._draft_job: tuple[int, str, concurrent.futures.Future[Prewarm]] | None = None  # the latest draft's
         self._joined: concurrent.futures.Future[Prewarm] | None = None  # the prewarm the live turn joined
         self._attention = LayerAttention()
+        self._looks = InsideLooks(chat, lambda content, buffers=None: self.send(content, buffers=buffers))
         self._displays: list[Any] = []
         self._compile_clock: threading.Thread | None = None
         self._account_sent: dict[str, float] = {}  # per turn: when its account last went out
@@ -136,7 +140,8 @@ class ChatWidget(anywidget.AnyWidget):
             "send": lambda m: self.ask(m["text"]), "stop": lambda m: self.stop(),
             "new_session": lambda m: self._new_session(), "draft": self._draft, "fetch": self._fetch,
             "attention": self._attention_request, "fork": lambda m: self.fork(m["turn_id"], m["index"], m["token_id"]),
-            "load_model": lambda m: self.load_model(m["path"], m["dtype"] or None),
+            "load_model": lambda m: self.load_model(m["path"], m["dtype"] or None), "lens": self._look,
+            "why": self._look,
         }  # fmt: skip
         self.on_msg(self._on_message)
         route_to_live_subshells(self.comm)
@@ -323,6 +328,13 @@ class ChatWidget(anywidget.AnyWidget):
         """On the engine thread: the layer's attention over the turn, cut and sent."""
         reply, data = self._attention.reply(self.chat.model, message, events)
         self.send(reply, buffers=[data])
+
+    def _look(self, message: LensRequest | WhyRequest) -> None:
+        """A look inside a finished turn (`inside_requests.py`): the lens over its answer, or why one of its tokens;
+        computed on the engine thread, with progress messages, then a `lens` / `why` or `inside_error` reply."""
+        with self._lock:
+            events = self._events.get(message["turn_id"])
+        self._looks.request(message, None if events is None else list(events))
 
     # ---- the live turn: the chat's events, as the relay hands them on ------------------------------------------
 

@@ -24,6 +24,9 @@ VALID = [
      "rows_range": [0, 10], "cols_range": None},
     {"type": "fork", "turn_id": "turn_a", "index": 3, "token_id": 42},
     {"type": "load_model", "path": "m.gguf", "dtype": "bfloat16"},
+    {"type": "lens", "request_id": "lens-1", "turn_id": "turn_a"},
+    {"type": "why", "request_id": "why-1", "turn_id": "turn_a", "index": 4, "method": "integrated_gradients",
+     "contrast_token_id": 42, "steps": 16},
 ]  # fmt: skip
 
 
