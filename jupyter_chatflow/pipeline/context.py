@@ -34,7 +34,7 @@ class ContextError(ChatflowError):
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
-class Part:
+class PromptPart:
     """A piece of text headed for the prompt, with the segment it belongs to."""
 
     kind: SegmentKind
@@ -107,25 +107,25 @@ def plain_messages(inputs: Inputs) -> list[Message]:
     return _messages(_parts(inputs))
 
 
-def _parts(inputs: Inputs) -> list[Part]:
+def _parts(inputs: Inputs) -> list[PromptPart]:
     """The prompt's pieces in order; the system message is the system prompt + memory + tools."""
-    parts = [Part(kind="system", label="system", text=inputs.system)]
+    parts = [PromptPart(kind="system", label="system", text=inputs.system)]
     if inputs.memory:
         lines = "\n".join(f"- {s.text}" for s in inputs.memory)
-        parts.append(Part(kind="memory", label="memory", text=f"\n\n{MEMORY_HEADER}\n{lines}"))
+        parts.append(PromptPart(kind="memory", label="memory", text=f"\n\n{MEMORY_HEADER}\n{lines}"))
     if inputs.tools:
-        parts.append(Part(kind="tools", label="tools", text=f"\n\n{inputs.tools}"))
+        parts.append(PromptPart(kind="tools", label="tools", text=f"\n\n{inputs.tools}"))
     for k, turn in enumerate(inputs.history):
-        parts += [Part(kind="history", label=f"history[{k}] {m['role']}", text=m["content"]) for m in turn]
-    parts.append(Part(kind="user", label="user", text=inputs.user))
+        parts += [PromptPart(kind="history", label=f"history[{k}] {m['role']}", text=m["content"]) for m in turn]
+    parts.append(PromptPart(kind="user", label="user", text=inputs.user))
     for m in inputs.pending:
         is_result = m["role"] in ("tool", "ipython") or m["content"].startswith("<tool_response>")
         kind: SegmentKind = "tool" if is_result else "generated"
-        parts.append(Part(kind=kind, label="tool result" if is_result else "the model's tool call", text=m["content"]))
+        parts.append(PromptPart(kind=kind, label="tool result" if is_result else "the model's tool call", text=m["content"]))
     return parts
 
 
-def _messages(parts: Sequence[Part]) -> list[Message]:
+def _messages(parts: Sequence[PromptPart]) -> list[Message]:
     system = "".join(p.text for p in parts if p.kind in ("system", "memory", "tools"))
     # (no system text: no system message, so the template's own default applies, Qwen's "You are Qwen…", or none)
     messages = [{"role": "system", "content": system}] if system else []
@@ -135,7 +135,7 @@ def _messages(parts: Sequence[Part]) -> list[Message]:
     return messages
 
 
-def _role(part: Part) -> str:
+def _role(part: PromptPart) -> str:
     if part.kind == "user":
         return "user"
     return part.label.rsplit(" ", 1)[-1]
@@ -226,7 +226,7 @@ def _too_long(tokens: int, window: int, reserved: int, inputs: Inputs, *, exact:
 
 
 def _provenance(
-    tokenizer: Tokenizer, ids: Sequence[int], parts: Sequence[Part]
+    tokenizer: Tokenizer, ids: Sequence[int], parts: Sequence[PromptPart]
 ) -> tuple[tuple[Segment, ...], tuple[Run, ...]]:
     """Segments (with token counts) and runs of tokens per segment; the last segment is the template."""
     pieces = [tokenizer.token_bytes(i) for i in ids]
@@ -242,7 +242,7 @@ def _provenance(
     return segments, _runs(token_owner)
 
 
-def _byte_owners(prompt: bytes, parts: Sequence[Part]) -> np.ndarray:
+def _byte_owners(prompt: bytes, parts: Sequence[PromptPart]) -> np.ndarray:
     """For each byte of the prompt, the index of the part whose text it is, or -1 (template text)."""
     owner = np.full(len(prompt) + 1, -1, np.int32)
     cursor = 0

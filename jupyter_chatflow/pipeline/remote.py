@@ -58,7 +58,7 @@ TOP_LOGPROBS = 5
 
 
 @dataclasses.dataclass
-class Round:
+class ServerRound:
     """One request's answer, read from its chunks."""
 
     text: str = ""
@@ -150,7 +150,7 @@ class ServerRounds:
     def __init__(self, server: RemoteServer, turn: TurnSide):
         self.server, self.turn = server, turn
         self.streamer = Releaser(turn.publish, turn.gate)
-        self.rounds: list[Round] = []
+        self.rounds: list[ServerRound] = []
 
     # ---- the server's part ------------------------------------------------------------------------------------
 
@@ -176,8 +176,8 @@ class ServerRounds:
             messages += self._run_calls(result)
         return "tool_calls_exhausted"
 
-    def _request(self, messages: list[dict[str, Any]], choice: str, index: int) -> Round:
-        server, result = self.server, Round()
+    def _request(self, messages: list[dict[str, Any]], choice: str, index: int) -> ServerRound:
+        server, result = self.server, ServerRound()
         self.rounds.append(result)
         body = self._body(messages, choice)
         url = f"{server.base_url}/chat/completions"
@@ -227,7 +227,7 @@ class ServerRounds:
                 return str(item["data"][0]["id"])
         raise RemoteError(f"{url} lists no model: pass model= (the name the server serves).")
 
-    def _chunk(self, result: Round, chunk: dict[str, Any], arrival: float) -> None:
+    def _chunk(self, result: ServerRound, chunk: dict[str, Any], arrival: float) -> None:
         if "error" in chunk:
             error = chunk["error"]
             raise RemoteError(f"The server failed mid-answer: {error.get('message', error)}")
@@ -245,13 +245,13 @@ class ServerRounds:
             result.finish_reason = choice.get("finish_reason") or result.finish_reason
             result.finished = result.finished or bool(choice.get("finish_reason"))
 
-    def _cut_calls(self, result: Round) -> None:
+    def _cut_calls(self, result: ServerRound) -> None:
         """The calls a server cut at max_tokens (finish_reason "length"), as their arguments were written."""
         for call in (result.calls[k] for k in sorted(result.calls)):
             self.turn.publish(ToolCall(call_id=call["id"], name=call["name"], arguments={},
                                      arguments_text=call["arguments"], cut=True))  # fmt: skip
 
-    def _run_calls(self, result: Round) -> list[dict[str, Any]]:
+    def _run_calls(self, result: ServerRound) -> list[dict[str, Any]]:
         """Run each tool the server asked for; the assistant's call message and one tool message per call."""
         started = time.perf_counter()
         calls = [result.calls[k] for k in sorted(result.calls)]
@@ -276,7 +276,7 @@ class ServerRounds:
     def usage(self) -> Usage:
         """The server's usage summed over the rounds, None where a round's count is unknown: the prompt's when the
         server sent no usage (its tokenizer and template count it, not this side's), the completion's when it sent
-        none and not every token came with a logprob entry (`Round.counted`)."""
+        none and not every token came with a logprob entry (`ServerRound.counted`)."""
         prompt = _summed(r.usage.get("prompt_tokens") for r in self.rounds)
         completion = _summed(_reported(r.usage, "completion_tokens", r.tokens if r.counted else None)
                              for r in self.rounds)  # fmt: skip
@@ -295,7 +295,7 @@ def _summed(counts: Iterable[Any]) -> int | None:
     return None if any(c is None for c in known) else sum(int(c) for c in known)
 
 
-def _unfinished(url: str, result: Round) -> str:
+def _unfinished(url: str, result: ServerRound) -> str:
     """The error for a stream that ended without a finish_reason or `[DONE]` (the server's answer was 200)."""
     seen = f"after {result.tokens} tokens" if result.tokens else "before any token"
     return (
