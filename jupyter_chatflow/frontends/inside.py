@@ -54,8 +54,8 @@ def run_lens(args: argparse.Namespace, model: Any) -> int:
     print(f"After {pieces[-1]!r} (position {len(ids) - 1}), each layer's top {args.k}:")
     for layer, (choices, logprobs) in enumerate(zip(top, lens.top_logprobs, strict=True)):
         name = "embeddings" if layer == 0 else f"layer {layer}"
-        said = "  ".join(f"{p!r} {np.exp(v):.0%}" for p, v in zip(choices[-1], logprobs[-1], strict=True))
-        print(f"  {name:>10}  {said}")
+        row = "  ".join(f"{p!r} {np.exp(v):.0%}" for p, v in zip(choices[-1], logprobs[-1], strict=True))
+        print(f"  {name:>10}  {row}")
     return 0
 
 

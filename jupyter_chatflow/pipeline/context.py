@@ -121,7 +121,8 @@ def _parts(inputs: Inputs) -> list[PromptPart]:
     for m in inputs.pending:
         is_result = m["role"] in ("tool", "ipython") or m["content"].startswith("<tool_response>")
         kind: SegmentKind = "tool" if is_result else "generated"
-        parts.append(PromptPart(kind=kind, label="tool result" if is_result else "the model's tool call", text=m["content"]))
+        label = "tool result" if is_result else "the model's tool call"
+        parts.append(PromptPart(kind=kind, label=label, text=m["content"]))
     return parts
 
 
