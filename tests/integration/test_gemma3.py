@@ -60,17 +60,6 @@ def test_the_lens_attribution_and_interventions_match_transformers(gemma):
     their size (the embeddings' row reads as log-probabilities near -850, 6e-4 apart in absolute terms; every
     layer's row is within 8e-5); grad × input within 1e-4 relative (1.3e-5 measured); knocked-out heads and a
     steered residual within 1e-4 (3e-5)."""
-    ref = dict(np.load(Path(__file__).parents[1] / "model" / "archs" / "inside" / "gemma3-270m.npz"))
-    ids, at = ref["tokens"].tolist(), ref["positions"]
-    lens = gemma.lens(ids, k=5)
-    assert (lens.top_ids == ref["lens_top_ids"]).all()
-    scale = np.maximum(1.0, np.abs(ref["lens_top_logprobs"]))
-    assert (np.abs(lens.top_logprobs - ref["lens_top_logprobs"]) <= 1e-4 * scale).all()
-    for contrast, expected in ((None, ref["gxi"]), (int(ref["contrast"]), ref["gxi_contrast"])):
-        got = gemma.attribution(ids, int(ref["target"]), contrast_id=contrast)
-        assert np.abs(got - expected).max() <= 1e-4 * np.abs(expected).max()
-    heads, layers = iter(ref["ablate_heads"].tolist()), zip(ref["ablate_layers"], ref["ablate_counts"], strict=True)
-    ablate = {int(layer): [next(heads) for _ in range(n)] for layer, n in layers}
-    assert np.abs(gemma.logits(ids, ablate_heads=ablate)[at] - ref["ablated"]).max() < 1e-4
-    steered = gemma.logits(ids, steer={int(ref["steer_layer"]): ref["steer"]})[at]
-    assert np.abs(steered - ref["steered"]).max() < 1e-4
+    from tests.model.test_inside_reference import ARCHS, check_real_model
+
+    check_real_model(gemma, dict(np.load(ARCHS / "inside" / "gemma3-270m.npz")), lens_rel=1e-4, gxi_rel=1e-4)

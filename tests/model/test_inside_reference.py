@@ -141,21 +141,28 @@ def test_bad_interventions_say_what_is_wrong():
         model.attribution([1, 2, 3], 10**6)
 
 
+def check_real_model(model, ref: dict, *, lens_rel: float, gxi_rel: float) -> None:
+    """A real model's lens, attribution and interventions against its reference (`make_inside_reference.py
+    --gguf`): every lens top-5 list equal, log-probabilities within `lens_rel` of their size (at least 1), grad ×
+    input within `gxi_rel` of the largest value, knocked-out heads and a steered residual within 1e-4."""
+    ids, at = ref["tokens"].tolist(), ref["positions"]
+    lens = model.lens(ids, k=5)
+    assert (lens.top_ids == ref["lens_top_ids"]).all()
+    scale = np.maximum(1.0, np.abs(ref["lens_top_logprobs"]))
+    assert (np.abs(lens.top_logprobs - ref["lens_top_logprobs"]) <= lens_rel * scale).all()
+    for contrast, expected in ((None, ref["gxi"]), (int(ref["contrast"]), ref["gxi_contrast"])):
+        got = model.attribution(ids, int(ref["target"]), contrast_id=contrast)
+        assert np.abs(got - expected).max() <= gxi_rel * np.abs(expected).max()
+    heads, layers = iter(ref["ablate_heads"].tolist()), zip(ref["ablate_layers"], ref["ablate_counts"], strict=True)
+    ablate = {int(layer): [next(heads) for _ in range(n)] for layer, n in layers}
+    assert np.abs(model.logits(ids, ablate_heads=ablate)[at] - ref["ablated"]).max() < 1e-4
+    steered = model.logits(ids, steer={int(ref["steer_layer"]): ref["steer"]})[at]
+    assert np.abs(steered - ref["steered"]).max() < 1e-4
+
+
 @pytest.mark.slow
 def test_the_default_model_against_transformers(real_model):
     """SmolLM2-135M-Instruct (its GGUF dequantized by transformers and by the loader alike), on 16 tokens of "The
     capital of France is Paris. The capital of Italy is": 30 layers of float32 put the lens's log-probabilities
     within 2e-4 (1.07e-4 measured) and grad × input within 5e-4 relative (2.3e-4), not the tiny models' 1e-4."""
-    ref = dict(np.load(ARCHS / "inside" / "smollm2.npz"))
-    ids, at = ref["tokens"].tolist(), ref["positions"]
-    lens = real_model.lens(ids, k=5)
-    assert np.abs(lens.top_logprobs - ref["lens_top_logprobs"]).max() <= 2e-4
-    assert (lens.top_ids == ref["lens_top_ids"]).all()
-    for contrast, expected in ((None, ref["gxi"]), (int(ref["contrast"]), ref["gxi_contrast"])):
-        got = real_model.attribution(ids, int(ref["target"]), contrast_id=contrast)
-        assert np.abs(got - expected).max() <= 5e-4 * np.abs(expected).max()
-    heads, layers = iter(ref["ablate_heads"].tolist()), zip(ref["ablate_layers"], ref["ablate_counts"], strict=True)
-    ablate = {int(layer): [next(heads) for _ in range(n)] for layer, n in layers}
-    assert np.abs(real_model.logits(ids, ablate_heads=ablate)[at] - ref["ablated"]).max() < 1e-4
-    steered = real_model.logits(ids, steer={int(ref["steer_layer"]): ref["steer"]})[at]
-    assert np.abs(steered - ref["steered"]).max() < 1e-4
+    check_real_model(real_model, dict(np.load(ARCHS / "inside" / "smollm2.npz")), lens_rel=2e-4, gxi_rel=5e-4)
