@@ -90,21 +90,23 @@ def rounds_of(events: Sequence[Event]) -> list[Round]:
 
 
 def _round(prompt: Tokenized, context: ContextAssembled | None) -> Round:
+    """A prompt's segments in the context's order (those its provenance uses; a position no run covers is the
+    template's), each position's segment, and where the user's message ends."""
     ids = list(prompt.ids)
-    column = np.zeros(len(ids), np.int32)
-    used: dict[int, int] = {}
-    segments: list[tuple[str, SegmentKind]] = []
-    message_end = -1
-    for run in prompt.provenance:
-        if run.segment not in used:
-            used[run.segment] = len(segments)
-            known = context is not None and 0 <= run.segment < len(context.segments)
-            segment = context.segments[run.segment] if known and context else None
-            segments.append((segment.label, segment.kind) if segment else ("template", "template"))
-        column[run.start : run.end] = used[run.segment]
-        if segments[used[run.segment]][1] == "user" and run.end > run.start:
-            message_end = run.end - 1
-    return Round(ids=ids, column=column, segments=segments, message_end=message_end, tokens=[])
+    runs = [r for r in prompt.provenance if r.end > r.start]
+    order = sorted({r.segment for r in runs})
+    known = context.segments if context is not None else ()
+    segments: list[tuple[str, SegmentKind]] = [
+        (known[i].label, known[i].kind) if 0 <= i < len(known) else ("template", "template") for i in order
+    ]
+    column = np.full(len(ids), -1, np.int32)
+    for run in runs:
+        column[run.start : run.end] = order.index(run.segment)
+    if (column < 0).any():
+        segments.append(("template", "template"))
+        column[column < 0] = len(segments) - 1
+    ends = [r.end - 1 for r in runs if segments[order.index(r.segment)][1] == "user"]
+    return Round(ids=ids, column=column, segments=segments, message_end=max(ends, default=-1), tokens=[])
 
 
 def finished_rounds(events: Sequence[Event]) -> list[Round]:
@@ -176,8 +178,8 @@ def lens_reply(model: Any, message: LensRequest, events: Sequence[Event]) -> tup
         for i, token in enumerate(r.tokens):
             at = len(r.ids) - 1 + i
             ids, logprobs = lens.top_ids[:, at], lens.top_logprobs[:, at]  # [rows, depth]
-            tops.append(ids[:, :SHOWN])
-            top_lps.append(logprobs[:, :SHOWN])
+            tops.append(ids[:, :SHOWN].copy())  # (copies: the round's whole lens is let go after it)
+            top_lps.append(logprobs[:, :SHOWN].copy())
             wanted = tracked_ids(token)
             tracks = [track(ids, logprobs, t) for t in wanted]
             pad = width - len(wanted)
@@ -189,9 +191,9 @@ def lens_reply(model: Any, message: LensRequest, events: Sequence[Event]) -> tup
             positions.append(at)
         if number == len(answered) - 1:
             prompt = lens.top_ids[:, : len(r.ids), 0]  # [rows, P]
-            prompt_top = prompt[-1]
+            prompt_top = prompt[-1].copy()
             prompt_settled = [settled_row(prompt[:, p], int(prompt[-1, p])) for p in range(len(r.ids))]
-            prompt_lps = lens.top_logprobs[-1, : len(r.ids), 0]
+            prompt_lps = lens.top_logprobs[-1, : len(r.ids), 0].copy()
         del lens
     compute_ms = (time.perf_counter() - started) * 1000
     arrays = {

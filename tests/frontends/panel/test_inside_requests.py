@@ -201,7 +201,7 @@ def test_a_live_turn_and_a_remote_chat_cannot_be_looked_into():
 
 def test_a_tool_turns_tokens_belong_to_the_round_they_were_answered_in():
     """A tool call ends a round; the answer after its result is the next round's, read after a longer prompt (the
-    call and its result, between the rounds, carry no tokens)."""
+    call and its result, between the rounds, carry no tokens). Segments are in the context's order."""
     seg = (Segment(kind="system", label="system", tokens=2), Segment(kind="user", label="user", tokens=2),
            Segment(kind="template", label="chat template", tokens=2), Segment(kind="tool", label="tool result",
                                                                             tokens=2))  # fmt: skip
@@ -221,8 +221,8 @@ def test_a_tool_turns_tokens_belong_to_the_round_they_were_answered_in():
     rounds = rounds_of(events)
     assert [len(r.ids) for r in rounds] == [6, 8]
     assert [[t.index for t in r.tokens] for r in rounds] == [[0], [1, 2]]
-    assert rounds[0].segments == [("chat template", "template"), ("system", "system"), ("user", "user")]
-    assert rounds[1].column.tolist() == [0, 1, 1, 2, 2, 0, 3, 3] and rounds[1].message_end == 4
+    assert rounds[0].segments == [("system", "system"), ("user", "user"), ("chat template", "template")]
+    assert rounds[1].column.tolist() == [2, 0, 0, 1, 1, 2, 3, 3] and rounds[1].message_end == 4
     assert inside_requests.why_input(rounds, 2) == (rounds[1], 1)
 
 
