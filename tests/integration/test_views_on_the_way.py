@@ -124,7 +124,7 @@ def test_at_800_px_with_the_file_browser_open_the_panel_reads_whole(lab_panel):
     page.screenshot(path=str(SHOTS / f"lab-800-{theme}.png"))
     panel.screenshot(path=str(SHOTS / f"panel-800-{theme}.png"))
     assert g["width"] < 420, g["width"]  # (the 353 px: JupyterLab's sidebar and margins)
-    assert [t["text"] for t in g["tabs"]] == ["Context", "Attention", "Timeline", "Safety & tools", "Wire"]
+    assert [t["text"] for t in g["tabs"]] == ["Context", "Attention", "Timeline", "Safety & tools", "Wire", "Why"]
     assert all(t["seen"] and t["inside"] and not t["cut"] for t in g["tabs"]), g["tabs"]
     assert g["title"], "the title is cut"
     assert g["categories"] == [["prompt_injection", 1], ["pii:email", 1]], g["categories"]

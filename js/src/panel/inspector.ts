@@ -8,7 +8,7 @@ import { clear, el } from "../dom";
 import { type Conversation, summarize, type TurnData } from "../state";
 import type { AttentionErrorMessage, AttentionMessage, ModelInfo, ViewMessage } from "../types";
 import { AttentionView } from "../views/attention";
-import { ContextView } from "../views/context";
+import { ContextView, type PromptLens } from "../views/context";
 import { SafetyTab } from "../views/safety_tab";
 import { TimelineView } from "../views/timeline";
 import { isRemote, WireView } from "../views/wire";
@@ -19,6 +19,7 @@ const TABS = [
   ["timeline", "Timeline"],
   ["safety", "Safety & tools"],
   ["wire", "Wire"],
+  ["why", "Why"],
 ] as const;
 type Tab = (typeof TABS)[number][0];
 
@@ -67,6 +68,7 @@ export class Inspector {
     send: (msg: ViewMessage) => void,
     background: () => RGB,
     private need: (turnId: string) => void = () => {},
+    why: HTMLElement = el("div", {}),
   ) {
     this.attention = new AttentionView(send, background);
     const { context, attention, timeline, safety, wire } = this;
@@ -77,6 +79,7 @@ export class Inspector {
       timeline: timeline.el,
       safety: safety.el,
       wire: wire.el,
+      why, // (the "why this token?" of a token's popover draws there: panel/inside.ts)
     };
     this.tabButtons = TABS.map(([id, label]) => this.tabButton(id, label));
     this.turnSelect.addEventListener("change", () => {
@@ -118,6 +121,12 @@ export class Inspector {
     return el("div", { class: "cf-panel" }, ...Object.values(this.panels));
   }
 
+  /** Shows a tab (the Why tab when a token's popover asked why). */
+  showTab(tab: Tab): void {
+    this.tab = tab;
+    this.draw();
+  }
+
   /** The turn on show: the picked one while it exists, else the latest (null when there is none). */
   shownTurn(): TurnData | null {
     const { turns, order } = this.conversation;
@@ -138,11 +147,11 @@ export class Inspector {
     this.remoteAttention.hidden = !remote;
     this.attention.el.hidden = remote;
     this.attention.setTurn(remote ? null : turn);
-    if (turn) this.showTab(turn);
+    if (turn) this.drawTab(turn);
     else this.clearTabs();
   }
 
-  private showTab(turn: TurnData): void {
+  private drawTab(turn: TurnData): void {
     if (this.tab === "context") this.context.show(turn);
     else if (this.tab === "timeline") this.timeline.show(turn);
     else if (this.tab === "safety") this.safety.show(turn);
@@ -195,6 +204,11 @@ export class Inspector {
   hoverToken(turnId: string, index: number | null): void {
     const weights = this.attention.highlight(turnId, index);
     if (this.shownTurn()?.turn_id === turnId) this.context.shade(weights);
+  }
+
+  /** The lens over a turn's last prompt, for the Context tab (null: none, or the shading is off). */
+  setPromptLens(turnId: string, lens: PromptLens | null): void {
+    this.context.setPromptLens(turnId, lens);
   }
 
   setModelInfo(info: ModelInfo): void {

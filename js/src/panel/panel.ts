@@ -8,9 +8,10 @@ import { parseColor, type RGB } from "../colormap";
 import { el } from "../dom";
 import { type Change, Conversation } from "../state";
 import type { MessageHandler } from "../types";
-import { answersBar } from "../views/answers_bar";
+import { type AnswersBar, answersBar } from "../views/answers_bar";
 import { ChatBox, type ControlsHost, Header, Notice, SettingsForm } from "../views/controls";
 import { type StreamHooks, StreamView } from "../views/stream";
+import { InsideLooks } from "./inside";
 import { Inspector } from "./inspector";
 import { controlsHost, type PanelModel, subscribe } from "./model";
 import { TokenPopover } from "./popover";
@@ -30,6 +31,8 @@ export class Panel {
   private inspector: Inspector;
   private stream: StreamView;
   private popover: TokenPopover;
+  private inside: InsideLooks;
+  private answers: AnswersBar;
   private unsubscribe: () => void;
   /** The turns whose events this view has asked the kernel for. */
   private asked = new Set<string>();
@@ -47,15 +50,40 @@ export class Panel {
     this.header = new Header(this.controls);
     this.settingsForm = new SettingsForm(this.controls);
     this.chat = new ChatBox(this.controls);
+    this.inside = new InsideLooks({
+      conversation: this.conversation,
+      send: this.controls.send,
+      lensChanged: (turnId) => this.lensChanged(turnId),
+      lensProgress: (turnId, text) => this.lensProgress(turnId, text),
+      openWhy: () => this.inspector.showTab("why"),
+    });
     this.inspector = new Inspector(
       this.conversation,
       this.controls.send,
       () => this.background(),
       (turnId) => this.need(turnId, true),
+      this.inside.whyView.el,
     );
     this.stream = new StreamView(this.streamHooks());
-    const { root, conversation, stream, controls } = this;
-    this.popover = new TokenPopover({ root, conversation, stream, status: controls.status, send: controls.send });
+    this.answers = answersBar(
+      (view) => {
+        this.stream.setView(view);
+        if (view === "text") this.popover.hide();
+      },
+      (on) => {
+        this.stream.setLensShading(on);
+        this.inside.setShading(on);
+      },
+    );
+    const { root, conversation, stream, controls, inside } = this;
+    this.popover = new TokenPopover({
+      root,
+      conversation,
+      stream,
+      status: controls.status,
+      send: controls.send,
+      inside,
+    });
     this.layout(host);
     this.wireSettingsToggle();
     this.unsubscribe = subscribe(model, {
@@ -80,11 +108,8 @@ export class Panel {
   }
 
   private layout(host: HTMLElement): void {
-    const answers = answersBar((view) => {
-      this.stream.setView(view);
-      if (view === "text") this.popover.hide();
-    });
-    const convo = el("section", { class: "cf-convo" }, answers, this.stream.el, this.chat.el);
+    const { answers } = this;
+    const convo = el("section", { class: "cf-convo" }, answers.el, answers.legend, this.stream.el, this.chat.el);
     const body = el("div", { class: "cf-body" }, convo, this.inspector.el);
     this.root.append(this.header.el, this.notice.el, this.settingsForm.el, body, this.popover.el);
     host.appendChild(this.root);
@@ -108,7 +133,10 @@ export class Panel {
         this.popover.hover(turnId, token, chip);
         this.inspector.hoverToken(turnId, token ? token.index : null);
       },
-      clickToken: (turnId, token, chip) => this.popover.pin(turnId, token, chip),
+      clickToken: (turnId, token, chip) => {
+        this.popover.pin(turnId, token, chip);
+        if (this.inside.shading) this.inside.requestLens(turnId); // (its lens, for the popover and the chips)
+      },
       selectTurn: (turnId) => {
         this.inspector.pick(turnId);
         this.need(turnId, true);
@@ -128,6 +156,39 @@ export class Panel {
     this.root.setAttribute("data-last-seq", String(this.conversation.lastSeq()));
     this.popover.refresh();
     this.inspector.schedule();
+    this.inside.follow(); // (with the lens shading on: a turn that just ended is lensed)
+  }
+
+  /** A turn's lens arrived, failed or was asked for: its chips' shading, the open popover and the bar follow. */
+  private lensChanged(turnId: string): void {
+    const lens = this.inside.lensOf(turnId);
+    const settled = lens ? new Map(lens.msg.indices.map((index, n) => [index, lens.msg.settled[n]])) : null;
+    this.stream.setLens(turnId, settled, lens?.msg.layers ?? 0);
+    const turn = this.conversation.turns.get(turnId);
+    const prompt =
+      lens && this.inside.shading
+        ? {
+            top: lens.msg.prompt_top,
+            settled: lens.msg.prompt_settled,
+            logprobs: lens.promptLogprobs,
+            layers: lens.msg.layers,
+            pieces: { ...turn?.pieces, ...lens.msg.pieces },
+          }
+        : null;
+    this.inspector.setPromptLens(turnId, prompt);
+    this.popover.refresh();
+    this.lensProgress(turnId, this.inside.lensStatus(turnId));
+  }
+
+  /** The bar under the answers says how far the latest turn's lens is. */
+  private lensProgress(turnId: string, text: string): void {
+    const { order } = this.conversation;
+    if (turnId !== order[order.length - 1]) return;
+    const lens = this.inside.lensOf(turnId);
+    const done = lens
+      ? `The latest answer's lens: ${(lens.msg.compute_ms / 1000).toFixed(1)} s, of which XLA compiling ${(lens.msg.compile_ms / 1000).toFixed(1)} s (a program for each look)`
+      : "";
+    this.answers.setLensStatus(text || done, text.startsWith("The lens failed"));
   }
 
   private syncTurns(): void {
@@ -169,6 +230,13 @@ export class Panel {
       this.applyChange(this.conversation.receive(msg.turn_id, msg.events ?? [], msg.pieces ?? {}, msg.account));
     } else if (msg.type === "attention" || msg.type === "attention_error") {
       this.inspector.receive(msg, buffers ?? []);
+    } else if (
+      msg.type === "lens" ||
+      msg.type === "why" ||
+      msg.type === "inside_progress" ||
+      msg.type === "inside_error"
+    ) {
+      this.inside.receive(msg, buffers ?? []);
     } else if (msg.type === "prewarmed") {
       this.chat.update(this.controls.status(), msg.prewarm);
     } else if (msg.type === "request_error") {

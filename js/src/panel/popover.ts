@@ -8,6 +8,7 @@ import type { TokenDelta, ViewMessage } from "../types";
 import type { StreamView } from "../views/stream";
 import { tokenDetails } from "../views/token_details";
 import { isRemote } from "../views/wire";
+import type { InsideLooks } from "./inside";
 
 /** The gap (px) between the popover and its chip. */
 const GAP = 6;
@@ -22,6 +23,8 @@ export interface PopoverHost {
   stream: StreamView;
   status(): string;
   send(msg: ViewMessage): void;
+  /** The looks inside a finished turn: the popover's lens and "why" section. */
+  inside: InsideLooks;
 }
 
 export class TokenPopover {
@@ -95,7 +98,17 @@ export class TokenPopover {
       this.hide();
     };
     const params = summarize(turn.events).started?.params ?? {};
-    this.el.replaceChildren(tokenDetails(token, turn.pieces, { canFork: this.canFork(turnId), params, onFork }));
+    const { inside } = this.host;
+    const looks = !inside.cannot(turn);
+    const whyRather = looks ? (tokenId: number) => inside.why(turnId, token.index, "grad_x_input", tokenId) : null;
+    const look = inside.section(turnId, token);
+    // with its lens, the popover is two columns wide (the token and what the sampler saw | the lens), so neither is
+    // scrolled out of a window's height; without, the look's buttons follow the alternatives
+    const wide = look.querySelector("[data-testid=lens-panel]") !== null;
+    const options = { canFork: this.canFork(turnId), params, onFork, whyRather, extra: wide ? null : look };
+    const details = tokenDetails(token, turn.pieces, options);
+    this.el.classList.toggle("cf-popover-wide", wide);
+    this.el.replaceChildren(wide ? el("div", { class: "cf-pop-cols" }, details, look) : details);
     this.el.hidden = false;
     this.chip = chip;
     raise(this.el, true);
@@ -123,14 +136,18 @@ export class TokenPopover {
     return this.host.status() !== "generating" && latest && !!turn && !remote && !!summarize(turn.events).terminal;
   }
 
-  /** What the content depends on: its token, and whether it may fork. */
+  /** What the content depends on: its token, whether it may fork, and how far its turn's lens is. */
   private key(turnId: string, index: number): string {
-    return `${turnId}|${index}|${this.canFork(turnId)}`;
+    const turn = this.host.conversation.turns.get(turnId);
+    const looks = this.host.inside.cannot(turn);
+    return `${turnId}|${index}|${this.canFork(turnId)}|${looks}|${this.host.inside.version(turnId)}`;
   }
 
   private onDocumentClick = (ev: MouseEvent): void => {
     const t = ev.target as Node;
-    if (this.pinned && !this.el.contains(t) && !(t instanceof Element && t.closest(".cf-tok"))) this.hide();
+    // (the path as dispatched: a button inside that redrew the popover, e.g. the lens's, is no longer in it)
+    const inside = ev.composedPath().includes(this.el) || this.el.contains(t);
+    if (this.pinned && !inside && !(t instanceof Element && t.closest(".cf-tok"))) this.hide();
   };
 
   private onKey = (ev: KeyboardEvent): void => {

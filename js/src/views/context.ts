@@ -1,8 +1,19 @@
 /** The context window: a stacked bar by segment kind (plus what was trimmed), and the exact prompt's tokens. */
 import { clear, el } from "../dom";
 import { promptTokens, type Round, summarize, type TurnData, type TurnSummary } from "../state";
-import type { ChatEvent, GaugePart, RoundAccount, Segment, Trim } from "../types";
+import type { ChatEvent, GaugePart, Pieces, RoundAccount, Segment, Trim } from "../types";
+import { lensShade, settledText } from "./lens";
 import { isRemote } from "./wire";
+
+/** The lens over a turn's last prompt: per position, the model's next-token choice there, the layer from which it
+ * was, and its probability (the `lens` reply's `prompt_*`). */
+export interface PromptLens {
+  top: readonly number[];
+  settled: readonly number[];
+  logprobs: ArrayLike<number>;
+  layers: number;
+  pieces: Pieces;
+}
 
 /** The account's gauge of a round as a stacked bar (widths in % of the window: the parts add up to it). */
 export function contextBarElement(parts: readonly GaugePart[], window: number): HTMLElement {
@@ -69,6 +80,11 @@ export class ContextView {
   private drawnKey = "";
   /** How many of the drawn prompt's tokens had no piece yet (drawn as their ids). */
   private rawIds = 0;
+  /** Per turn, the lens over its last prompt (while the answers' lens shading is on). */
+  private lenses = new Map<string, PromptLens>();
+  /** Whether the drawn prompt is its turn's last round's (the lens covers that one). */
+  private lastRound = false;
+  private lensNote = el("div", { class: "cf-muted cf-ctx-lens", "data-testid": "prompt-lens-note", hidden: true });
 
   constructor() {
     this.roundSelect.addEventListener("change", () => {
@@ -76,7 +92,7 @@ export class ContextView {
       this.drawnKey = "";
       if (this.turn) this.show(this.turn);
     });
-    this.el.append(this.head, this.body, this.promptLabel, this.prompt);
+    this.el.append(this.head, this.body, this.promptLabel, this.lensNote, this.prompt);
   }
 
   /** Shows nothing (no turn, or a new session). */
@@ -116,7 +132,9 @@ export class ContextView {
     const figures = turn.account?.rounds[index] ?? null;
     this.drawHead(rounds[index], figures);
     this.drawBar(rounds[index], figures);
+    this.lastRound = index === rounds.length - 1;
     if (promptChanged) this.drawPrompt(turn, rounds[index]);
+    this.applyLens();
   }
 
   private drawNoContext(summary: TurnSummary): void {
@@ -187,6 +205,38 @@ export class ContextView {
       if (newline) frag.appendChild(el("br"));
     }
     this.prompt.appendChild(frag);
+  }
+
+  /** The lens over a turn's last prompt (null: none, or the shading is off): its tokens are shaded by the layer
+   * from which the model's next-token choice after each was settled, and say what it was. */
+  setPromptLens(turnId: string, lens: PromptLens | null): void {
+    if (lens) this.lenses.set(turnId, lens);
+    else this.lenses.delete(turnId);
+    if (this.turn?.turn_id === turnId) this.applyLens();
+  }
+
+  private applyLens(): void {
+    const lens = this.turn ? this.lenses.get(this.turn.turn_id) : undefined;
+    const on = !!lens && this.lastRound && lens.top.length === this.chips.length;
+    this.prompt.classList.toggle("cf-lensed", on);
+    this.lensNote.hidden = !on;
+    this.lensNote.textContent = on
+      ? "Lens on the prompt: each token is shaded by the layer from which the model's choice for the next token there was its top choice through the last layer (darker: earlier); hover one for what it predicted."
+      : "";
+    this.chips.forEach((chip, i) => {
+      chip.dataset.title ??= chip.title;
+      if (!on || !lens) {
+        chip.removeAttribute("data-lens");
+        chip.style.removeProperty("--cf-lens");
+        chip.title = chip.dataset.title;
+        return;
+      }
+      const next = lens.pieces[String(lens.top[i])]?.[0] ?? `#${lens.top[i]}`;
+      const p = `${(Math.exp(lens.logprobs[i]) * 100).toFixed(1)} %`;
+      chip.setAttribute("data-lens", String(lens.settled[i]));
+      chip.style.setProperty("--cf-lens", Math.max(lensShade(lens.settled[i], lens.layers), 0).toFixed(3));
+      chip.title = `${chip.dataset.title}\nnext: “${next}” ${p}, ${settledText(lens.settled[i], lens.layers)}`;
+    });
   }
 
   /** Shades the prompt's tokens by one query row's attention weights (null clears). `weights[i]` is position i. */

@@ -7,6 +7,7 @@ import { clear, el, fmtMs, visibleText } from "../dom";
 import { renderMarkdown } from "../markdown";
 import { blockOf, type Change, type Conversation, summarize, type TurnData } from "../state";
 import type { ChatEvent, SafetyDecision, TokenDelta, ToolCall, ToolResult, TurnAccount, TurnRow } from "../types";
+import { lensShade, settledText } from "./lens";
 import { safetyBadge, userText } from "./safety";
 import { toolCard } from "./tools";
 
@@ -306,6 +307,8 @@ export class StreamView {
   });
   private views = new Map<string, TurnView>();
   private conv: Conversation | null = null;
+  /** Per turn with a lens: answer token index → the layer from which it was the top choice (-1: never). */
+  private lensShades = new Map<string, { settled: Map<number, number>; layers: number }>();
   /** New text scrolls into view unless the user scrolled away from the bottom (decided by the user's scrolls
    * only: a layout that grows around them, e.g. a taller timeline beside the conversation, leaves them be). */
   private following = true;
@@ -345,6 +348,38 @@ export class StreamView {
   tokenAt(turnId: string, index: number): TokenDelta | undefined {
     const tokens = this.views.get(turnId)?.tokens ?? [];
     return tokens[index]?.index === index ? tokens[index] : tokens.find((t) => t.index === index);
+  }
+
+  /** Shades the answers' chips by their lens (or not): the chips of the turns `setLens` gave. */
+  setLensShading(on: boolean): void {
+    this.el.setAttribute("data-lens", on ? "on" : "off");
+  }
+
+  /** A turn's lens: its chips carry their settled layer (`--cf-lens`, and a title that says it); null forgets it. */
+  setLens(turnId: string, settled: Map<number, number> | null, layers: number): void {
+    if (settled) this.lensShades.set(turnId, { settled, layers });
+    else this.lensShades.delete(turnId);
+    this.shade(turnId);
+  }
+
+  private shade(turnId: string): void {
+    const view = this.views.get(turnId);
+    if (!view) return;
+    const lens = this.lensShades.get(turnId);
+    for (const chip of view.el.querySelectorAll<HTMLElement>(".cf-tok")) {
+      const settled = lens?.settled.get(Number(chip.dataset.index));
+      if (!lens || settled === undefined) {
+        chip.removeAttribute("data-lens");
+        chip.style.removeProperty("--cf-lens");
+        chip.classList.remove("cf-lens-never");
+        continue;
+      }
+      const shade = lensShade(settled, lens.layers);
+      chip.setAttribute("data-lens", String(settled));
+      chip.style.setProperty("--cf-lens", Math.max(shade, 0).toFixed(3));
+      chip.classList.toggle("cf-lens-never", shade < 0);
+      if (!chip.classList.contains("cf-tok-part")) chip.title = `lens: ${settledText(settled, lens.layers)}`;
+    }
   }
 
   /** Applies a change: new turns and out-of-order ones are drawn whole, in-order batches appended. */
@@ -391,6 +426,7 @@ export class StreamView {
       }
       view.rebuild(turn);
     }
+    for (const id of [...change.redraw, ...change.appended.keys()]) if (this.lensShades.has(id)) this.shade(id);
     if (change.structure || change.redraw.size) this.layout(conv);
     if (this.following) this.el.scrollTop = this.el.scrollHeight;
   }

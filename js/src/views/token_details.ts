@@ -13,6 +13,10 @@ export interface TokenDetailsOptions {
   /** The turn's sampling settings (its turn_started event's params): they say which cut applied. */
   params: Record<string, unknown>;
   onFork: (tokenId: number) => void;
+  /** "why not this?" on each other alternative: explain the chosen token rather than it (absent: not offered). */
+  whyRather?: ((tokenId: number) => void) | null;
+  /** A section after the alternatives (the popover's lens and "why" actions). */
+  extra?: HTMLElement | null;
 }
 
 /** The bytes of a token as spaced hex ("e2 86 b5"), from the turn's pieces. */
@@ -89,6 +93,7 @@ export function tokenDetails(token: TokenDelta, pieces: Pieces, options: TokenDe
       : el("div", { class: "cf-muted", text: "No alternatives recorded." }),
     penaltyKey(token),
     el("div", { class: "cf-muted cf-td-settings", text: settingsLine(options.params) }),
+    options.extra ?? null,
   );
 }
 
@@ -225,19 +230,36 @@ function isChosen(alt: Alternative, token: TokenDelta): boolean {
   return token.token_id < 0 ? alt.logprob === token.logprob : alt.token_id === token.token_id;
 }
 
-/** "regenerate from here" on another token when forking is offered; else whether this is the chosen one. */
+/** "regenerate from here" on another token when forking is offered, and "why not this?" when the popover can
+ * explain the chosen token rather than it; else whether this is the chosen one. */
 function altAction(alt: Alternative, chosen: boolean, options: TokenDetailsOptions): HTMLElement {
-  if (!options.canFork || chosen || alt.token_id < 0)
+  const { whyRather } = options;
+  if (chosen || alt.token_id < 0 || (!options.canFork && !whyRather))
     return el("span", { class: "cf-muted", text: chosen ? "chosen" : "" });
-  const button = el("button", {
-    class: "cf-link",
-    type: "button",
-    "data-testid": "fork",
-    title: "Regenerate the answer from here with this token",
-    text: "regenerate from here",
-  });
-  button.addEventListener("click", () => options.onFork(alt.token_id));
-  return button;
+  const actions = el("span", { class: "cf-alt-actions" });
+  if (options.canFork) {
+    const button = el("button", {
+      class: "cf-link",
+      type: "button",
+      "data-testid": "fork",
+      title: "Regenerate the answer from here with this token",
+      text: "regenerate from here",
+    });
+    button.addEventListener("click", () => options.onFork(alt.token_id));
+    actions.appendChild(button);
+  }
+  if (whyRather) {
+    const why = el("button", {
+      class: "cf-link",
+      type: "button",
+      "data-testid": "why-rather-this",
+      title: "Why the chosen token rather than this one: attribute log p(chosen) − log p(this), in the Why tab",
+      text: "why not this?",
+    });
+    why.addEventListener("click", () => whyRather(alt.token_id));
+    actions.appendChild(why);
+  }
+  return actions;
 }
 
 function settingsLine(params: Record<string, unknown>): string {
