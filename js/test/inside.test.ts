@@ -28,10 +28,10 @@ function lensReply(record: TurnRecord, request_id: string): { msg: LensMessage; 
   const topLps = new Float32Array(n * ROWS * 5);
   const ranks = new Int32Array(n * width * ROWS);
   const lps = new Float32Array(n * width * ROWS).fill(Number.NaN);
-  const tracked: number[][] = [];
+  const series: number[][] = [];
   tokens.forEach((t, i) => {
     const ids = [t.token_id, ...t.alternatives.filter((a) => a.token_id !== t.token_id).map((a) => a.token_id)];
-    tracked.push([...ids, ...Array(width - ids.length).fill(-1)]);
+    series.push([...ids, ...Array(width - ids.length).fill(-1)]);
     for (let r = 0; r < ROWS; r++) {
       const top = settle(i) >= 0 && r >= settle(i);
       for (let j = 0; j < 5; j++) {
@@ -53,7 +53,7 @@ function lensReply(record: TurnRecord, request_id: string): { msg: LensMessage; 
     depth: 64,
     indices: tokens.map((t) => t.index),
     positions: tokens.map((_, i) => prompt - 1 + i),
-    tracked,
+    series,
     settled: tokens.map((_, i) => settle(i)),
     prompt_tokens: prompt,
     prompt_top: Array.from({ length: prompt }, (_, p) => (p === 31 ? tokens[2].token_id : 9)),
@@ -62,8 +62,8 @@ function lensReply(record: TurnRecord, request_id: string): { msg: LensMessage; 
     arrays: [
       { name: "top_ids", dtype: "int32", shape: [n, ROWS, 5] },
       { name: "top_logprobs", dtype: "float32", shape: [n, ROWS, 5] },
-      { name: "tracked_ranks", dtype: "int32", shape: [n, width, ROWS] },
-      { name: "tracked_logprobs", dtype: "float32", shape: [n, width, ROWS] },
+      { name: "series_ranks", dtype: "int32", shape: [n, width, ROWS] },
+      { name: "series_logprobs", dtype: "float32", shape: [n, width, ROWS] },
       { name: "prompt_logprobs", dtype: "float32", shape: [prompt] },
     ],
     pieces: { "7": ["seven", "37"], "8": ["eight", "38"], "9": ["nine", "39"] },
@@ -147,8 +147,8 @@ describe("the lens reply", () => {
     expect(t?.settled).toBe(3);
     expect(t?.top[3][0]).toEqual([tokensOf(FIX.answer)[3].token_id, -0.5]);
     expect(t?.top[2].map(([id]) => id)).toEqual([7, 8, 9, 10, 11]);
-    expect(t?.tracked[0].ranks).toEqual([0, 3, 3, 1, 1]);
-    expect(t?.tracked[0].logprobs).toEqual([null, -2.5, -2.5, -0.5, -0.5]);
+    expect(t?.series[0].ranks).toEqual([0, 3, 3, 1, 1]);
+    expect(t?.series[0].logprobs).toEqual([null, -2.5, -2.5, -0.5, -0.5]);
     expect(tokenLens(lens, 999)).toBeNull();
     expect(() => namedArrays(msg.arrays, buffers.slice(1))).toThrow("names 5 arrays but carries 4");
   });
@@ -222,7 +222,9 @@ describe("the lens in the panel", () => {
     const prompt = [...q("prompt-tokens").querySelectorAll<HTMLElement>(".cf-ptok")];
     expect(q("prompt-lens-note").hidden).toBe(false);
     expect(prompt[31].getAttribute("data-lens")).toBe("3");
-    expect(prompt[31].title).toContain(`next: “${tokensOf(FIX.answer)[2].text}” 77.9 %, the top choice from layer 3 on`);
+    expect(prompt[31].title).toContain(
+      `next: “${tokensOf(FIX.answer)[2].text}” 77.9 %, the top choice from layer 3 on`,
+    );
     expect(prompt[0].title).toContain("next: “nine” 77.9 %, the top choice only at the last layer (4)");
     q("lens-toggle").click(); // off: the shading goes, the titles are as they were
     expect(prompt[31].hasAttribute("data-lens") || q("prompt-lens-note").hidden === false).toBe(false);

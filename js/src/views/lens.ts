@@ -50,7 +50,7 @@ export interface Lens {
   msg: LensMessage;
   /** Rows: the embeddings, then one per layer. */
   rows: number;
-  /** Tracked tokens per answer token (M). */
+  /** Tokens of `series` per answer token (M). */
   width: number;
   topIds: Int32Array;
   topLogprobs: Float32Array;
@@ -63,22 +63,22 @@ export interface Lens {
 
 export function decodeLens(msg: LensMessage, buffers: readonly Buffer[]): Lens {
   const a = namedArrays(msg.arrays, buffers);
-  const width = msg.tracked[0]?.length ?? 0;
+  const width = msg.series[0]?.length ?? 0;
   return {
     msg,
     rows: msg.layers + 1,
     width,
     topIds: a.top_ids as Int32Array,
     topLogprobs: a.top_logprobs as Float32Array,
-    ranks: a.tracked_ranks as Int32Array,
-    logprobs: a.tracked_logprobs as Float32Array,
+    ranks: a.series_ranks as Int32Array,
+    logprobs: a.series_logprobs as Float32Array,
     promptLogprobs: a.prompt_logprobs as Float32Array,
     at: new Map(msg.indices.map((index, n) => [index, n])),
   };
 }
 
-/** One tracked token through the rows: rank (1: top; 0: below the top `depth`) and log-probability (null there). */
-export interface Track {
+/** One token of `series` row by row: rank (1: top; 0: below the top `depth`) and log-probability (null there). */
+export interface Series {
   id: number;
   ranks: number[];
   logprobs: (number | null)[];
@@ -93,7 +93,7 @@ export interface TokenLens {
   /** Per row, its top k: [id, logprob]. */
   top: [number, number][][];
   /** The chosen token first, then the alternatives the sampler saw. */
-  tracked: Track[];
+  series: Series[];
 }
 
 export function tokenLens(lens: Lens, index: number): TokenLens | null {
@@ -106,15 +106,15 @@ export function tokenLens(lens: Lens, index: number): TokenLens | null {
     const base = (n * rows + r) * k;
     top.push(Array.from({ length: k }, (_, j) => [lens.topIds[base + j], lens.topLogprobs[base + j]]));
   }
-  const tracked: Track[] = [];
-  msg.tracked[n].forEach((id, m) => {
+  const series: Series[] = [];
+  msg.series[n].forEach((id, m) => {
     if (id < 0) return;
     const base = (n * width + m) * rows;
     const ranks = Array.from(lens.ranks.subarray(base, base + rows));
     const logprobs = Array.from(lens.logprobs.subarray(base, base + rows), (v, r) => (ranks[r] > 0 ? v : null));
-    tracked.push({ id, ranks, logprobs });
+    series.push({ id, ranks, logprobs });
   });
-  return { index, layers: msg.layers, depth: msg.depth, settled: msg.settled[n], top, tracked };
+  return { index, layers: msg.layers, depth: msg.depth, settled: msg.settled[n], top, series };
 }
 
 /** "embeddings", "layer 12", "layer 30 (output)". */
@@ -144,14 +144,14 @@ const pct = (logprob: number | null) => {
 };
 const piece = (pieces: Pieces, id: number) => visibleText(pieces[String(id)]?.[0] ?? `#${id}`);
 
-/** Colours of the tracked tokens' lines: the chosen one the accent, the others the segment hues. */
-const TRACK_COLOURS = ["var(--cf-accent)", "var(--cf-k-tool)", "var(--cf-k-memory)", "var(--cf-k-user)"];
-const trackColour = (m: number) =>
-  TRACK_COLOURS[m] ?? ["var(--cf-k-system)", "var(--cf-k-tools)", "var(--cf-fg2)"][(m - 4) % 3];
+/** Colours of the `series` tokens' lines: the chosen one the accent, the others the segment hues. */
+const LINE_COLOURS = ["var(--cf-accent)", "var(--cf-k-tool)", "var(--cf-k-memory)", "var(--cf-k-user)"];
+const lineColour = (m: number) =>
+  LINE_COLOURS[m] ?? ["var(--cf-k-system)", "var(--cf-k-tools)", "var(--cf-fg2)"][(m - 4) % 3];
 
 /** The lens section of a token's popover. */
 export function lensPanel(t: TokenLens, pieces: Pieces, note: string): HTMLElement {
-  const chosen = t.tracked[0];
+  const chosen = t.series[0];
   const name = `“${piece(pieces, chosen.id)}”`;
   return el(
     "div",
@@ -182,7 +182,7 @@ function svg(tag: string, attrs: Record<string, string | number>, ...children: (
 /** Probabilities below this sit on the chart's floor. */
 const FLOOR = 1e-4;
 
-/** The tracked tokens' probabilities through the rows, on a log scale (a gap where a token is below the top
+/** The `series` tokens' probabilities through the rows, on a log scale (a gap where a token is below the top
  * `depth`, its probability not known), the settled row marked. */
 export function lensChart(t: TokenLens, pieces: Pieces): HTMLElement {
   const W = 420;
@@ -220,24 +220,24 @@ export function lensChart(t: TokenLens, pieces: Pieces): HTMLElement {
     );
   if (t.settled >= 0)
     plot.append(svg("line", { class: "cf-lens-settled", x1: x(t.settled), x2: x(t.settled), y1: top, y2: H - bottom }));
-  [...t.tracked].reverse().forEach((track, back) => {
-    const m = t.tracked.length - 1 - back;
+  [...t.series].reverse().forEach((line, back) => {
+    const m = t.series.length - 1 - back;
     const runs: string[][] = [[]];
-    track.logprobs.forEach((lp, r) => {
+    line.logprobs.forEach((lp, r) => {
       if (lp === null) runs.push([]);
       else runs[runs.length - 1].push(`${x(r).toFixed(1)},${y(lp).toFixed(1)}`);
     });
     for (const run of runs.filter((r) => r.length)) {
-      const attrs = { class: m === 0 ? "cf-lens-line cf-lens-chosen" : "cf-lens-line", stroke: trackColour(m) };
-      plot.append(run.length > 1 ? svg("polyline", { ...attrs, points: run.join(" ") }) : dot(run[0], trackColour(m)));
+      const attrs = { class: m === 0 ? "cf-lens-line cf-lens-chosen" : "cf-lens-line", stroke: lineColour(m) };
+      plot.append(run.length > 1 ? svg("polyline", { ...attrs, points: run.join(" ") }) : dot(run[0], lineColour(m)));
     }
   });
-  const legend = t.tracked.map((track, m) =>
+  const legend = t.series.map((line, m) =>
     el(
       "span",
       { class: "cf-legend-item" },
-      el("span", { class: "cf-lens-swatch", style: `background: ${trackColour(m)}` }),
-      el("code", { class: "cf-alt-text", text: piece(pieces, track.id) }),
+      el("span", { class: "cf-lens-swatch", style: `background: ${lineColour(m)}` }),
+      el("code", { class: "cf-alt-text", text: piece(pieces, line.id) }),
       m === 0 ? el("span", { class: "cf-muted", text: "chosen" }) : null,
     ),
   );
@@ -260,7 +260,7 @@ function dot(point: string, colour: string): SVGElement {
 
 /** Each row's top k (the output first), and the chosen token's rank and probability there. */
 export function lensTable(t: TokenLens, pieces: Pieces): HTMLElement {
-  const chosen = t.tracked[0];
+  const chosen = t.series[0];
   const head = el(
     "tr",
     {},

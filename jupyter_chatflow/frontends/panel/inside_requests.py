@@ -7,9 +7,9 @@ the reply is built from the arrays and sent, and nothing is kept (the kernel's m
 
 - **lens**: each round of the turn that streamed answer tokens is lensed once, over its prompt and its answer
   before its last token (the last token predicts nothing shown). Per answer token, at the position that predicted
-  it: each row's top `SHOWN`, and the chosen token and the alternatives the sampler saw, tracked through the rows
+  it: each row's top `SHOWN`, and the chosen token and the alternatives the sampler saw, row by row,
   by their rank and log-probability among the row's top `depth` (`Model.lens` gives a row's top k only, so a
-  tracked token below them is "not known": `depth` is as large as `LENS_BYTES` allows). The last round's prompt
+  token below them is "not known": `depth` is as large as `LENS_BYTES` allows). The last round's prompt
   positions come too: the model's top choice after each, and the row from which it was.
 - **why**: the token's round's prompt, then the answer before the token, attributed to log p(token) (less
   log p(contrast)); the values are summed per segment of the prompt (its provenance) and for the answer so far.
@@ -46,9 +46,9 @@ from .protocol import (
 SHOWN = 5
 """Each row's top choices a view shows."""
 DEPTH = 64
-"""How deep a row's ranking is read to track the chosen token and its alternatives (at most)."""
+"""How deep a row's ranking is read to find the chosen token and its alternatives in it (at most)."""
 LENS_BYTES = 48 * 2**20
-"""The host bytes a round's lens may take ([rows, T, depth] ids and log-probabilities): a long prompt tracks less
+"""The host bytes a round's lens may take ([rows, T, depth] ids and log-probabilities): a long prompt reads less
 deep (never less than `SHOWN`)."""
 STEPS = 32
 """Integrated gradients' steps when a request does not say."""
@@ -138,7 +138,7 @@ def settled_row(top: np.ndarray, token: int) -> int:
     return int(differs[-1]) + 1 if differs.size else 0
 
 
-def tracked_ids(token: TokenDelta) -> list[int]:
+def series_ids(token: TokenDelta) -> list[int]:
     """The chosen token, then the other alternatives the sampler saw, each once."""
     ids = [token.token_id]
     for alt in token.alternatives:
@@ -147,7 +147,7 @@ def tracked_ids(token: TokenDelta) -> list[int]:
     return ids
 
 
-def track(top_ids: np.ndarray, top_logprobs: np.ndarray, token: int) -> tuple[np.ndarray, np.ndarray]:
+def rank_in(top_ids: np.ndarray, top_logprobs: np.ndarray, token: int) -> tuple[np.ndarray, np.ndarray]:
     """A token's rank (1: top; 0: not among them) and log-probability (NaN: not known) in each row's top list:
     `top_ids` [rows, depth] → int32 [rows], float32 [rows]."""
     hits = top_ids == token
@@ -167,9 +167,9 @@ def lens_reply(model: Any, message: LensRequest, events: Sequence[Event]) -> tup
     rows = model.config.n_layers + 1
     before = compile_seconds()
     started = time.perf_counter()
-    tops, top_lps, ranks, lps, tracked, settled, indices, positions = [], [], [], [], [], [], [], []
+    tops, top_lps, ranks, lps, series, settled, indices, positions = [], [], [], [], [], [], [], []
     prompt_top, prompt_settled, prompt_lps = np.zeros(0, np.int32), [], np.zeros(0, np.float32)
-    width = max(len(tracked_ids(t)) for r in answered for t in r.tokens)
+    width = max(len(series_ids(t)) for r in answered for t in r.tokens)
     depth = DEPTH
     for number, r in enumerate(answered):
         sequence = r.ids + [t.token_id for t in r.tokens[:-1]]
@@ -180,12 +180,12 @@ def lens_reply(model: Any, message: LensRequest, events: Sequence[Event]) -> tup
             ids, logprobs = lens.top_ids[:, at], lens.top_logprobs[:, at]  # [rows, depth]
             tops.append(ids[:, :SHOWN].copy())  # (copies: the round's whole lens is let go after it)
             top_lps.append(logprobs[:, :SHOWN].copy())
-            wanted = tracked_ids(token)
-            tracks = [track(ids, logprobs, t) for t in wanted]
+            wanted = series_ids(token)
+            found = [rank_in(ids, logprobs, t) for t in wanted]
             pad = width - len(wanted)
-            ranks.append(np.stack([rank for rank, _ in tracks] + [np.zeros(rows, np.int32)] * pad))
-            lps.append(np.stack([lp for _, lp in tracks] + [np.full(rows, np.nan, np.float32)] * pad))
-            tracked.append(wanted + [-1] * pad)
+            ranks.append(np.stack([rank for rank, _ in found] + [np.zeros(rows, np.int32)] * pad))
+            lps.append(np.stack([lp for _, lp in found] + [np.full(rows, np.nan, np.float32)] * pad))
+            series.append(wanted + [-1] * pad)
             settled.append(settled_row(ids[:, 0], token.token_id))
             indices.append(token.index)
             positions.append(at)
@@ -198,16 +198,16 @@ def lens_reply(model: Any, message: LensRequest, events: Sequence[Event]) -> tup
     compute_ms = (time.perf_counter() - started) * 1000
     arrays = {
         "top_ids": np.asarray(tops, "<i4"), "top_logprobs": np.asarray(top_lps, "<f4"),
-        "tracked_ranks": np.asarray(ranks, "<i4"), "tracked_logprobs": np.asarray(lps, "<f4"),
+        "series_ranks": np.asarray(ranks, "<i4"), "series_logprobs": np.asarray(lps, "<f4"),
         "prompt_logprobs": np.asarray(prompt_lps, "<f4"),
     }  # fmt: skip
     shown = {int(i) for i in np.unique(arrays["top_ids"])} | {int(i) for i in prompt_top}
-    shown |= {i for ids in tracked for i in ids if i >= 0}
+    shown |= {i for ids in series for i in ids if i >= 0}
     last = answered[-1]
     reply = {
         "type": "lens", "request_id": message["request_id"], "turn_id": message["turn_id"], "layers": rows - 1,
         "k": SHOWN, "depth": depth,
-        "indices": indices, "positions": positions, "tracked": tracked, "settled": settled,
+        "indices": indices, "positions": positions, "series": series, "settled": settled,
         "prompt_tokens": len(last.ids), "prompt_top": [int(i) for i in prompt_top], "prompt_settled": prompt_settled,
         "message_end": last.message_end,
         "arrays": [ArrayInfo(name=name, dtype="int32" if a.dtype.kind == "i" else "float32", shape=list(a.shape))

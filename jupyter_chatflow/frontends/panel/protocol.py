@@ -338,9 +338,9 @@ class LensMessage(TypedDict):
     """The logit lens over a turn: each residual read through the final norm and the output head, before the first
     layer (row 0) and after each layer (row i; the last row is the model's own prediction). Per answer token, at
     the position that predicted it: the top `k` tokens of each row, and the chosen token and its alternatives
-    tracked through the rows. The arrays are the message's binary buffers, in the order `arrays` lists them:
-    `top_ids` int32 [N, layers + 1, k], `top_logprobs` float32 [N, layers + 1, k], `tracked_ranks` int32
-    [N, M, layers + 1] (1: the top choice; 0: below the top `depth`, not known), `tracked_logprobs` float32
+    row by row (`series`). The arrays are the message's binary buffers, in the order `arrays` lists them:
+    `top_ids` int32 [N, layers + 1, k], `top_logprobs` float32 [N, layers + 1, k], `series_ranks` int32
+    [N, M, layers + 1] (1: the top choice; 0: below the top `depth`, not known), `series_logprobs` float32
     [N, M, layers + 1] (NaN where the rank is 0), `prompt_logprobs` float32 [prompt_tokens]."""
 
     type: Literal["lens"]
@@ -349,14 +349,14 @@ class LensMessage(TypedDict):
     layers: int
     k: int
     depth: int
-    """A tracked token's rank and log-probability are known when it is among a row's top `depth`."""
+    """A `series` token's rank and log-probability are known where it is among a row's top `depth`."""
     indices: list[int]
     """The answer tokens covered (their `index`), the arrays' first axis (N)."""
     positions: list[int]
     """Per answer token, the position of its round's sequence (prompt, then the answer) that predicted it."""
-    tracked: list[list[int]]
-    """Per answer token, the ids tracked: the chosen token, then the other alternatives the sampler saw (-1 pads
-    every list to M)."""
+    series: list[list[int]]
+    """Per answer token, the ids read row by row: the chosen token, then the other alternatives the sampler saw
+    (-1 pads every list to M)."""
     settled: list[int]
     """Per answer token, the first row from which it was the top choice through the last row (-1: it is not the
     model's top choice at the last row: the sampler took a lower one)."""
@@ -370,7 +370,7 @@ class LensMessage(TypedDict):
     """The position of the user's message's last token in that prompt (-1: it has none)."""
     arrays: list[ArrayInfo]
     pieces: Pieces
-    """Every id of the top lists, the tracked ids and `prompt_top`."""
+    """Every id of the top lists, of `series` and of `prompt_top`."""
     compile_ms: float
     """XLA compile time in this look (a program is compiled for each look's shapes, then let go)."""
     compute_ms: float

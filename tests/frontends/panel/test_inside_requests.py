@@ -1,7 +1,7 @@
 """The panel's looks inside a finished turn (`inside_requests.py`): the `lens` and `why` requests answered with the
 model's own `lens` and `attribution` over the turn's ids, per segment sums that add up, progress while integrated
 gradients run, and an error reply the view shows for what cannot be looked into. On the tiny random model (its
-vocabulary is small, so the whole ranking of a row is known and a tracked token's rank can be checked)."""
+vocabulary is small, so the whole ranking of a row is known and the rank of each token of a `series` can be checked)."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ import pytest
 
 from jupyter_chatflow.events import ContextAssembled, Run, Segment, TokenDelta, Tokenized
 from jupyter_chatflow.frontends.panel import inside_requests
-from jupyter_chatflow.frontends.panel.inside_requests import rounds_of, segment_sums, settled_row, track
+from jupyter_chatflow.frontends.panel.inside_requests import rank_in, rounds_of, segment_sums, settled_row
 from jupyter_chatflow.frontends.panel.widget import ChatWidget
 from jupyter_chatflow.pipeline.chat import Chat
 from jupyter_chatflow.store.database import Database
@@ -64,24 +64,24 @@ def test_the_lens_reply_is_the_models_lens_at_each_answer_tokens_position(looked
     assert reply["type"] == "lens" and reply["request_id"] == "l1" and reply["layers"] == rows - 1
     assert reply["indices"] == [t.index for t in tokens]
     assert reply["positions"] == list(range(len(prompt) - 1, len(prompt) - 1 + n))
-    assert got["top_ids"].shape == (n, rows, 5) and got["tracked_ranks"].shape[::2] == (n, rows)
+    assert got["top_ids"].shape == (n, rows, 5) and got["series_ranks"].shape[::2] == (n, rows)
     depth = reply["depth"]
     for i, token in enumerate(tokens):
         at = len(prompt) - 1 + i
         assert np.array_equal(got["top_ids"][i], whole.top_ids[:, at, :5])
         np.testing.assert_allclose(got["top_logprobs"][i], whole.top_logprobs[:, at, :5], atol=1e-5)
-        tracked = [t for t in reply["tracked"][i] if t >= 0]
-        assert tracked[0] == token.token_id and set(tracked) == {
+        series = [t for t in reply["series"][i] if t >= 0]
+        assert series[0] == token.token_id and set(series) == {
             token.token_id,
             *(a.token_id for a in token.alternatives),
         }
-        for m, token_id in enumerate(tracked):
+        for m, token_id in enumerate(series):
             rank = np.argmax(whole.top_ids[:, at, :] == token_id, axis=1) + 1  # (every id is in the whole ranking)
             known = rank <= depth
-            assert np.array_equal(got["tracked_ranks"][i, m], np.where(known, rank, 0))
+            assert np.array_equal(got["series_ranks"][i, m], np.where(known, rank, 0))
             exact = whole.top_logprobs[np.arange(rows), at, rank - 1]
-            np.testing.assert_allclose(got["tracked_logprobs"][i, m][known], exact[known], atol=1e-5)
-            assert np.isnan(got["tracked_logprobs"][i, m][~known]).all()
+            np.testing.assert_allclose(got["series_logprobs"][i, m][known], exact[known], atol=1e-5)
+            assert np.isnan(got["series_logprobs"][i, m][~known]).all()
         tops = whole.top_ids[:, at, 0]
         stays = [r for r in range(rows) if all(tops[r:] == token.token_id)]
         assert reply["settled"][i] == (stays[0] if stays else -1)
@@ -226,13 +226,13 @@ def test_a_tool_turns_tokens_belong_to_the_round_they_were_answered_in():
     assert inside_requests.why_input(rounds, 2) == (rounds[1], 1)
 
 
-def test_the_helpers_track_a_token_and_find_the_row_it_settled_at():
+def test_the_helpers_rank_a_token_and_find_the_row_it_settled_at():
     top = np.array([5, 7, 5, 9, 9, 9])
     assert settled_row(top, 9) == 3 and settled_row(top, 5) == -1 and settled_row(np.array([9, 9]), 9) == 0
     ids = np.array([[1, 2, 3], [3, 1, 2]])
     lps = np.array([[-1, -2, -3], [-0.5, -1.5, -2.5]], np.float32)
-    ranks, logprobs = track(ids, lps, 3)
+    ranks, logprobs = rank_in(ids, lps, 3)
     assert ranks.tolist() == [3, 1] and logprobs.tolist() == [-3, -0.5]
-    ranks, logprobs = track(ids, lps, 4)
+    ranks, logprobs = rank_in(ids, lps, 4)
     assert ranks.tolist() == [0, 0] and np.isnan(logprobs).all()
     assert segment_sums(np.array([1.0, 2.0, 4.0], np.float32), np.array([1, 0, 1]), 3).tolist() == [2.0, 5.0, 0.0]
