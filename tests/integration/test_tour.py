@@ -17,7 +17,8 @@ nbconvert = pytest.importorskip("nbconvert")
 pytestmark = pytest.mark.slow
 
 TOUR = Path(__file__).resolve().parents[2] / "examples" / "tour"
-CHAPTERS = sorted(TOUR.glob("[0-9][0-9]_*.ipynb"))
+CHAPTERS = sorted(c for c in TOUR.glob("*.ipynb") if re.match(r"\d\d[a-z]?_", c.name))
+"""NN_name.ipynb in the order a request travels; NNx_name.ipynb (5b) a chapter added after NN without renumbering."""
 QUICKSTART = TOUR.parent / "quickstart.ipynb"
 LIMIT_MIB = 1536  # Binder's 2 GiB hold JupyterLab and the kernel: docs/binder.md says each notebook peaks within this
 CHROMIUM = Path("/usr/bin/chromium")
@@ -26,14 +27,16 @@ WIDGET_STATE = "application/vnd.jupyter.widget-state+json"
 
 def test_the_tour_has_its_chapters_in_the_order_a_request_travels():
     assert len(CHAPTERS) >= 10, [c.name for c in CHAPTERS]
-    numbers = [int(c.name[:2]) for c in CHAPTERS]
-    assert numbers == list(range(1, len(CHAPTERS) + 1))
+    numbered = [c for c in CHAPTERS if c.name[2] == "_"]
+    assert [int(c.name[:2]) for c in numbered] == list(range(1, len(numbered) + 1))
     for chapter in CHAPTERS:
+        label = chapter.name.split("_")[0].lstrip("0")  # "5", or "5b" for a chapter after 5
+        assert re.fullmatch(r"\d+(?:[b-z])?", label) and int(chapter.name[:2]) <= len(numbered), chapter.name
         cells = nbformat.read(chapter, as_version=4).cells
         markdown = sum(c.cell_type == "markdown" for c in cells)
         code = sum(c.cell_type == "code" for c in cells)
         assert markdown >= code, f"{chapter.name}: {markdown} Markdown cells for {code} code cells"
-        assert cells[0].source.startswith(f"# {int(chapter.name[:2])}. "), chapter.name
+        assert cells[0].source.startswith(f"# {label}. "), chapter.name
         endings = [line for c in cells if c.cell_type == "markdown" for line in c.source.splitlines()]
         assert "## Things to try" in endings, chapter.name
 
@@ -119,6 +122,85 @@ def _the_static_copy_shows_the_wire(notebook, key: str) -> None:
     assert key not in copies[0] and "Paris" in copies[0]
 
 
+def test_chapter_5b_as_stored_says_what_its_outputs_show():
+    _the_inside_chapter_says_what_it_shows(nbformat.read(TOUR / "05b_inside.ipynb", as_version=4))
+
+
+def _the_inside_chapter_says_what_it_shows(notebook) -> None:
+    """Chapter 5b's claims, read from its outputs, and its prose's figures, read from the same outputs: ' Rome'
+    becomes the lens's top choice only at the last layer; the tool's result is the prompt part with the largest
+    attribution to the result's first digit, and that digit follows an edited result in most cases; knocking out the
+    head with the highest induction score raises the second copy's loss, leaves the first copy's, and moves it far
+    more than any random head does."""
+    out = "\n".join(o.text for c in notebook.cells if c.cell_type == "code" for o in c.outputs if "text" in o)
+    prose = " ".join(" ".join(c.source.split()) for c in notebook.cells if c.cell_type == "markdown")
+
+    # 1. The lens: the rank of ' Rome' after each layer (row 0: the embeddings).
+    rows = re.findall(r"^ *(embeddings|\d+)  '.*?' [\d.]+% +([\d,]+) +([\d.]+)%$", out, re.M)
+    ranks = [int(rank.replace(",", "")) for _, rank, _ in rows]
+    p_rome = [float(p) for _, _, p in rows]
+    layers = len(rows) - 1
+    assert layers == 30 and ranks[-1] == 1 and min(ranks[:-1]) > 1, ranks
+    assert f"' Rome' is first the top choice at layer {layers} of {layers}" in out
+    assert 'The answer is (d): " Rome" becomes the top choice only at layer 30' in prose
+    thousand = max(i for i, rank in enumerate(ranks) if rank > 1000) + 1  # within the top 1,000 from this layer
+    assert f"Through layer {thousand - 1} the lens ranks it in the thousands" in prose, thousand
+    assert min(ranks[: thousand - 1]) >= 1000 and f"From layer {thousand} on it is within the top thousand" in prose
+    assert f"After layer 29 it ranks {ranks[29]}th with about {p_rome[29]:.0f}%" in prose, (ranks[29], p_rome[29])
+    assert f"the last layer alone lifts it to {p_rome[30]:.0f}%" in prose
+
+    # 2. Attribution: per part of the prompt, the plain and the contrastive totals; then the edited tool results.
+    assert "answer: '17 * 23 = 391.'" in out
+    parts = {name: (float(plain), float(versus)) for name, plain, versus in
+             re.findall(r"^ +(.+?) +\d+ +([+-]\d\.\d{3}) +([+-]\d\.\d{3})$", out, re.M) if name != "all"}  # fmt: skip
+    assert len(parts) == 7, parts
+    assert max(parts, key=lambda name: parts[name][1]) == "tool result", parts
+    prompt_parts = {name: plain for name, (plain, _) in parts.items() if name != "answer so far"}
+    assert max(prompt_parts, key=prompt_parts.__getitem__) == "tool result", prompt_parts
+    said = [f"{parts[name][1]:+.2f}" for name in ("tool result", "user", "tools")]
+    assert f'"4" ({said[0]}), ahead of the user\'s question ({said[1]}) and the instruction' in prose, said
+    assert re.search(r"^ +\d+ +'3' +\+[\d.]+ +\(tool result\)$", out, re.M)
+    fourth = re.findall(r"^ +\d+ +'(.+?)' +\+[\d.]+ +\((.+?)\)$", out, re.M)[3]
+    assert fourth == ("3", "tool result") and 'The tool result\'s own "3" comes fourth' in prose, fourth
+    edits = dict(re.findall(r"the tool says (\d)91: the model writes '(\d)'", out))
+    assert len(edits) == 10 and edits["3"] == "3" and edits["4"] == "4", edits
+    followed = sum(digit == wrote for digit, wrote in edits.items())
+    assert followed >= 6 and f"follows the tool's in {followed} of the 10 cases" in prose, edits
+    missed = [digit for digit, wrote in edits.items() if digit != wrote]
+    listed = f"says {_listed([d + '91' for d in missed], 'or')}, the model writes {_listed([edits[d] for d in missed])}"
+    assert listed in prose, listed
+
+    # 3. Knocking out heads: the losses (first copy, second copy) with none, the top head, the top three, random ones.
+    table = re.findall(r"^ +(.+?) +(\d+\.\d\d) +(\d+\.\d\d) +([+-]\d+\.\d\d)$", out, re.M)
+    losses = {label: (float(one), float(two)) for label, one, two, _ in table}
+    (first, second), (top_first, top_second) = losses["none"], next(v for k, v in losses.items() if "top head" in k)
+    three = next(v for k, v in losses.items() if k.startswith("the top three"))[1]
+    randoms = [two - second for label, (_, two) in losses.items() if label.startswith("random:")]
+    head = re.search(r"the top head, layer (\d+) head (\d+)", out).groups()
+    assert len(randoms) == 12 and second < first - 5, losses
+    assert top_second - second >= 1.0 and abs(top_first - first) < 0.1, losses
+    assert max(abs(change) for change in randoms) < (top_second - second) / 4, randoms
+    assert three > top_second, losses
+    assert f"layer {head[0]} head {head[1]} knocked out, every token of the second copy is less likely" in prose
+    assert re.search(r"^(\d+) of \1 tokens are less likely", out, re.M)
+    assert f"rises from {second:.2f} to {top_second:.2f} nats" in prose
+    assert f"({first:.2f}, then {top_first:.2f})" in prose and f"the loss rises to {three:.2f} nats" in prose
+    small = sum(abs(change) < 0.1 for change in randoms)
+    assert f"{small} of the 12 moved the second copy's loss by less than 0.1 nats" in prose
+    moved = [label.removeprefix("random: ") for label, (_, two) in losses.items() if label.startswith("random:")
+             and abs(two - second) >= 0.1]  # fmt: skip
+    assert all(f"({label})" in prose for label in moved), moved  # each named
+    chapter_5 = nbformat.read(TOUR / "05_transformer.ipynb", as_version=4)
+    assert f"induction: layer {head[0]} head {head[1]}:" in str(chapter_5.cells), "not chapter 5's top head"
+    chapter_9 = nbformat.read(TOUR / "09_tools.ipynb", as_version=4)
+    assert "17 * 23 = 405." in str(chapter_9.cells) and "(it answered 405)" in prose
+
+
+def _listed(items: list[str], last: str = "and") -> str:
+    """The items as prose lists them: a, b and c (or: a, b or c)."""
+    return f"{', '.join(items[:-1])} {last} {items[-1]}" if len(items) > 1 else "".join(items)
+
+
 def as_on_binder(monkeypatch, tmp_path_factory) -> None:
     """The kernels started next map prepared weights, as Binder's do (postBuild prepared them), instead of each
     dequantizing the file as the tests' default (CHATFLOW_WEIGHTS_CACHE=off) has them do, which peaks at ~1.4 GiB
@@ -147,7 +229,7 @@ def kernel_peak_mib(pid: int | None) -> float | None:
     return int(found.group(1)) / 1024 if found else None
 
 
-AFTER_RUN = {"13_wire": _a_panel_shows_a_remote_turn}
+AFTER_RUN = {"05b_inside": _the_inside_chapter_says_what_it_shows, "13_wire": _a_panel_shows_a_remote_turn}
 """Checks of a chapter's own, on its outputs once it has run."""
 
 
