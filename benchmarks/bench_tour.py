@@ -1,7 +1,7 @@
 """Every notebook on a fresh kernel: its run time and the kernel's peak resident memory.
 
 Binder gives a user 1-2 GiB in all (Jupyter and the kernel), so what counts is the peak of the kernel process that
-ran a chapter. Each notebook (by default `examples/quickstart.ipynb` and every `examples/tour/NN_*.ipynb`) is
+ran a chapter. Each notebook (by default `examples/quickstart.ipynb` and every `examples/tour/NN*_*.ipynb`) is
 executed top to bottom with nbclient in a kernel of its own. The kernel's peak so far (VmHWM from
 /proc/<kernel pid>/status) is read after every cell and once more just before the kernel is shut down (a turn
 can run on past its cell); a thread also samples its resident set (VmRSS) every `--interval` seconds. The peak
@@ -39,7 +39,7 @@ ANSI = re.compile(r"\x1b\[[0-9;]*m")
 
 def default_notebooks() -> list[Path]:
     """The quickstart, then the tour's chapters in order."""
-    return [EXAMPLES / "quickstart.ipynb", *sorted((EXAMPLES / "tour").glob("[0-9][0-9]_*.ipynb"))]
+    return [EXAMPLES / "quickstart.ipynb", *sorted((EXAMPLES / "tour").glob("[0-9][0-9]*_*.ipynb"))]
 
 
 def status_mib(pid: int) -> dict[str, float]:

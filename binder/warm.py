@@ -20,7 +20,7 @@ EXAMPLES = Path(__file__).resolve().parents[1] / "examples"
 
 
 def main() -> int:
-    notebooks = [EXAMPLES / "quickstart.ipynb", *sorted((EXAMPLES / "tour").glob("[0-9][0-9]_*.ipynb"))]
+    notebooks = [EXAMPLES / "quickstart.ipynb", *sorted((EXAMPLES / "tour").glob("[0-9][0-9]*_*.ipynb"))]
     with tempfile.TemporaryDirectory() as scratch:
         os.environ["CHATFLOW_DB"] = str(Path(scratch) / "warm.db")  # the visitor starts with an empty history
         for path in notebooks:
