@@ -89,7 +89,7 @@ def test_the_wire_events_mask_the_key_and_add_up(serve, http):
     assert all(a.arrival_ms <= b.arrival_ms for a, b in itertools.pairwise(frames))
     assert frames[0].arrival_ms >= status.elapsed_ms > 0
     # the frames add up to the body: the same request sent directly gives as many bytes (ids of equal length; each
-    # float counted as one character: a logprob's last bits, and so its repr's length, vary with the threads' order)
+    # float counted as one character: a logprob's last bits, and so its repr's length, may differ between the two)
     body = request.body
     with http.stream("POST", request.url, json=body, headers={"Authorization": f"Bearer {KEY}"}) as direct:
         received = b"".join(direct.iter_raw())
