@@ -375,7 +375,11 @@ class InsideLooks:
         except InsideRequestError as error:
             look.fail(error)
             return look
-        job = self.chat.submit(self._run, look, message, events)
+        try:
+            job = self.chat.submit(self._run, look, message, events)
+        except Exception as error:  # (the chat is closed: its clock must stop, and the view hear why)
+            look.fail(error)
+            return look
         job.add_done_callback(lambda done: look.fail(done.exception()) if done.exception() else None)
         return look
 

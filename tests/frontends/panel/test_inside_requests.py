@@ -236,3 +236,21 @@ def test_the_helpers_rank_a_token_and_find_the_row_it_settled_at():
     ranks, logprobs = rank_in(ids, lps, 4)
     assert ranks.tolist() == [0, 0] and np.isnan(logprobs).all()
     assert segment_sums(np.array([1.0, 2.0, 4.0], np.float32), np.array([1, 0, 1]), 3).tolist() == [2.0, 5.0, 0.0]
+
+
+def test_a_look_the_engine_cannot_take_ends_with_an_error_reply_and_its_clock_stops(looked):
+    panel, events, _, _ = looked
+
+    class Closed:
+        abilities = panel.chat.abilities
+
+        def submit(self, *args):
+            raise RuntimeError("the chat is closed")
+
+    sent = Recorder()
+    look = inside_requests.InsideLooks(Closed(), sent).request({"type": "lens", "request_id": "c", "turn_id": "t"},
+                                                               events)  # fmt: skip
+    look._clock.join(2)
+    assert not look._clock.is_alive()
+    [(reply, _)] = [(c, b) for c, b in sent.messages if c["type"] != "inside_progress"]
+    assert reply["type"] == "inside_error" and "the chat is closed" in reply["message"]
