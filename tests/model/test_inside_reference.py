@@ -111,7 +111,7 @@ def test_integrated_gradients_average_the_gradient_on_the_path_from_zero_and_say
         assert said and f"add up to {ig.sum():.3f}" in said[0] and f"moves {moved:.3f}" in said[0], (name, said)
     else:
         assert not said
-    assert seen == [(4, 8), (8, 8)]
+    assert seen == [(2, 8), (4, 8), (6, 8), (8, 8)]
 
 
 def _at_zeros(model, ids, target) -> float:

@@ -62,7 +62,7 @@ class InsideRequestError(ValueError):
 
 
 @dataclasses.dataclass(frozen=True)
-class Round:
+class LookedRound:
     """One prompt of a turn and the answer tokens streamed after it."""
 
     ids: list[int]
@@ -75,9 +75,9 @@ class Round:
     tokens: list[TokenDelta]
 
 
-def rounds_of(events: Sequence[Event]) -> list[Round]:
+def rounds_of(events: Sequence[Event]) -> list[LookedRound]:
     """The turn's rounds, from its `tokenized` events (each with the context assembled before it)."""
-    rounds: list[Round] = []
+    rounds: list[LookedRound] = []
     context: ContextAssembled | None = None
     for event in events:
         if isinstance(event, ContextAssembled):
@@ -89,7 +89,7 @@ def rounds_of(events: Sequence[Event]) -> list[Round]:
     return rounds
 
 
-def _round(prompt: Tokenized, context: ContextAssembled | None) -> Round:
+def _round(prompt: Tokenized, context: ContextAssembled | None) -> LookedRound:
     """A prompt's segments in the context's order (those its provenance uses; a position no run covers is the
     template's), each position's segment, and where the user's message ends."""
     ids = list(prompt.ids)
@@ -106,10 +106,10 @@ def _round(prompt: Tokenized, context: ContextAssembled | None) -> Round:
         segments.append(("template", "template"))
         column[column < 0] = len(segments) - 1
     ends = [r.end - 1 for r in runs if segments[order.index(r.segment)][1] == "user"]
-    return Round(ids=ids, column=column, segments=segments, message_end=max(ends, default=-1), tokens=[])
+    return LookedRound(ids=ids, column=column, segments=segments, message_end=max(ends, default=-1), tokens=[])
 
 
-def finished_rounds(events: Sequence[Event]) -> list[Round]:
+def finished_rounds(events: Sequence[Event]) -> list[LookedRound]:
     """The rounds of a finished turn, or why it has none to look into."""
     if not any(isinstance(e, TERMINAL) for e in events):
         raise InsideRequestError("This turn is still generating: look inside it once it has ended.")
@@ -225,7 +225,7 @@ def _pieces(model: Any, ids: set[int]) -> dict[str, list[str]]:
 # ---- why this token ---------------------------------------------------------------------------------------------
 
 
-def why_input(rounds: Sequence[Round], index: int) -> tuple[Round, int]:
+def why_input(rounds: Sequence[LookedRound], index: int) -> tuple[LookedRound, int]:
     """The round of answer token `index` and its place among that round's tokens."""
     for r in rounds:
         for i, token in enumerate(r.tokens):
