@@ -139,6 +139,10 @@ def test_a_long_answers_title_arrives_mid_answer_from_the_same_scheduler(wide_mo
     # newcomer waits while its batch compiles): done
     # here first, so a busy machine's slow compile cannot outlast the answer
     wide_model.runner.warm(2, MIN_ROW_CACHE)
+    # and a first turn of another session compiles the title's own programs (its prompt's prefill, its batch of
+    # two), which run alone, or first in a worker, would otherwise compile while the 400 tokens stream past them
+    warm = Chat(model=wide_model, db=Database(tmp_path / "warm.db"), session="warm")
+    warm.send("Tell me everything about the history of the printing press.", max_tokens=8, temperature=0.0).events()
     busiest, step = [], chat.scheduler._batch.step
 
     def counted(rows, *rest):
