@@ -112,6 +112,7 @@ def test_the_guide_the_measured_and_the_moved_pages_are_there(site):
         "DESIGN",
         "engine",
         "pipeline",
+        "inside",
         "safety",
         "environment",
         "benchmarks",
