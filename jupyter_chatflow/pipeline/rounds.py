@@ -71,11 +71,6 @@ class Round:
     cut_name: str = ""
     """The name of a call max_tokens cut (`call` stays None: there is no call to run)."""
 
-    @property
-    def all_prefill_ms(self) -> float:
-        """Every prefill of the round (the answer's and a call's): the pipeline's prefill stage."""
-        return self.prefill_ms + self.call_prefill_ms
-
     def tool_call(self, call_id: str, *, cut: bool = False) -> ToolCall:
         """The round's call as an event (`cut`: max_tokens ended it before `</tool_call>`; nothing runs it)."""
         name, arguments = self.call if self.call is not None else (self.cut_name, {})
