@@ -94,7 +94,8 @@ def attribution(
         if progress is not None:
             progress(min(start + STEPS_AT_ONCE, steps), steps)
     values = np.asarray(jnp.sum(total / steps * embeds, axis=-1)[0], np.float32)
-    moved = float(jax.jit(f)(state, embeds) - jax.jit(f)(state, jnp.zeros_like(embeds)))
+    value = jax.jit(f)  # (one program for both ends of the path)
+    moved = float(value(state, embeds) - value(state, jnp.zeros_like(embeds)))
     if abs(float(values.sum()) - moved) > GAP * abs(moved) + 1e-3:
         warnings.warn(completeness_gap(float(values.sum()), moved, steps), RuntimeWarning, stacklevel=3)
     return values
