@@ -20,6 +20,7 @@ import socket
 import subprocess
 import sys
 import time
+import urllib.error
 import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
@@ -88,9 +89,10 @@ def jupyter_lab(root: Path, **env: str) -> Iterator[str]:
            "JUPYTERLAB_SETTINGS_DIR": str(root / "settings"), "JUPYTERLAB_WORKSPACES_DIR": str(root / "ws"),
            **env}  # fmt: skip
     jupyter = Path(sys.executable).with_name("jupyter")
+    # (the notebooks' trust signatures in memory: nothing written to the user's ~/.local/share/jupyter)
     command = [str(jupyter) if jupyter.exists() else "jupyter", "lab", "--no-browser", f"--port={port}",
                "--ServerApp.ip=127.0.0.1", f"--ServerApp.token={TOKEN}", f"--ServerApp.root_dir={root}",
-               "--allow-root"]  # fmt: skip
+               "--allow-root", "--NotebookNotary.db_file=:memory:"]  # fmt: skip
     with (root / "lab.log").open("w") as log:
         server = subprocess.Popen(command, env=env, stdout=log, stderr=subprocess.STDOUT)
         base = f"http://127.0.0.1:{port}"
@@ -305,8 +307,7 @@ def test_the_panel_streams_shows_context_and_attention_stops_resumes_and_forks(p
     page.keyboard.press("Escape")
     page.keyboard.press("Control+s")
     page.wait_for_selector(".lm-TabBar-tab.jp-mod-current.jp-mod-dirty", state="detached", timeout=30_000)
-    with urllib.request.urlopen(f"{page.url.split('/lab')[0]}/api/contents/panel.ipynb?token={TOKEN}") as reply:
-        outputs = json.load(reply)["content"]["cells"][1]["outputs"]
+    outputs = _saved_notebook(page.url.split("/lab")[0], "panel.ipynb")["cells"][1]["outputs"]
     copies = [o["data"]["text/html"] for o in outputs if "cf-static-copy" in o.get("data", {}).get("text/html", "")]
     assert len(copies) == 1 and re.search(rf"tokens: \d+ tokens? generated: {stopped_at} in the answer", copies[0])
     assert re.search(
@@ -354,6 +355,22 @@ def _save_and_reload(page) -> None:
     page.keyboard.press("Control+s")
     page.wait_for_selector(".lm-TabBar-tab.jp-mod-current.jp-mod-dirty", state="detached", timeout=30_000)
     page.reload()
+
+
+def _saved_notebook(base: str, name: str) -> dict:
+    """The notebook `name` as the server reads it from disk. A server error is read again for a while, its reply
+    kept for the failure's message (CI once got a 500 here, right after the save, that no local run showed)."""
+    replies: list[str] = []
+    deadline = time.monotonic() + 30
+    while True:
+        try:
+            with urllib.request.urlopen(f"{base}/api/contents/{name}?token={TOKEN}", timeout=30) as reply:
+                return json.load(reply)["content"]
+        except urllib.error.HTTPError as error:
+            replies.append(f"{error.code}: {error.read()[:2000]!r}")
+            if error.code < 500 or time.monotonic() > deadline:
+                raise AssertionError(f"the server could not read {name}: {replies}") from error
+        time.sleep(1)
 
 
 def _answers(url: str) -> bool:
