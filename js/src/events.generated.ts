@@ -16,6 +16,7 @@ export type EventType =
   | "http_request"
   | "http_response"
   | "sse_frame"
+  | "intervened"
   | "prefill"
   | "token"
   | "tool_call"
@@ -153,6 +154,23 @@ export interface Run {
   segment: number;
   start: number;
   end: number;
+}
+
+/** One attention head: layer and head, from 0. */
+export interface Head {
+  layer: number;
+  head: number;
+}
+
+/**
+ * A vector added to the residual after `layer`: what it is (`label`), its strength (in units of the residual's mean
+ * length there; 0 for a vector given as it is) and its length.
+ */
+export interface Steering {
+  layer: number;
+  label: string;
+  strength: number;
+  norm: number;
 }
 
 /** A token the sampler could have picked at a step. */
@@ -335,6 +353,16 @@ export interface SseFrame extends BaseEvent {
   round: number;
 }
 
+/**
+ * The model that answers this turn is changed (`Chat.intervene`): attention heads knocked out, vectors added to the
+ * residual. Right after `TurnStarted`, so every view of the turn (the static copy, a replay) says so.
+ */
+export interface Intervened extends BaseEvent {
+  type: "intervened";
+  heads: Head[];
+  steering: Steering[];
+}
+
 /** The prompt is in the KV cache; reused tokens came from the prompt cache. */
 export interface PrefillDone extends BaseEvent {
   type: "prefill";
@@ -493,6 +521,7 @@ export type ChatEvent =
   | HttpRequest
   | HttpResponse
   | SseFrame
+  | Intervened
   | PrefillDone
   | TokenDelta
   | ToolCall

@@ -1,5 +1,6 @@
-"""Looking inside a model's prediction: the logit lens, attribution to the prompt's positions, and the logits with
-heads knocked out or the residual steered. `Model.lens`, `Model.attribution` and `Model.logits` call these.
+"""Looking inside a model's prediction: the logit lens and attribution to the prompt's positions (`Model.lens` and
+`Model.attribution` call these; a model with heads knocked out or its residual steered, `Model.intervened`, is
+looked into the same way).
 
 Each runs the transformer's explicit pass (`model/explicit.py`: whole attention matrices, differentiable) in a
 program compiled for this call and let go after it (nothing stays compiled between looks: a tour notebook's memory
@@ -11,7 +12,7 @@ from __future__ import annotations
 
 import dataclasses
 import warnings
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Sequence
 from typing import Literal
 
 import jax
@@ -112,51 +113,6 @@ def completeness_gap(total: float, moved: float, steps: int) -> str:
             f"to this one ({steps} steps): the path from zero passes where the model's norms divide by almost "
             "nothing, and a few dozen points do not follow it. Read the values as a rough picture, or use "
             'method="grad_x_input" (docs/inside.md#integrated-gradients-from-zero).')  # fmt: skip
-
-
-def intervened_logits(
-    transformer: Transformer, ids: Sequence[int], ablate_heads: Mapping[int, Sequence[int]],
-    steer: Mapping[int, np.ndarray],
-) -> np.ndarray:  # fmt: skip
-    """Next-token logits after every position, float32 [T, V], with the heads `ablate_heads` names ({layer:
-    [heads]}) knocked out (their outputs zeroed before the output projection) and `steer`'s vectors ({layer: v})
-    added to the residual after their layers."""
-    keep, add = interventions(transformer, ablate_heads, steer)
-    graphdef, state = nnx.split(transformer)
-
-    @jax.jit
-    def run(state, tokens, keep, add):
-        model = nnx.merge(graphdef, state)
-        return explicit.lens_logits(model, explicit.residuals(model, tokens, keep=keep, steer=add)[-1][0])
-
-    return np.asarray(run(state, _tokens(ids), keep, add))
-
-
-def interventions(
-    transformer: Transformer, ablate_heads: Mapping[int, Sequence[int]], steer: Mapping[int, np.ndarray]
-) -> tuple[jax.Array, jax.Array]:
-    """`ablate_heads` and `steer` checked, as the explicit pass takes them: keep [L, h] and add [L, d]."""
-    config = transformer.config
-    layers, heads, dim = config.n_layers, config.n_heads, config.dim
-    keep, add = np.ones((layers, heads), np.float32), np.zeros((layers, dim), np.float32)
-    for where, chosen in ablate_heads.items():
-        _check_layer(where, layers, "ablate_heads")
-        for head in chosen:
-            if isinstance(head, bool) or not isinstance(head, (int, np.integer)) or not 0 <= head < heads:
-                raise GenerationError(f"ablate_heads[{where}] names head {head!r}: heads are 0 to {heads - 1}")
-            keep[where, head] = 0.0
-    for where, vector in steer.items():
-        _check_layer(where, layers, "steer")
-        v = np.asarray(vector, np.float32)
-        if v.shape != (dim,):
-            raise GenerationError(f"steer[{where}] must be a vector of the model's width ({dim}), got shape {v.shape}")
-        add[where] += v
-    return jnp.asarray(keep), jnp.asarray(add)
-
-
-def _check_layer(layer: object, layers: int, option: str) -> None:
-    if isinstance(layer, bool) or not isinstance(layer, (int, np.integer)) or not 0 <= layer < layers:
-        raise GenerationError(f"{option} names layer {layer!r}: the model's layers are 0 to {layers - 1}")
 
 
 def _tokens(ids: Sequence[int]) -> jax.Array:

@@ -26,6 +26,7 @@ from . import inside
 from .chunks import MIN_BUCKET, MIN_CACHE, PREFILL_CHUNK, bucket, prefill_chunks, room
 from .constraint import Constraint
 from .generation import Generation, GenerationCounts, RawStep
+from .intervention import Direction, Intervention, Steer
 from .prompt_cache import PromptCache
 from .run import SequenceState, raw_step
 from .runner import Runner
@@ -60,6 +61,9 @@ class Model:
         """How the weights are held: "float" (dequantized to `dtype`), "as-file" (the GGUF's own blocks) or "int8"."""
         self.devices = 1 if mesh is None else mesh.size
         """How many devices the weights and caches are spread over (`load_model(devices=N)`, engine/mesh.py)."""
+        self.mesh = mesh
+        self.intervention: Intervention | None = None
+        """What `intervened` changed in this model (None: the model as its file has it)."""
         self.runner = Runner(config, transformer, mesh)
         """What runs the transformer (`runner.py`): `model.runner.release_programs()` lets go of the compiled
         programs and the prompt cache."""
@@ -236,12 +240,10 @@ class Model:
         """Next-token logits after every position: float32 [T, V] (for tests and analysis; T is kept modest).
 
         `ablate_heads={layer: [heads]}`: those heads' outputs zeroed before the layer's output projection;
-        `steer={layer: v}`: `v` (the model's width; scale it by your strength) added to the residual after that
-        layer. Either runs the explicit pass (`inside.intervened_logits`); with neither (or both empty) these are
-        exactly the serving path's logits."""
+        `steer={layer: v}`: `v` (the model's width, or a `Direction` times a strength) added to the residual after
+        that layer: the logits of `intervened(ablate_heads, steer)`, on the same compiled programs."""
         if ablate_heads or steer:
-            ids = self.runner.check_prompt(token_ids)
-            return inside.intervened_logits(self.runner.transformer, ids.tolist(), ablate_heads or {}, steer or {})
+            return self.intervened(ablate_heads, steer).logits(token_ids)
         ids, rows = self.runner.check_prompt(token_ids), []
         cache = self.runner.scratch_cache(ids)
         try:
@@ -250,6 +252,42 @@ class Model:
         finally:
             self.runner.keep(cache, ids)
         return np.concatenate(rows)
+
+    def intervened(
+        self,
+        ablate_heads: Mapping[int, Sequence[int]] | None = None,
+        steer: Mapping[int, np.ndarray | Steer] | None = None,
+    ) -> Model:
+        """This model with attention heads knocked out (`ablate_heads={layer: [heads]}`: their outputs zeroed before
+        the layer's output projection) and vectors added to the residual after layers (`steer={layer: v}`, `v` of
+        the model's width or a `Direction` times a strength). It shares this model's weights and compiled programs
+        (nothing is copied or compiled) and has a prompt cache of its own; `intervention` says what changed."""
+        intervention = Intervention.of(self.config, ablate_heads, steer)
+        keep, add = intervention.arrays(self.config)
+        transformer = self.runner.transformer.intervened(keep, add)
+        other = Model(self.config, self.tokenizer, transformer, path=self.path, mesh=self.mesh,
+                      weights_format=self.weights_format)  # fmt: skip
+        other.intervention = intervention
+        return other
+
+    def direction(self, layer: int, toward: str | Sequence[str], away: str | Sequence[str]) -> Direction:
+        """The direction from `away` to `toward` in the residual stream after `layer` (1 to the model's layers):
+        the difference of the mean states over each side's texts' tokens, of length 1, with the mean length of
+        those states (`Direction.scale`). `model.intervened(steer={layer: direction * 4})` steers along it."""
+        if isinstance(layer, bool) or not isinstance(layer, int) or not 1 <= layer <= self.config.n_layers:
+            raise GenerationError(f"layer must be 1 to the model's {self.config.n_layers} layers, got {layer!r}")
+        sides = [[toward] if isinstance(toward, str) else list(toward), [away] if isinstance(away, str) else list(away)]
+        if not all(sides[0]) or not all(sides[1]) or not sides[0] or not sides[1]:
+            raise GenerationError("direction needs at least one non-empty text on each side")
+        toward_states, away_states = (np.concatenate([self._states_after(t, layer) for t in side]) for side in sides)
+        return Direction.between(toward_states, away_states, layer, f"{_quoted(sides[0])} − {_quoted(sides[1])}")
+
+    def _states_after(self, text: str, layer: int) -> np.ndarray:
+        """The residual after `layer` at each token of `text` (encoded as it is, without a template): [t, d]."""
+        ids = self.tokenizer.encode(text)
+        if not ids or len(ids) > PREFILL_CHUNK:
+            raise GenerationError(f"each text of a direction is 1 to {PREFILL_CHUNK} tokens; one has {len(ids)}")
+        return self.runner.layer_states(ids, (layer,))[0]
 
     def lens(self, token_ids: Sequence[int], k: int = 5) -> inside.Lens:
         """The logit lens: what the model would predict after each position had it stopped after each layer. Row 0
@@ -291,3 +329,15 @@ class Model:
         finally:
             self.runner.keep(cache, ids)
         return reused
+
+
+def _quoted(texts: Sequence[str]) -> str:
+    """Texts as a label says them: "a" or "a" + "b" (each cut to 40 characters, at a word)."""
+    return " + ".join(f'"{_cut(t)}"' for t in texts[:3]) + (f" + {len(texts) - 3} more" if len(texts) > 3 else "")
+
+
+def _cut(text: str, at: int = 40) -> str:
+    if len(text) <= at:
+        return text
+    head = text[:at].rsplit(" ", 1)[0] or text[:at]
+    return head + "…"

@@ -20,7 +20,7 @@ from jupyter_chatflow.engine.generation import Alternative
 
 from .base import Emitter, Event
 from .ends import Cancelled, Completed, Failed, MemoryWritten, TitleGenerated
-from .generation import PrefillDone, TokenDelta, ToolCall, ToolResult
+from .generation import Intervened, PrefillDone, TokenDelta, ToolCall, ToolResult
 from .kinds import (
     CallGuard,
     EventType,
@@ -45,13 +45,13 @@ from .stages import (
     Tokenized,
     TurnStarted,
 )
-from .values import Run, Segment, Snippet, Span, Timings, Trim, Usage
+from .values import Head, Run, Segment, Snippet, Span, Steering, Timings, Trim, Usage
 
 __all__ = [
     "EVENT_TYPES", "TERMINAL", "Alternative", "CallGuard", "Cancelled", "Completed", "ContextAssembled", "Emitter",
-    "Event", "EventType", "Failed", "FinishReason", "HttpRequest", "HttpResponse", "MemoryOperation",
-    "MemoryRecalled", "MemoryWritten", "PrefillDone", "PrefillKind", "Run", "SafetyAction", "SafetyDecision",
-    "SafetyLayer", "Segment", "SegmentKind", "Snippet", "Span", "SseFrame", "Timings", "TitleGenerated",
-    "TitleSource", "TokenDelta", "Tokenized", "ToolCall", "ToolResult", "Trim", "TrimAction", "TrimStrategy",
-    "TurnStarted", "Usage", "event_from_dict",
+    "Event", "EventType", "Failed", "FinishReason", "Head", "HttpRequest", "HttpResponse", "Intervened",
+    "MemoryOperation", "MemoryRecalled", "MemoryWritten", "PrefillDone", "PrefillKind", "Run", "SafetyAction",
+    "SafetyDecision", "SafetyLayer", "Segment", "SegmentKind", "Snippet", "Span", "SseFrame", "Steering", "Timings",
+    "TitleGenerated", "TitleSource", "TokenDelta", "Tokenized", "ToolCall", "ToolResult", "Trim", "TrimAction",
+    "TrimStrategy", "TurnStarted", "Usage", "event_from_dict",
 ]  # fmt: skip

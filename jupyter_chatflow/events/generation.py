@@ -9,6 +9,29 @@ from jupyter_chatflow.engine.generation import Alternative
 
 from .base import Event
 from .kinds import CallGuard, PrefillKind
+from .values import Head, Steering
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class Intervened(Event):
+    """The model that answers this turn is changed (`Chat.intervene`): attention heads knocked out, vectors added
+    to the residual. Right after `TurnStarted`, so every view of the turn (the static copy, a replay) says so."""
+
+    type: ClassVar[Literal["intervened"]] = "intervened"
+    heads: tuple[Head, ...] = ()
+    steering: tuple[Steering, ...] = ()
+
+    def describe(self) -> str:
+        """In words: "heads 3.1 and 3.4 knocked out; steered at layer 10 along … (strength 4)"."""
+        parts = []
+        if self.heads:
+            names = [f"{h.layer}.{h.head}" for h in self.heads]
+            listed = names[0] if len(names) == 1 else ", ".join(names[:-1]) + " and " + names[-1]
+            parts.append(f"{'head' if len(names) == 1 else 'heads'} {listed} knocked out")
+        for s in self.steering:
+            how = f"strength {s.strength:g}" if s.strength else f"length {s.norm:.3g}"
+            parts.append(f"steered after layer {s.layer} along {s.label} ({how})")
+        return "; ".join(parts) or "nothing changed"
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)

@@ -6,8 +6,8 @@ from typing import Literal
 
 EventType = Literal[
     "turn_started", "safety_decision", "memory_recalled", "context_assembled", "tokenized", "http_request",
-    "http_response", "sse_frame", "prefill", "token", "tool_call", "tool_result", "memory_written", "title_generated",
-    "completed", "cancelled", "error",
+    "http_response", "sse_frame", "intervened", "prefill", "token", "tool_call", "tool_result", "memory_written",
+    "title_generated", "completed", "cancelled", "error",
 ]  # fmt: skip
 """Every event's `type`, in pipeline order (a remote turn's `http_*` and `sse_frame` stand where a local one
 prefills: see `pipeline/remote.py`)."""

@@ -6,7 +6,7 @@ from typing import Any
 
 from .base import Event, decode
 from .ends import Cancelled, Completed, Failed, MemoryWritten, TitleGenerated
-from .generation import PrefillDone, TokenDelta, ToolCall, ToolResult
+from .generation import Intervened, PrefillDone, TokenDelta, ToolCall, ToolResult
 from .kinds import EventType
 from .stages import (
     ContextAssembled,
@@ -23,8 +23,8 @@ EVENT_TYPES: dict[EventType, type[Event]] = {
     cls.type: cls
     for cls in (
         TurnStarted, SafetyDecision, MemoryRecalled, ContextAssembled, Tokenized, HttpRequest, HttpResponse,
-        SseFrame, PrefillDone, TokenDelta, ToolCall, ToolResult, MemoryWritten, TitleGenerated, Completed, Cancelled,
-        Failed,
+        SseFrame, Intervened, PrefillDone, TokenDelta, ToolCall, ToolResult, MemoryWritten, TitleGenerated, Completed,
+        Cancelled, Failed,
     )
 }  # fmt: skip
 TERMINAL = (Completed, Cancelled, Failed)

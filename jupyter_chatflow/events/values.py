@@ -59,6 +59,25 @@ class Snippet:
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
+class Head:
+    """One attention head: layer and head, from 0."""
+
+    layer: int
+    head: int
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class Steering:
+    """A vector added to the residual after `layer`: what it is (`label`), its strength (in units of the residual's
+    mean length there; 0 for a vector given as it is) and its length."""
+
+    layer: int
+    label: str
+    strength: float
+    norm: float
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
 class Usage:
     """The tokens of one turn, over all its rounds (a tool call and the answer from its result are two): what the
     OpenAI APIs call usage, plus the tokens the prompt cache saved. Summed once, by the turn's answerer (a local

@@ -1,5 +1,6 @@
-"""The transformer's forward pass written out, for looking inside it: every layer's residual stream, with heads
-knocked out or a direction added, and differentiable end to end.
+"""The transformer's forward pass written out, for looking inside it: every layer's residual stream,
+differentiable end to end (a model with heads knocked out or a direction added, `Transformer.intervened`, runs it
+with those changes: they are its weights).
 
 The serving path (`transformer.Transformer.__call__`) attends through a KV cache and, on CPU, streams the keys in
 blocks inside a loop (`attention.streamed`) that reverse-mode differentiation cannot go through. This pass has no
@@ -23,9 +24,8 @@ from .attention import softcap
 from .transformer import NO_WINDOW, Attention, Block, Transformer
 
 
-def attend(attn: Attention, x: jax.Array, cos: jax.Array, sin: jax.Array, keep: jax.Array | None) -> jax.Array:
-    """Layer attention of x [b, s, d] over itself, causally, with the whole score matrix; `keep` [h] scales each
-    query head's output before the output projection (0: the head knocked out)."""
+def attend(attn: Attention, x: jax.Array, cos: jax.Array, sin: jax.Array) -> jax.Array:
+    """Layer attention of x [b, s, d] over itself, causally, with the whole score matrix."""
     s = x.shape[1]
     q, kk, v = attn.qkv(x, cos, sin)  # [b, k, m, e] (m = (g, s)), [b, k, s, e]
     scores = softcap(jnp.einsum("bkme,bkte->bkmt", q, kk).astype(jnp.float32), attn.cap)
@@ -36,37 +36,25 @@ def attend(attn: Attention, x: jax.Array, cos: jax.Array, sin: jax.Array, keep: 
     visible = (rel >= 0) & (rel < window)
     probs = jax.nn.softmax(jnp.where(visible, scores, -jnp.inf), axis=-1)
     out = jnp.einsum("bkmt,bkte->bkme", probs.astype(v.dtype), v)
-    heads = attn.heads(out, s)  # [b, s, h, e]
-    if keep is not None:
-        heads = heads * keep[None, None, :, None].astype(heads.dtype)
-    return attn.output(heads)
+    return attn.output(attn.heads(out, s))  # (each head weighted by its `keep`)
 
 
-def layer(block: Block, x: jax.Array, cos: jax.Array, sin: jax.Array, keep: jax.Array | None) -> jax.Array:
+def layer(block: Block, x: jax.Array, cos: jax.Array, sin: jax.Array) -> jax.Array:
     """One layer as `Block.__call__` runs it, its attention written out (`attend`)."""
-    assert block.attn_norm is not None and block.ffn_norm is not None  # (every family has both)
-    attn_out = attend(block.attn, block.attn_norm(x), cos, sin, keep)
-    x = x + (attn_out if block.post_attn_norm is None else block.post_attn_norm(attn_out))
-    ffn_out = block.ffn(block.ffn_norm(x))
-    return x + (ffn_out if block.post_ffn_norm is None else block.post_ffn_norm(ffn_out))
+    assert block.attn_norm is not None  # (every family has one)
+    return block.rest(x, attend(block.attn, block.attn_norm(x), cos, sin))
 
 
-def residuals(
-    model: Transformer, tokens: jax.Array, *, keep: jax.Array | None = None, steer: jax.Array | None = None,
-    embeds: jax.Array | None = None,
-) -> jax.Array:  # fmt: skip
+def residuals(model: Transformer, tokens: jax.Array, *, embeds: jax.Array | None = None) -> jax.Array:
     """The residual stream of tokens [b, T] from position 0: before the first layer, then after each layer,
-    [L + 1, b, T, d]. `keep` [L, h]: each layer's heads' weights (1 keeps, 0 knocks out); `steer` [L, d]: a vector
-    added to the residual after each layer; `embeds` [b, T, d]: the vectors fed to the first layer, in place of
-    the tokens' own (a baseline, or a point on an integration path)."""
+    [L + 1, b, T, d]. `embeds` [b, T, d]: the vectors fed to the first layer, in place of the tokens' own (a
+    baseline, or a point on an integration path)."""
     x, cos, sin = model.embed_chunk(tokens, 0)
     if embeds is not None:
         x = embeds.astype(x.dtype)
     stream = [x]
-    for i, block in enumerate(model.blocks):
-        x = layer(block, x, cos, sin, None if keep is None else keep[i])
-        if steer is not None:
-            x = x + steer[i].astype(x.dtype)
+    for block in model.blocks:
+        x = layer(block, x, cos, sin)
         stream.append(x)
     return jnp.stack(stream)
 

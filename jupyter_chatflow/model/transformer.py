@@ -150,6 +150,8 @@ class Attention(nnx.Module):
         self.window = Buffer(jnp.int32(config.window_of(layer) or NO_WINDOW)) if sliding else None
         self.local = Buffer(jnp.int32(layer in config.sliding_layers)) if config.local_rope_base else None
         """Which of the rope tables (`Transformer.embed_chunk`) this layer rotates by: 1 for the local one."""
+        self.keep = Buffer(jnp.ones((config.n_heads,), jnp.float32))
+        """Each query head's weight before the output projection: 1, or 0 for a head knocked out (`intervened`)."""
 
     def __call__(self, x, cos, sin, keys, values, start):
         """Attend x [b, s, d] at positions start.. to the cache [b, k, T, e] and to itself (causally).
@@ -196,8 +198,9 @@ class Attention(nnx.Module):
         return out.reshape(b, k, self.n_heads // k, s, e).transpose(0, 3, 1, 2, 4).reshape(b, s, self.n_heads, e)
 
     def output(self, heads: jax.Array) -> jax.Array:
-        """The heads' outputs [b, s, h, e] through the output projection: [b, s, d]."""
+        """The heads' outputs [b, s, h, e], each scaled by its `keep`, through the output projection: [b, s, d]."""
         b, s, h, e = heads.shape
+        heads = heads * self.keep[...].astype(heads.dtype)[:, None]
         return project(heads.reshape(b, s, h * e), self.wo)
 
 
@@ -244,14 +247,22 @@ class Block(nnx.Module):
         self.attn = Attention(config, weights, layer)
         self.ffn_norm, self.post_ffn_norm = norm("ffn_norm"), norm("post_ffn_norm")
         self.ffn = FeedForward(weights["w_gate_up"], weights["w_down"], config.family.activation)
+        self.steer = Buffer(jnp.zeros((config.dim,), jnp.float32))
+        """A vector added to the residual after the layer: zeros, or a direction steered along (`intervened`)."""
 
     def __call__(self, x, cos, sin, keys, values, start):
         """x [b, s, d] through the layer, attending to its cache [b, k, T, e]: (x, keys, values, queries), the
         chunk's own keys/values [b, k, s, e] and queries [b, h, s, e] as `Attention` returns them."""
         attn_out, k, v, queries = self.attn(self.attn_norm(x), cos, sin, keys, values, start)
+        return self.rest(x, attn_out), k, v, queries
+
+    def rest(self, x: jax.Array, attn_out: jax.Array) -> jax.Array:
+        """The layer after its attention: the attention's output added back, the feed-forward, the steering."""
+        assert self.ffn_norm is not None  # (every family has one)
         x = x + (attn_out if self.post_attn_norm is None else self.post_attn_norm(attn_out))
         ffn_out = self.ffn(self.ffn_norm(x))
-        return x + (ffn_out if self.post_ffn_norm is None else self.post_ffn_norm(ffn_out)), k, v, queries
+        x = x + (ffn_out if self.post_ffn_norm is None else self.post_ffn_norm(ffn_out))
+        return x + self.steer[...].astype(x.dtype)
 
 
 class Transformer(nnx.Module):
@@ -293,6 +304,17 @@ class Transformer(nnx.Module):
                 probed = queries if probed is None else jnp.where(probe_layer == i, queries, probed)
         return self.norm(x), KVCache(keys=tuple(keys), values=tuple(values)), probed
 
+    def intervened(self, keep: np.ndarray, steer: np.ndarray) -> Transformer:
+        """This model with each layer's heads weighted by `keep` [L, h] (0 knocks a head out) and `steer` [L, d]
+        added to the residual after each layer. The weights are the same arrays (nothing is copied), and the
+        graph the same: its programs are this model's, compiled once for both."""
+        graphdef, state = nnx.split(self)
+        other = nnx.merge(graphdef, state)
+        for block, weights, vector in zip(other.blocks, keep, steer, strict=True):
+            block.attn.keep.set_value(_placed(weights, block.attn.keep.get_value()))
+            block.steer.set_value(_placed(vector, block.steer.get_value()))
+        return other
+
     def embed_chunk(self, tokens, start):
         """The first layer's input for tokens [b, s] at positions start..: (x [b, s, d], RoPE cos, sin
         [tables, b, s, r/2], one table per rope of the model: a layer picks its own)."""
@@ -312,6 +334,14 @@ class Transformer(nnx.Module):
         caps them)."""
         head = self.embed if self.head is None else self.head
         return softcap(head_logits(hidden, head).astype(jnp.float32), self.final_cap)
+
+
+def _placed(values: np.ndarray, like: jax.Array) -> jax.Array:
+    """`values` as an array of `like`'s dtype placed as `like` is: on a mesh, over its devices; else on the default
+    device, uncommitted as the model's own arrays are (a committed one is another program's argument to jit)."""
+    if isinstance(like.sharding, jax.sharding.SingleDeviceSharding):
+        return jnp.asarray(values, like.dtype)
+    return jax.device_put(np.asarray(values, like.dtype), like.sharding)
 
 
 def inverse_frequencies(config: ModelConfig, freq_factors: np.ndarray | None = None) -> np.ndarray:

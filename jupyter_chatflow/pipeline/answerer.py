@@ -18,7 +18,7 @@ import threading
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Literal, Protocol
 
-from jupyter_chatflow.events import Event, TitleGenerated
+from jupyter_chatflow.events import Event, Intervened, TitleGenerated
 
 if TYPE_CHECKING:
     from jupyter_chatflow.engine.generation import Step
@@ -73,6 +73,8 @@ class TurnSetup:
     """Tokens the answer starts with (a fork: the forked answer up to a token, then the chosen alternative)."""
     queued_ms: float = 0.0
     """How long the request waited for the chat's worker thread."""
+    intervened: Intervened | None = None
+    """What the answering model has changed (`Chat.intervene`): published right after the turn's start."""
 
 
 class TurnSide(Protocol):

@@ -22,18 +22,22 @@ is then loaded). Everything else a turn does is the same `Turn` (`turn.py`) for 
 from __future__ import annotations
 
 import dataclasses
+import functools
 import os
 import threading
 import time
 import uuid
 import warnings
 import weakref
-from collections.abc import Callable
+from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Any, TypeVar
 
+import numpy as np
+
 from jupyter_chatflow.account import settled
 from jupyter_chatflow.engine.generation import Step
+from jupyter_chatflow.engine.intervention import Steer
 from jupyter_chatflow.engine.model import Model
 from jupyter_chatflow.engine.scheduler import Scheduler
 from jupyter_chatflow.errors import ChatflowError
@@ -44,6 +48,7 @@ from jupyter_chatflow.events import (
     ContextAssembled,
     Emitter,
     Event,
+    Intervened,
     TitleGenerated,
     TurnStarted,
 )
@@ -54,7 +59,7 @@ from jupyter_chatflow.store.telemetry import Telemetry, turn_record
 
 from .answerer import Abilities, Answerer, TurnSetup
 from .chat_model import local_model
-from .fork import fork_request
+from .fork import fork_request, intervened_event, repeat_request
 from .keeper import TurnKeeper
 from .local import LocalAnswerer
 from .remote import ServerAnswerer, prompted_user_text
@@ -187,13 +192,36 @@ class Chat:
         if not self.abilities.fork:
             raise RequestError(f"This chat's turns go to {self.abilities.where}, which sends no token ids: its "
                                "answers cannot be forked.")  # fmt: skip
-        active = self._active()
-        if not active or active[-1].id != turn_id:
-            raise RequestError("Only the latest turn of the session can be forked (later turns build on it).")
-        parent = active[-1]
+        parent = self._latest(turn_id, "forked")
         request, prefix = fork_request(parent, index, token_id, self.model.tokenizer, self.session.name)
         tools, cancel, history = self._tools(request), threading.Event(), self._history(exclude=parent.id)
         log = WrittenLog(lambda: self._submit(self._run, request, tools, log, cancel, history, prefix), cancel)
+        self._current = cancel
+        return Response(log)
+
+    def intervene(
+        self, turn_id: str, *, ablate_heads: Mapping[int, Sequence[int]] | None = None,
+        steer: Mapping[int, np.ndarray | Steer] | None = None,
+    ) -> Response:  # fmt: skip
+        """Answer the latest turn again on this chat's model with attention heads knocked out (`ablate_heads=
+        {layer: [heads]}`) or the residual steered (`steer={layer: model.direction(…) * strength}`, or a vector of
+        the model's width): `Model.intervened`, which shares the weights and the compiled programs. The new turn is
+        a fork of that turn from its start (`fork_of` set): it starts with an `Intervened` event saying what
+        changed, and replaces the turn in the history, as a fork does; the model is as it was for later turns."""
+        if not self.abilities.fork:
+            raise RequestError(f"This chat's turns go to {self.abilities.where}, whose model cannot be changed from "
+                               "here: interventions need this process's model.")  # fmt: skip
+        parent = self._latest(turn_id, "changed and answered again")
+        model = self.model.intervened(ablate_heads, steer)
+        assert model.intervention is not None
+        if model.intervention.empty:
+            raise RequestError("That intervention changes nothing: name heads to knock out, or a steering vector "
+                               "that is not zero.")  # fmt: skip
+        request = repeat_request(parent, self.session.name)
+        answerer = LocalAnswerer(model, window=self.answerer.abilities.window)
+        tools, cancel, history = self._tools(request), threading.Event(), self._history(exclude=parent.id)
+        run = functools.partial(self._run, answerer=answerer, intervened=intervened_event(model.intervention))
+        log = WrittenLog(lambda: self._submit(run, request, tools, log, cancel, history), cancel)
         self._current = cancel
         return Response(log)
 
@@ -257,19 +285,22 @@ class Chat:
         return self._worker.submit(run, *args, submitted=time.perf_counter())
 
     def _run(self, request: ChatRequest, tools: list, out: WrittenLog, cancel: threading.Event,
-             history: list | None = None, prefix: tuple[Step, ...] = (), *, submitted: float) -> None:  # fmt: skip
+             history: list | None = None, prefix: tuple[Step, ...] = (), *, submitted: float,
+             answerer: Answerer | None = None, intervened: Intervened | None = None) -> None:  # fmt: skip
         """On the worker thread: run the turn, stamping each event; store the turn before its last event goes out.
         A session's first answer gets the session's title written beside it (`TitleTask`): mid-answer, or after
-        the end for a short answer (a late event); the engine is done with the turn once the title is out."""
+        the end for a short answer (a late event); the engine is done with the turn once the title is out. The
+        turn is this chat's answerer's, or `answerer`'s (an intervened model's: its scheduler rests after)."""
         emitter, lock = Emitter(f"turn_{uuid.uuid4().hex[:16]}"), threading.Lock()
         log: list[Event] = []
         kept = TurnKeeper(self.sessions if self.persist else None, self.session.id, out.note)
+        answering = answerer or self.answerer
 
         setup = self._setup(request, tools, self._history() if history is None else history, prefix)
-        setup.queued_ms = (time.perf_counter() - submitted) * 1000
+        setup.queued_ms, setup.intervened = (time.perf_counter() - submitted) * 1000, intervened
         # unstored: no title; a fork keeps its parent's
         needed = self.persist and not self.session.title and not request.fork_of
-        title = self.answerer.titler(turn_policy(self.policy, request.features.safety), needed, lambda e: emit(e))
+        title = answering.titler(turn_policy(self.policy, request.features.safety), needed, lambda e: emit(e))
 
         def emit(event: Event) -> None:  # from the turn's thread, and the title's
             with lock:
@@ -290,10 +321,12 @@ class Chat:
                 title.see(stamped)
 
         try:
-            Turn(self.answerer, setup, request, emit, cancel).run()
+            Turn(answering, setup, request, emit, cancel).run()
             title.finish(log)
         finally:
             out.end()  # readers never wait forever, whatever happened
+            if answerer is not None and answerer.scheduler is not None:
+                answerer.scheduler.rest()
 
     def _titled(self, started: Event, event: TitleGenerated, late: bool) -> None:
         """The title went out (mid-answer, or after a short answer): it goes to the turn's session too, and to
@@ -332,6 +365,13 @@ class Chat:
         if self._prewarming is not None and self._prewarming[0] != unless:
             self._prewarming[1].set()
         self._prewarming = None
+
+    def _latest(self, turn_id: str, done: str) -> TurnRecord:
+        """The session's latest turn, which must be `turn_id`: only it can be forked or answered again."""
+        active = self._active()
+        if not active or active[-1].id != turn_id:
+            raise RequestError(f"Only the latest turn of the session can be {done} (later turns build on it).")
+        return active[-1]
 
     def _active(self) -> list[TurnRecord]:
         """The session's turns without those a fork replaced."""

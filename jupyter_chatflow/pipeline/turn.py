@@ -83,6 +83,8 @@ class Turn:
                 created=time.time(), fork_of=self.request.fork_of, fork_index=self.request.fork_index,
                 queued_ms=self.setup.queued_ms, **self.request.envelope(),
             ))  # fmt: skip
+            if self.setup.intervened is not None:
+                self.publish(self.setup.intervened)
             self._pipeline()
         except KeyboardInterrupt:
             self.cancel.set()

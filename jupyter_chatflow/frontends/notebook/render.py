@@ -21,6 +21,7 @@ from jupyter_chatflow.events import (
     Failed,
     HttpRequest,
     HttpResponse,
+    Intervened,
     MemoryRecalled,
     MemoryWritten,
     SafetyDecision,
@@ -63,6 +64,10 @@ class TurnView:
         """A fork's: the token of the forked answer it regenerated from (-1: not a fork)."""
         self.replaced_at = -1
         """Set by the caller on a turn a fork replaced: the token the fork regenerated from (-1: not replaced)."""
+        self.intervened: Intervened | None = None
+        """An intervened turn's (`Chat.intervene`): what its model had changed."""
+        self.replaced_by = ""
+        """Set by the caller on a turn an intervened turn replaced: what that turn's model had changed, in words."""
 
     def add(self, event: Event) -> None:
         """Take one event into account."""
@@ -92,6 +97,8 @@ class TurnView:
             self.text = event.text or self.text
         elif isinstance(event, TurnStarted) and event.fork_of:
             self.fork_index = event.fork_index
+        elif isinstance(event, Intervened):
+            self.intervened = event
 
     @property
     def account(self) -> TurnAccount:
@@ -112,6 +119,7 @@ class TurnView:
     def details(self) -> list[str]:
         """One short line per pipeline stage that has something to say."""
         lines = [
+            f"intervention: {self.intervened.describe()}" if self.intervened is not None else "",
             self._safety_line(),
             self._memory_line(),
             self._context_line(),
@@ -146,9 +154,14 @@ class TurnView:
         if self.replaced_at >= 0:
             at = self._token_text(self.replaced_at, "here")
             return f"✕ replaced by the next turn, regenerated from token {self.replaced_at}{at}: no longer in the chat"
+        if self.replaced_by:
+            return f"✕ replaced by the next turn, answered again with {self.replaced_by}: no longer in the chat"
         if self.fork_index >= 0:
             at = self._token_text(self.fork_index, "chosen")
             return f"↪ regenerated from token {self.fork_index}{at} of the answer above, kept up to it; replaces it"
+        if self.intervened is not None:
+            return (f"↪ the answer above, answered again with {self.intervened.describe()} (for this turn only); "
+                    "replaces it")  # fmt: skip
         return ""
 
     def _token_text(self, index: int, word: str) -> str:

@@ -89,6 +89,8 @@ class _Part:
     prewarm: dict[str, Any] | None
     fork_of: str
     fork_index: int = -1
+    intervened: str = ""
+    """An intervened turn's change, in words (`Intervened.describe`; "": none)."""
     html: str = ""
     plain: str = ""
 
@@ -114,7 +116,7 @@ class StaticCopy:
         self._parts[turn_id] = part
         self._render(part)
         replaced = self._parts.get(part.fork_of)
-        if replaced is not None and part.fork_index >= 0:
+        if replaced is not None and (part.fork_index >= 0 or part.intervened):
             self._render(replaced)
 
     def _render(self, part: _Part) -> None:
@@ -122,6 +124,9 @@ class StaticCopy:
         for event in part.events:
             view.add(event)
         part.fork_index = view.fork_index
+        part.intervened = view.intervened.describe() if view.intervened is not None else ""
+        view.replaced_by = next((p.intervened for p in self._parts.values() if p.intervened
+                                 and self._parts.get(p.fork_of) is part), "")  # fmt: skip
         view.replaced_at = next((p.fork_index for p in self._parts.values() if p.fork_of and p.fork_index >= 0
                                  and self._parts.get(p.fork_of) is part), -1)  # fmt: skip
         user = next((e.user for e in part.events[:1] if isinstance(e, TurnStarted)), "")
