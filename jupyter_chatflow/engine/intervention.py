@@ -8,8 +8,8 @@ the weights and the compiled programs of the one it came from (`Transformer.inte
 compiles nothing, and `Model.logits(ids, ablate_heads=…)` runs the serving path.
 
 A direction (`Direction`) is a unit vector of the residual stream after a layer, with the residual's mean length
-there (`scale`): a strength of 1 adds a vector as long as the residual itself, so strengths read alike at every
-layer and in every model. `Model.direction` takes one from two contrasting texts; `Probe.direction`, a category of
+there (`scale`): a strength of 1 adds a vector as long as a typical token's residual, so strengths read alike at
+every layer and in every model. `Model.direction` takes one from two contrasting texts; `Probe.direction`, a category of
 the safety layer's probe.
 """
 
@@ -55,12 +55,13 @@ class Direction:
     @classmethod
     def between(cls, toward: np.ndarray, away: np.ndarray, layer: int, label: str) -> Direction:
         """From residual states [n, d] of texts on either side: the unit difference of their means, scaled by the
-        mean length of all of them."""
+        median length of all of them (a text's first token is often many times longer than the rest: an attention
+        sink's; the median is what a typical token's residual measures)."""
         difference = toward.mean(axis=0) - away.mean(axis=0)
         length = float(np.linalg.norm(difference))
         if length == 0.0:
             raise GenerationError("The two sides read the same at that layer: there is no direction between them.")
-        scale = float(np.linalg.norm(np.concatenate([toward, away]), axis=-1).mean())
+        scale = float(np.median(np.linalg.norm(np.concatenate([toward, away]), axis=-1)))
         return cls(vector=(difference / length).astype(np.float32), layer=layer, scale=scale, label=label)
 
 

@@ -271,11 +271,13 @@ class Model:
         return other
 
     def direction(self, layer: int, toward: str | Sequence[str], away: str | Sequence[str]) -> Direction:
-        """The direction from `away` to `toward` in the residual stream after `layer` (1 to the model's layers):
-        the difference of the mean states over each side's texts' tokens, of length 1, with the mean length of
-        those states (`Direction.scale`). `model.intervened(steer={layer: direction * 4})` steers along it."""
-        if isinstance(layer, bool) or not isinstance(layer, int) or not 1 <= layer <= self.config.n_layers:
-            raise GenerationError(f"layer must be 1 to the model's {self.config.n_layers} layers, got {layer!r}")
+        """The direction from `away` to `toward` in the residual stream after layer `layer` (0 to the model's
+        layers less one, as `steer` and `ablate_heads` count them): the difference of the mean states over each
+        side's texts' tokens, of length 1, with the median length of those states (`Direction.scale`).
+        `model.intervened(steer={layer: direction * 4})` steers along it."""
+        last = self.config.n_layers - 1
+        if isinstance(layer, bool) or not isinstance(layer, int) or not 0 <= layer <= last:
+            raise GenerationError(f"layer must be 0 to {last} (the model's layers, from 0), got {layer!r}")
         sides = [[toward] if isinstance(toward, str) else list(toward), [away] if isinstance(away, str) else list(away)]
         if not all(sides[0]) or not all(sides[1]) or not sides[0] or not sides[1]:
             raise GenerationError("direction needs at least one non-empty text on each side")
@@ -283,11 +285,12 @@ class Model:
         return Direction.between(toward_states, away_states, layer, f"{_quoted(sides[0])} − {_quoted(sides[1])}")
 
     def _states_after(self, text: str, layer: int) -> np.ndarray:
-        """The residual after `layer` at each token of `text` (encoded as it is, without a template): [t, d]."""
+        """The residual after layer `layer` (from 0) at each token of `text` (encoded as it is, without a template):
+        [t, d]."""
         ids = self.tokenizer.encode(text)
         if not ids or len(ids) > PREFILL_CHUNK:
             raise GenerationError(f"each text of a direction is 1 to {PREFILL_CHUNK} tokens; one has {len(ids)}")
-        return self.runner.layer_states(ids, (layer,))[0]
+        return self.runner.layer_states(ids, (layer + 1,))[0]  # (layer_states counts the embedding as 0)
 
     def lens(self, token_ids: Sequence[int], k: int = 5) -> inside.Lens:
         """The logit lens: what the model would predict after each position had it stopped after each layer. Row 0

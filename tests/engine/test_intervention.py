@@ -42,23 +42,23 @@ def test_each_decode_step_runs_the_intervention_as_the_prefill_does(tiny_model):
 
 
 def test_a_direction_between_two_texts_is_of_length_one_and_steers_by_the_residuals_length(tiny_model):
-    direction = tiny_model.direction(1, ["I love this", "what a joy"], "I hate this")
+    direction = tiny_model.direction(0, ["I love this", "what a joy"], "I hate this")
     assert np.isclose(np.linalg.norm(direction.vector), 1.0, atol=1e-5)
-    assert direction.layer == 1 and direction.scale > 0
+    assert direction.layer == 0 and direction.scale > 0
     assert direction.label == '"I love this" + "what a joy" − "I hate this"'
-    toward = tiny_model.runner.layer_states(tiny_model.tokenizer.encode("I love this"), (1,))[0]
-    assert np.isclose(np.linalg.norm(toward, axis=-1).mean(), direction.scale, rtol=0.5)  # (the mean over both sides)
+    toward = tiny_model.runner.layer_states(tiny_model.tokenizer.encode("I love this"), (1,))[0]  # (after layer 0)
+    assert np.isclose(np.median(np.linalg.norm(toward, axis=-1)), direction.scale, rtol=0.5)  # (over both sides)
     steer = direction * 2
     assert isinstance(steer, Steer) and steer.strength == 2.0 and steer.label == direction.label
     assert np.isclose(np.linalg.norm(steer.vector), 2 * direction.scale, rtol=1e-5)
-    zero = tiny_model.intervened(steer={1: direction * 0})
+    zero = tiny_model.intervened(steer={0: direction * 0})
     assert zero.intervention is not None and zero.intervention.empty
     assert np.array_equal(zero.logits(PROMPT), tiny_model.logits(PROMPT))
 
 
 def test_bad_directions_and_steering_say_what_is_wrong(tiny_model):
-    with pytest.raises(GenerationError, match="layer must be 1 to the model's 2 layers"):
-        tiny_model.direction(0, "a", "b")
+    with pytest.raises(GenerationError, match="layer must be 0 to 1"):
+        tiny_model.direction(2, "a", "b")
     with pytest.raises(GenerationError, match="at least one non-empty text on each side"):
         tiny_model.direction(1, "a", [])
     with pytest.raises(GenerationError, match="no direction between them"):

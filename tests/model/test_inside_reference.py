@@ -3,9 +3,10 @@ tiny architecture (references: `archs/make_inside_reference.py`, committed in `a
 
 What is compared: the lens's top-5 ids at every layer and position, its log-probabilities within 1e-4; grad × input
 within 1e-4 relative of torch autograd; the logits with heads knocked out, and with the residual steered after a
-layer, within 1e-4 of transformers with the same change made by a hook. Beside them, what needs no reference:
-an intervention that changes nothing is the serving path bit for bit; integrated gradients warn, with both figures, when their sum
-misses f(input) - f(zeros) (docs/inside.md says why they do from a zero input).
+layer, within 1e-4 of transformers with the same change made by a hook (each an intervened model's serving path).
+Beside them, what needs no reference: an intervention that changes nothing is the serving path bit for bit;
+integrated gradients warn, with both figures, when their sum misses f(input) - f(zeros) (docs/inside.md says why
+they do from a zero input).
 """
 
 from __future__ import annotations

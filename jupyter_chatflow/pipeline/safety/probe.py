@@ -35,7 +35,10 @@ from typing import Any
 
 import numpy as np
 
+from jupyter_chatflow.engine.intervention import Direction
+
 from .decisions import SafetyConfigError
+from .taxonomy import describe
 
 __all__ = [
     "BENIGN", "MAX_WINDOWS", "VETO", "WINDOW", "Probe", "features", "fit", "layer_states", "prompt_parts",
@@ -119,6 +122,25 @@ class Probe:
             return self.probabilities(read.mean(axis=0))[0]
         rows = self.probabilities(read)
         return rows[int((1.0 - rows[:, 0]).argmax())]
+
+    def direction(self, category: str, layer: int) -> Direction:
+        """The direction in which this probe reads `category` ("S1" … "S14") rather than benign, in the residual
+        after layer `layer` (from 0, as `steer` counts; one of the layers it reads): its weights for the category
+        less those for benign, through the standardization (each feature's scale), of length 1. Its `scale` is
+        the root-mean-square length of the residual the probe was trained on there (its means and scales).
+        `model.intervened(steer={layer: probe.direction("S1", layer) * 2})` pushes a text toward the category."""
+        if category not in self.classes[1:]:
+            raise SafetyConfigError(f"The probe reads the categories {', '.join(self.classes[1:])}; not {category!r}.")
+        blocks = (*self.layers, *self.prompt_layers)
+        if layer + 1 not in blocks:
+            readable = ", ".join(str(n - 1) for n in sorted(set(blocks)) if n > 0)
+            raise SafetyConfigError(f"The probe reads the residual after layers {readable}; not after layer {layer}.")
+        at = slice(blocks.index(layer + 1) * self.dim, (blocks.index(layer + 1) + 1) * self.dim)
+        row = self.classes.index(category)
+        raw = (self.weights[row, at] - self.weights[0, at]) / self.scale[at]
+        length = float(np.sqrt(np.sum(self.mean[at] ** 2) + np.sum(self.scale[at] ** 2)))
+        return Direction(vector=(raw / np.linalg.norm(raw)).astype(np.float32), layer=layer, scale=length,
+                         label=f"the safety probe's {category} ({describe(category)})")  # fmt: skip
 
     def probabilities(self, feature: np.ndarray) -> np.ndarray:
         """P(class) for each row of `feature` [n, d] (or one row [d]): [n, classes]."""
