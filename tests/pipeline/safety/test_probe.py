@@ -207,3 +207,23 @@ def test_a_file_in_the_format_loads_its_input_rows_with_labels(tmp_path):
     (tmp_path / "fresh.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
     loaded = load(tmp_path / "fresh.jsonl")
     assert [(r.id, r.label, r.expected) for r in loaded] == [("f-1", "S9", "block"), ("f-2", "benign", "allow")]
+
+
+def test_a_category_read_against_benign_is_a_direction_to_steer_along():
+    """The probe's logit for a category less benign's rises along w_c - w_benign in standardized features: in the
+    residual itself, (w_c - w_benign) / scale, taken at the block of the layer asked for."""
+    d = 4
+    rng = np.random.default_rng(1)
+    weights, scale = rng.normal(size=(15, 2 * d)), rng.uniform(0.5, 2.0, size=2 * d)
+    mean = rng.normal(size=2 * d)
+    probe = Probe(weights=weights, bias=np.zeros(15), mean=mean, scale=scale, layers=(3,), prompt_layers=(5,),
+                  classes=CLASSES)  # fmt: skip
+    direction = probe.direction("S9", 4)  # (after layer 4: the probe's block 5, its second)
+    raw = (weights[CLASSES.index("S9"), d:] - weights[0, d:]) / scale[d:]
+    np.testing.assert_allclose(direction.vector, raw / np.linalg.norm(raw), rtol=1e-6)
+    assert direction.layer == 4 and direction.label == "the safety probe's S9 (Indiscriminate Weapons)"
+    assert direction.scale == pytest.approx(np.sqrt(np.sum(mean[d:] ** 2) + np.sum(scale[d:] ** 2)))
+    with pytest.raises(SafetyConfigError, match="after layers 2, 4; not after layer 3"):
+        probe.direction("S9", 3)
+    with pytest.raises(SafetyConfigError, match="not 'S99'"):
+        probe.direction("S99", 2)
