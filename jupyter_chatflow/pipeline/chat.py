@@ -369,6 +369,9 @@ class Chat:
     def _latest(self, turn_id: str, done: str) -> TurnRecord:
         """The session's latest turn, which must be `turn_id`: only it can be forked or answered again."""
         active = self._active()
+        if not any(record.id == turn_id for record in self.history()):
+            raise RequestError(f"This session has no ended turn {turn_id!r} (a turn is kept once it has ended: read "
+                               "its response to the end first).")  # fmt: skip
         if not active or active[-1].id != turn_id:
             raise RequestError(f"Only the latest turn of the session can be {done} (later turns build on it).")
         return active[-1]
