@@ -191,6 +191,13 @@ export interface ModelInfo {
   sliding_window: number;
   /** The layers that attend only to the last `sliding_window` positions (Gemma 2/3); the others are global. */
   sliding_layers: number[];
+  /**
+   * The layers after which the safety probe's directions steer (the layers it reads, from 0 as `steer` counts); empty
+   * where no probe was trained for the model (the steering form then offers only contrasting texts).
+   */
+  probe_layers: number[];
+  /** The probe's hazard categories as [code, what it is] ("S1", "Violent Crimes"); empty where there is no probe. */
+  probe_categories: [string, string][];
 }
 
 /** The widget's synced traits (`ChatWidget`'s), as a view reads them; a reload gets them all. */
@@ -271,6 +278,38 @@ export interface ForkRequest {
   turn_id: string;
   index: number;
   token_id: number;
+}
+
+/**
+ * Steer after `layer` along the direction from the `away` text to the `toward` text (`Model.direction`), `strength`
+ * times the residual's typical length there.
+ */
+export interface TextSteer {
+  layer: number;
+  strength: number;
+  toward: string;
+  away: string;
+}
+
+/**
+ * Steer after `layer` along the safety probe's direction for hazard `category` ("S1" … "S14"), `strength` times the
+ * residual's typical length there (`Probe.direction`; `layer` one of `ModelInfo.probe_layers`).
+ */
+export interface ProbeSteer {
+  layer: number;
+  strength: number;
+  category: string;
+}
+
+/**
+ * Answer the latest turn `turn_id` again with attention heads knocked out (`heads`: [layer, head] pairs, from 0) and/or
+ * the residual steered (`Chat.intervene`): a new turn beside it, which replaces it in the history.
+ */
+export interface InterveneRequest {
+  type: "intervene";
+  turn_id: string;
+  heads: [number, number][];
+  steer?: TextSteer | ProbeSteer | null;
 }
 
 /** Load the GGUF file at `path` (as `dtype`; left out: the backend's default) for the chat's next turns. */
@@ -503,6 +542,7 @@ export type ViewMessage =
   | FetchRequest
   | AttentionRequest
   | ForkRequest
+  | InterveneRequest
   | LoadModelRequest
   | LensRequest
   | WhyRequest;

@@ -16,6 +16,9 @@ from jupyter_chatflow.errors import ChatflowError
 from jupyter_chatflow.model.files import resolve_model_path
 from jupyter_chatflow.model.memory import footprint
 from jupyter_chatflow.pipeline.chat import Chat
+from jupyter_chatflow.pipeline.safety.intent import probe_path
+from jupyter_chatflow.pipeline.safety.probe import Probe
+from jupyter_chatflow.pipeline.safety.taxonomy import describe
 
 from ..progress import REDRAW_S, LoadProgress, StatusLine, bar
 from .protocol import ModelInfo
@@ -33,13 +36,33 @@ def model_info(chat: Chat) -> ModelInfo:
         return ModelInfo(name=chat.answerer.model_name or "remote model", layers=0, heads=0, kv_heads=0,
                          context_length=0, vocab_size=0, tools=list(chat.toolbox.names), remote=chat.abilities.server,
                          file="", dtype="", summary="", architecture="", sliding_window=0,
-                         sliding_layers=[])  # fmt: skip
+                         sliding_layers=[], probe_layers=[], probe_categories=[])  # fmt: skip
     model, config = chat.model, chat.model.config
+    probe = steering_probe(model)
+    categories = [(code, describe(code)) for code in (probe.classes[1:] if probe is not None else ())]
     return ModelInfo(name=config.name, layers=config.n_layers, heads=config.n_heads, kv_heads=config.n_kv_heads,
                      context_length=config.context_length, vocab_size=config.vocab_size,
                      tools=list(chat.toolbox.names), remote="", file=str(model.path or ""), dtype=str(model.dtype),
                      summary=summary(model), architecture=config.architecture,
-                     sliding_window=config.sliding_window, sliding_layers=list(config.sliding_layers))  # fmt: skip
+                     sliding_window=config.sliding_window, sliding_layers=list(config.sliding_layers),
+                     probe_layers=steerable_layers(probe), probe_categories=categories)  # fmt: skip
+
+
+def steering_probe(model: Any) -> Probe | None:
+    """The safety probe trained for `model`'s file, whose directions the panel offers to steer along; None where
+    there is none (or it was trained on a model of another width)."""
+    path = probe_path(model)
+    if path is None:
+        return None
+    probe = Probe.load(path)
+    return probe if probe.dim == model.config.dim else None
+
+
+def steerable_layers(probe: Probe | None) -> list[int]:
+    """The layers after which `probe.direction` steers (the residuals it reads, counted from 0 as `steer` counts)."""
+    if probe is None:
+        return []
+    return sorted({n - 1 for n in (*probe.layers, *probe.prompt_layers) if n > 0})
 
 
 def summary(model: Any) -> str:

@@ -127,6 +127,11 @@ class ModelInfo(TypedDict):
     """The sliding window of the layers in `sliding_layers` (0: the model has none, or it is remote)."""
     sliding_layers: list[int]
     """The layers that attend only to the last `sliding_window` positions (Gemma 2/3); the others are global."""
+    probe_layers: list[int]
+    """The layers after which the safety probe's directions steer (the layers it reads, from 0 as `steer` counts);
+    empty where no probe was trained for the model (the steering form then offers only contrasting texts)."""
+    probe_categories: list[tuple[str, str]]
+    """The probe's hazard categories as [code, what it is] ("S1", "Violent Crimes"); empty where there is no probe."""
 
 
 class PanelTraits(TypedDict):
@@ -230,6 +235,35 @@ class ForkRequest(TypedDict):
     token_id: int
 
 
+class TextSteer(TypedDict):
+    """Steer after `layer` along the direction from the `away` text to the `toward` text (`Model.direction`),
+    `strength` times the residual's typical length there."""
+
+    layer: int
+    strength: float
+    toward: str
+    away: str
+
+
+class ProbeSteer(TypedDict):
+    """Steer after `layer` along the safety probe's direction for hazard `category` ("S1" … "S14"), `strength`
+    times the residual's typical length there (`Probe.direction`; `layer` one of `ModelInfo.probe_layers`)."""
+
+    layer: int
+    strength: float
+    category: str
+
+
+class InterveneRequest(TypedDict):
+    """Answer the latest turn `turn_id` again with attention heads knocked out (`heads`: [layer, head] pairs, from
+    0) and/or the residual steered (`Chat.intervene`): a new turn beside it, which replaces it in the history."""
+
+    type: Literal["intervene"]
+    turn_id: str
+    heads: list[tuple[int, int]]
+    steer: TextSteer | ProbeSteer | None
+
+
 class LoadModelRequest(TypedDict):
     """Load the GGUF file at `path` (as `dtype`; left out: the backend's default) for the chat's next turns."""
 
@@ -266,7 +300,7 @@ class WhyRequest(TypedDict):
 
 ViewMessage = (
     SendRequest | StopRequest | NewSessionRequest | DraftRequest | FetchRequest | AttentionRequest | ForkRequest
-    | LoadModelRequest | LensRequest | WhyRequest
+    | InterveneRequest | LoadModelRequest | LensRequest | WhyRequest
 )  # fmt: skip
 """What a view sends the kernel (`model.send(msg)`)."""
 

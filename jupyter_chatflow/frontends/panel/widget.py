@@ -23,6 +23,7 @@ import dataclasses
 import os
 import threading
 import time
+import typing
 from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
 from typing import Any
@@ -32,6 +33,7 @@ import traitlets
 from IPython.display import display
 
 from jupyter_chatflow.account import account_of
+from jupyter_chatflow.engine.intervention import Steer
 from jupyter_chatflow.engine.loader import load_model
 from jupyter_chatflow.errors import ChatflowError
 from jupyter_chatflow.events import TERMINAL, ContextAssembled, Event, TitleGenerated, TurnStarted, event_from_dict
@@ -47,18 +49,21 @@ from ..progress import compiling
 from .attention_map import AttentionRequestError, LayerAttention
 from .comm_route import route_to_live_subshells
 from .inside_requests import InsideLooks
-from .model_setting import PanelProgress, load_shown, model_info
+from .model_setting import PanelProgress, load_shown, model_info, steerable_layers, steering_probe
 from .protocol import (
     AttentionErrorMessage,
     AttentionRequest,
     DraftRequest,
     EventsMessage,
     FetchRequest,
+    InterveneRequest,
     LensRequest,
     LiveTurn,
     PrewarmedMessage,
+    ProbeSteer,
     ProtocolError,
     RequestErrorMessage,
+    TextSteer,
     WhyRequest,
     view_message,
 )
@@ -140,6 +145,7 @@ class ChatWidget(anywidget.AnyWidget):
             "send": lambda m: self.ask(m["text"]), "stop": lambda m: self.stop(),
             "new_session": lambda m: self._new_session(), "draft": self._draft, "fetch": self._fetch,
             "attention": self._attention_request, "fork": lambda m: self.fork(m["turn_id"], m["index"], m["token_id"]),
+            "intervene": self._intervene_request,
             "load_model": lambda m: self.load_model(m["path"], m["dtype"] or None), "lens": self._look,
             "why": self._look,
         }  # fmt: skip
@@ -159,6 +165,17 @@ class ChatWidget(anywidget.AnyWidget):
         """Regenerate the latest answer from its token `index` with `token_id` there (see `Chat.fork`)."""
         self._check_idle()
         return self._started(self.chat.fork(turn_id, index, token_id))
+
+    def intervene(
+        self, turn_id: str, ablate_heads: Mapping[int, Iterable[int]] | None = None,
+        steer: Mapping[int, Steer] | None = None,
+    ) -> Response:  # fmt: skip
+        """Answer the latest turn again with attention heads knocked out (`{layer: [heads]}`) and/or the residual
+        steered after a layer (`{layer: direction * strength}`; see `Chat.intervene`). The panel draws the new turn
+        beside the one it replaces: the two answers side by side, where they part, what else changed."""
+        self._check_idle()
+        heads = None if ablate_heads is None else {layer: list(h) for layer, h in ablate_heads.items()}
+        return self._started(self.chat.intervene(turn_id, ablate_heads=heads, steer=steer))
 
     def stop(self) -> None:
         """Stop the live turn between two decode steps."""
@@ -229,6 +246,45 @@ class ChatWidget(anywidget.AnyWidget):
             self.error = str(error)
         except (LookupError, ValueError, TypeError) as error:  # (asks for what is not there: a turn, a layer)
             self._refuse(message["type"], f"The panel's {message['type']!r} request failed: {error}")
+
+    def _intervene_request(self, message: InterveneRequest) -> None:
+        """The Attention tab's "answer again": its heads as `{layer: [heads]}`, its steering form as a `Steer`."""
+        heads: dict[int, list[int]] = {}
+        for layer, head in message["heads"]:
+            heads.setdefault(layer, []).append(head)
+        spec = message["steer"]
+        if not heads and spec is None:
+            raise RequestError("Nothing to change: select heads in the Attention tab's grid to knock out, or fill in "
+                               "the steering form.")  # fmt: skip
+        steer = None if spec is None else {spec["layer"]: self._steer(spec)}
+        self.intervene(message["turn_id"], ablate_heads=heads or None, steer=steer)
+
+    def _steer(self, spec: TextSteer | ProbeSteer) -> Steer:
+        """A steering form's vector: along contrasting texts (computed on the engine thread) or a probe category."""
+        self._check_idle()
+        layer, strength = spec["layer"], spec["strength"]
+        if "category" in spec:
+            probe = steering_probe(self.chat.model)
+            if probe is None:
+                raise RequestError("No safety probe was trained for this model: steer along two contrasting texts.")
+            category = typing.cast(ProbeSteer, spec)["category"]
+            if category not in probe.classes[1:]:
+                raise RequestError(f"The probe reads the categories {', '.join(probe.classes[1:])}; not "
+                                   f"{category!r}: pick one of them.")  # fmt: skip
+            if layer not in steerable_layers(probe):
+                readable = ", ".join(map(str, steerable_layers(probe)))
+                raise RequestError(f"The probe steers after layers {readable}; not after layer {layer}: pick one of "
+                                   "them.")  # fmt: skip
+            return probe.direction(category, layer) * strength
+        texts = typing.cast(TextSteer, spec)
+        toward, away = texts["toward"].strip(), texts["away"].strip()
+        if not toward or not away:
+            raise RequestError("Steering along texts needs both: type a text to steer toward and one to steer away "
+                               "from.")  # fmt: skip
+        last = self.chat.model.config.n_layers - 1
+        if not 0 <= layer <= last:
+            raise RequestError(f"Steer after a layer from 0 to {last}; not {layer}.")
+        return self.chat.submit(self.chat.model.direction, layer, toward, away).result() * strength
 
     def _refuse(self, kind: str, why: str) -> None:
         self.send(RequestErrorMessage(type="request_error", request=kind, message=why))

@@ -23,6 +23,10 @@ VALID = [
     {"type": "attention", "request_id": "att-1", "turn_id": "turn_a", "layer": 0, "head": -1, "mode": "segments",
      "rows_range": [0, 10], "cols_range": None},
     {"type": "fork", "turn_id": "turn_a", "index": 3, "token_id": 42},
+    {"type": "intervene", "turn_id": "turn_a", "heads": [[3, 1], [3, 4]], "steer": None},
+    {"type": "intervene", "turn_id": "turn_a", "heads": [],
+     "steer": {"layer": 10, "strength": 4.0, "toward": "love", "away": "hate"}},
+    {"type": "intervene", "turn_id": "turn_a", "heads": [], "steer": {"layer": 11, "strength": 2, "category": "S1"}},
     {"type": "load_model", "path": "m.gguf", "dtype": "bfloat16"},
     {"type": "lens", "request_id": "lens-1", "turn_id": "turn_a"},
     {"type": "why", "request_id": "why-1", "turn_id": "turn_a", "index": 4, "method": "integrated_gradients",
@@ -31,7 +35,7 @@ VALID = [
 
 
 def test_every_request_the_view_sends_is_declared_and_taken_as_it_came():
-    assert sorted(VIEW_MESSAGES) == sorted(m["type"] for m in VALID)
+    assert sorted(VIEW_MESSAGES) == sorted({m["type"] for m in VALID})
     for content in VALID:
         assert view_message(content) == content
 
@@ -58,6 +62,9 @@ def test_a_field_that_allows_none_may_be_left_out():
           "rows_range": [0, "9"]}, "rows_range must be a pair or null, got [0, '9']"),
         ({"type": "load_model", "path": "m", "dtype": 16}, "dtype must be string or null, got 16 (int)"),
         ({"type": "draft", "text": "x", "extra": 1}, "has fields it should not: extra"),
+        ({"type": "intervene", "turn_id": "t", "heads": [[1]]}, "heads [0] must hold 2 items, got 1"),
+        ({"type": "intervene", "turn_id": "t", "heads": [], "steer": {"layer": 1, "strength": 2}},
+         "steer must be TextSteer or ProbeSteer or null"),
     ],
 )  # fmt: skip
 def test_a_message_that_is_not_declared_is_refused_saying_why(content, said):
