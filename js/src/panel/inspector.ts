@@ -9,6 +9,7 @@ import { type Conversation, summarize, type TurnData } from "../state";
 import type { AttentionErrorMessage, AttentionMessage, ModelInfo, ViewMessage } from "../types";
 import { AttentionView } from "../views/attention";
 import { ContextView, type PromptLens } from "../views/context";
+import { InterveneView } from "../views/intervene";
 import { SafetyTab } from "../views/safety_tab";
 import { TimelineView } from "../views/timeline";
 import { isRemote, WireView } from "../views/wire";
@@ -47,6 +48,9 @@ export class Inspector {
   private turnSelect = el("select", { class: "cf-select", "aria-label": "Turn shown in the inspector" });
   private context = new ContextView();
   private attention: AttentionView;
+  private intervene: InterveneView;
+  /** What the panel is doing ("idle", "generating", "loading"): a turn is answered again only while idle. */
+  private status = "idle";
   private timeline = new TimelineView();
   private safety = new SafetyTab();
   private wire = new WireView();
@@ -71,8 +75,9 @@ export class Inspector {
     why: HTMLElement = el("div", {}),
   ) {
     this.attention = new AttentionView(send, background);
+    this.intervene = new InterveneView(send);
     const { context, attention, timeline, safety, wire } = this;
-    const attentionBox = el("div", {}, this.remoteAttention, attention.el);
+    const attentionBox = el("div", {}, this.remoteAttention, attention.el, this.intervene.el);
     this.panels = {
       context: context.el,
       attention: attentionBox,
@@ -146,7 +151,10 @@ export class Inspector {
     const remote = !!turn && isRemote(turn.events);
     this.remoteAttention.hidden = !remote;
     this.attention.el.hidden = remote;
+    this.intervene.el.hidden = remote;
     this.attention.setTurn(remote ? null : turn);
+    const { order } = this.conversation;
+    this.intervene.setTurn(remote ? null : turn, !!turn && turn.turn_id === order[order.length - 1], this.status);
     if (turn) this.drawTab(turn);
     else this.clearTabs();
   }
@@ -213,6 +221,14 @@ export class Inspector {
 
   setModelInfo(info: ModelInfo): void {
     this.attention.setModelInfo(info);
+    this.intervene.setModelInfo(info);
+  }
+
+  /** The panel's status: the Attention tab's "answer again" buttons wait while a turn generates. */
+  setStatus(status: string): void {
+    if (status === this.status) return;
+    this.status = status;
+    this.schedule();
   }
 
   /** A reply to an attention request (any view's: the attention view keeps only its own). */

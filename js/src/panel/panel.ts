@@ -216,6 +216,7 @@ export class Panel {
     chat.update(status, model.get("prewarm") ?? null);
     if (status === "generating") chat.cancelDraft();
     if (info) this.inspector.setModelInfo({ ...info, tools: info.tools ?? [] });
+    this.inspector.setStatus(status);
     this.settingsForm.update(this.controls.settings(), info);
     this.settingsForm.model.update(info, String(model.get("loading") ?? ""), status);
     this.notice.update(String(model.get("error") ?? "") || this.requestError);

@@ -7,6 +7,7 @@ import { clear, el, fmtMs, visibleText } from "../dom";
 import { renderMarkdown } from "../markdown";
 import { blockOf, type Change, type Conversation, summarize, type TurnData } from "../state";
 import type { ChatEvent, SafetyDecision, TokenDelta, ToolCall, ToolResult, TurnAccount, TurnRow } from "../types";
+import { comparison, describeIntervention, intervenedOf } from "./compare";
 import { lensShade, settledText } from "./lens";
 import { safetyBadge, userText } from "./safety";
 import { toolCard } from "./tools";
@@ -50,6 +51,8 @@ class TurnView {
   private badges = el("div", { class: "cf-badges" });
   private footer = el("div", { class: "cf-turn-foot" });
   private note = el("div", { class: "cf-fork-note" });
+  /** A turn answered again on a changed model: the two answers side by side (empty otherwise). */
+  private compare = el("div", { class: "cf-compare-slot" });
   /** A turn a fork replaced: the index of the fork's token (its chips from there on are struck through); -1. */
   private replacedFrom = -1;
   tokens: TokenDelta[] = [];
@@ -63,6 +66,7 @@ class TurnView {
       { class: "cf-turn", "data-turn": turnId },
       this.note,
       this.user,
+      this.compare,
       el("div", { class: "cf-msg cf-msg-bot" }, this.answer, this.footer),
       this.badges,
     );
@@ -212,6 +216,13 @@ class TurnView {
       for (const chip of this.tokensBox.querySelectorAll<HTMLElement>(".cf-tok"))
         chip.classList.toggle("cf-tok-replaced", superseded && Number(chip.dataset.index) >= replacedFrom);
     }
+  }
+
+  /** The comparison of this turn (answered again on a changed model) with the turn it replaces, drawn again from
+   * both turns' events; null: none (its own answer shows as any turn's). */
+  setComparison(box: HTMLElement | null): void {
+    this.compare.replaceChildren(...(box ? [box] : []));
+    this.el.classList.toggle("cf-compared", box !== null);
   }
 
   /** "show the replaced answer" / "hide it": folds and unfolds a turn a fork replaced. */
@@ -410,7 +421,8 @@ export class StreamView {
       if (turn && view) view.append(turn, events);
       else change.redraw.add(id);
       // a fork's note names the replaced token, which its turn_started event (in the first batch) carries
-      if (turn?.fork_of && events.some((e) => e.type === "turn_started")) change.structure = true;
+      if (turn?.fork_of && events.some((e) => e.type === "turn_started" || e.type === "intervened"))
+        change.structure = true;
     }
     for (const id of change.figures) {
       const turn = conv.turns.get(id);
@@ -428,6 +440,7 @@ export class StreamView {
     }
     for (const id of [...change.redraw, ...change.appended.keys()]) if (this.lensShades.has(id)) this.shade(id);
     if (change.structure || change.redraw.size) this.layout(conv);
+    else this.compareChanged(conv, [...change.appended.keys(), ...change.figures]);
     if (this.following) this.el.scrollTop = this.el.scrollHeight;
   }
 
@@ -442,6 +455,9 @@ export class StreamView {
       }
     const forks = new Map<string, TurnData>(); // a replaced turn's id → the fork that replaced it
     for (const turn of turns) if (turn.fork_of) forks.set(turn.fork_of, turn);
+    this.answeredAgain = new Map(
+      [...forks].filter(([, fork]) => intervenedOf(fork)).map(([parent, fork]) => [fork.turn_id, parent]),
+    );
     let previous: Element = this.empty;
     if (this.empty.parentNode !== this.el) this.el.prepend(this.empty);
     for (const turn of turns) {
@@ -451,15 +467,48 @@ export class StreamView {
       previous = view.el;
       const original = turn.fork_of ? conv.turns.get(turn.fork_of) : undefined;
       const fork = forks.get(turn.turn_id);
+      const change = intervenedOf(turn);
+      const forkChange = intervenedOf(fork);
+      const compared = this.drawComparison(turn, view, conv);
+      if (forkChange) {
+        view.setNote(
+          `✕ replaced by the next turn, answered again with ${describeIntervention(forkChange)}: the two answers side by side below`,
+        );
+        continue;
+      }
       const at = fork ? forkIndex(fork, turn) : "";
-      const note = turn.fork_of
-        ? `↪ forked from token ${forkIndex(turn, original)}: the answer is kept up to it, then regenerated (it replaces the answer above)`
-        : fork
-          ? `✕ replaced by the fork from token ${at} (below): not in the conversation any more`
-          : "";
+      const note =
+        turn.fork_of && change
+          ? compared
+            ? ""
+            : `↪ answered again with ${describeIntervention(change)} (for this turn only); it replaces the answer above`
+          : turn.fork_of
+            ? `↪ forked from token ${forkIndex(turn, original)}: the answer is kept up to it, then regenerated (it replaces the answer above)`
+            : fork
+              ? `✕ replaced by the fork from token ${at} (below): not in the conversation any more`
+              : "";
       view.setNote(note, fork ? Number(at) || 0 : -1); // ("?": an older record's unknown index)
     }
     this.empty.hidden = turns.length > 0;
+  }
+
+  /** Turns answered again on a changed model, by id → the turn each replaces (from the last layout). */
+  private answeredAgain = new Map<string, string>();
+
+  /** A turn answered again, or the turn it replaces, got events: the notes and comparisons are drawn again. */
+  private compareChanged(conv: Conversation, ids: string[]): void {
+    const involved = new Set([...this.answeredAgain.keys(), ...this.answeredAgain.values()]);
+    if (ids.some((id) => involved.has(id))) this.layout(conv);
+  }
+
+  /** The two answers side by side on the card of a turn answered again on a changed model (and its parent's events
+   * came): nothing on any other card. */
+  private drawComparison(turn: TurnData, view: TurnView, conv: Conversation): boolean {
+    const change = intervenedOf(turn);
+    const original = turn.fork_of ? conv.turns.get(turn.fork_of) : undefined;
+    const box = change && original?.events.length ? comparison(original, turn, change) : null;
+    view.setComparison(box);
+    return box !== null;
   }
 
   clear(): void {
