@@ -32,7 +32,7 @@ from .run import SequenceState, raw_step
 from .runner import Runner
 from .sampling import SamplingParams
 
-__all__ = [  # (the shapes' names, re-exported from chunks.py where they live)
+__all__ = [  # (the shapes' names, re-exported from chunks.py, which defines them)
     "MIN_BUCKET", "MIN_CACHE", "PREFILL_CHUNK", "Model", "bucket", "prefill_chunks", "raw_step", "room",
 ]  # fmt: skip
 

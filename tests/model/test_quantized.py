@@ -108,9 +108,12 @@ def tiny_file(tmp_path, monkeypatch, fmt: str, overrides: dict[str, str] | None 
     return write_tiny_gguf(tmp_path / f"{fmt}.gguf", spec)
 
 
-def rope_bytes(model) -> int:
-    """The rope table's bytes: computed at load, not a tensor of the file."""
-    return model.runner.transformer.inv_freq[...].nbytes
+def made_bytes(model) -> int:
+    """The bytes of what is made at load, not a tensor of the file: the rope table, and each layer's heads' weights
+    and steering vector (what an intervention changes)."""
+    transformer = model.runner.transformer
+    layers = sum(b.attn.keep[...].nbytes + b.steer[...].nbytes for b in transformer.blocks)
+    return transformer.inv_freq[...].nbytes + layers
 
 
 def relative(got: np.ndarray, want: np.ndarray) -> float:
@@ -125,8 +128,8 @@ def test_an_as_file_model_gives_float32s_logits(tmp_path, monkeypatch, fmt):
     want, got = exact.logits(IDS), packed.logits(IDS)
     assert relative(got, want) <= 1e-5
     assert (got.argmax(-1) == want.argmax(-1)).all()
-    held = packed.runner.weight_bytes  # the packed fields and scales, the norms as float32, the rope table
-    assert held - rope_bytes(packed) == memory.footprint(path).weight_bytes("float32", "as-file")
+    held = packed.runner.weight_bytes  # the packed fields and scales, the norms as float32, what is made at load
+    assert held - made_bytes(packed) == memory.footprint(path).weight_bytes("float32", "as-file")
     assert held < 0.35 * exact.runner.weight_bytes
 
 
@@ -168,7 +171,7 @@ def test_int8_weights_stay_within_the_bound_their_steps_give(tmp_path):
     assert (got.argmax(-1) == want.argmax(-1)).mean() >= 0.85
     assert int8.weights_format == "int8"
     held = int8.runner.weight_bytes
-    assert held - rope_bytes(int8) == memory.footprint(path).weight_bytes("float32", "int8")
+    assert held - made_bytes(int8) == memory.footprint(path).weight_bytes("float32", "int8")
     assert held < 0.3 * exact.runner.weight_bytes
 
 

@@ -274,9 +274,15 @@ def test_the_output_says_which_session_the_turn_went_to(shell, capsys):
 
 @pytest.fixture
 def cold():
-    """A kernel whose model has not decoded yet: every compiled program let go (they load from XLA's disk cache)."""
+    """A kernel whose model has not decoded yet: the schedulers earlier tests of this process left idling stopped
+    (one that decoded or warmed a batch after the programs were let go made this turn a warm one: the first-turn
+    line then never showed, in 2 of a full run's tests), then every compiled program let go (they load from XLA's
+    disk cache)."""
     from jupyter_chatflow.engine.programs import release_all
+    from jupyter_chatflow.pipeline.chat_model import _SCHEDULERS
 
+    for scheduler in list(_SCHEDULERS.values()):
+        scheduler.close()
     release_all()
 
 
