@@ -71,7 +71,7 @@ def test_interventions_that_cannot_run_say_why(chat):
     latest.events()
     with pytest.raises(RequestError, match="latest turn of the session can be changed and answered again"):
         chat.intervene(first.turn_id, ablate_heads={0: [1]})
-    with pytest.raises(RequestError, match="no ended turn 'turn_nope'.*read its response to the end first"):
+    with pytest.raises(RequestError, match=r"no ended turn 'turn_nope'.*read its response to the end first"):
         chat.intervene("turn_nope", ablate_heads={0: [1]})
     with pytest.raises(RequestError, match="changes nothing"):
         chat.intervene(latest.turn_id, ablate_heads={0: []}, steer={1: np.zeros(chat.model.config.dim)})
