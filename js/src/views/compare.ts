@@ -106,7 +106,7 @@ function partingMark(index: number): HTMLElement {
     "data-testid": "parting",
     "data-index": index,
     title: `the answers part here: from token ${index} on they differ`,
-    text: `⑂${index}`,
+    text: `≠${index}`,
   });
 }
 
@@ -126,7 +126,7 @@ function divergence(a: readonly TokenDelta[], b: readonly TokenDelta[], parting:
         el("td", { class: "cf-num", text: logprobText(a[i]) }),
         el("td", { class: "cf-mono", text: tokenText(b[i]) }),
         el("td", { class: "cf-num", text: logprobText(b[i]) }),
-        el("td", { class: "cf-muted", text: i === parting ? "⑂ part" : same ? "same" : "differ" }),
+        el("td", { class: "cf-muted", text: i === parting ? "parts here" : same ? "same" : "differ" }),
       ),
     );
   }
