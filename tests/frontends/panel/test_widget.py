@@ -345,8 +345,8 @@ def test_the_static_copy_marks_a_fork_and_the_turn_it_replaced(panel):
 
 
 def test_mistakes_in_requests_show_as_one_line_in_the_error_trait(panel):
+    message(panel, type="fork", turn_id="turn_nope", index=0, token_id=1)
     assert "no ended turn 'turn_nope'" in panel.error
-    assert "latest turn" in panel.error
     panel.settings = {**panel.settings, "temperature": -1}
     message(panel, type="send", text="hi")
     assert "temperature" in panel.error
