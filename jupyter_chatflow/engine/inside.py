@@ -1,10 +1,10 @@
-"""Looking inside a model's prediction: the logit lens and attribution to the prompt's positions (`Model.lens` and
-`Model.attribution` call these; a model with heads knocked out or its residual steered, `Model.intervened`, is
-looked into the same way).
+"""Looking inside a model's prediction: attribution to the prompt's positions (`Model.attribution`), and the logit
+lens's result (`Lens`: `Model.lens` reads it on the serving path, `Runner.lens`). A model with heads knocked out or
+its residual steered (`Model.intervened`) is looked into the same way.
 
-Each runs the transformer's explicit pass (`model/explicit.py`: whole attention matrices, differentiable) in a
-program compiled for this call and let go after it (nothing stays compiled between looks: a tour notebook's memory
-stays what its turns need). What is compared with Hugging Face transformers, and how closely: `tests/model/test_
+Attribution runs the transformer's explicit pass (`model/explicit.py`: whole attention matrices, differentiable)
+in a program compiled for this call and let go after it (nothing stays compiled between looks: a tour notebook's
+memory stays what its turns need). What is compared with Hugging Face transformers, and how closely: `tests/model/test_
 inside_reference.py`.
 """
 
@@ -40,25 +40,6 @@ class Lens:
     """int32 [n_layers + 1, T, k]."""
     top_logprobs: np.ndarray
     """float32 [n_layers + 1, T, k]."""
-
-
-def lens(transformer: Transformer, ids: Sequence[int], k: int) -> Lens:
-    graphdef, state = nnx.split(transformer)
-
-    @jax.jit
-    def run(state, tokens):
-        model = nnx.merge(graphdef, state)
-        stream = explicit.residuals(model, tokens)[:, 0]  # [L + 1, T, d]
-
-        def top(residual):  # one row at a time: [T, V] float32, not [L + 1, T, V]
-            logprobs = jax.nn.log_softmax(explicit.lens_logits(model, residual), axis=-1)
-            values, indices = jax.lax.top_k(logprobs, k)
-            return indices.astype(jnp.int32), values
-
-        return jax.lax.map(top, stream)
-
-    top_ids, top_logprobs = run(state, _tokens(ids))
-    return Lens(top_ids=np.asarray(top_ids), top_logprobs=np.asarray(top_logprobs))
 
 
 def attribution(

@@ -299,7 +299,8 @@ class Model:
         k]."""
         if isinstance(k, bool) or not isinstance(k, int) or not 1 <= k <= self.config.vocab_size:
             raise GenerationError(f"k must be a whole number from 1 to the vocabulary's {self.config.vocab_size}")
-        return inside.lens(self.runner.transformer, self.runner.check_prompt(token_ids).tolist(), k)
+        top_ids, top_logprobs = self.runner.lens(self.runner.check_prompt(token_ids), k)
+        return inside.Lens(top_ids=top_ids, top_logprobs=top_logprobs)
 
     def attribution(
         self, token_ids: Sequence[int], target_id: int, *, method: inside.Method = "grad_x_input", steps: int = 32,

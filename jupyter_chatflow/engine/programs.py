@@ -91,6 +91,15 @@ def decode_rows(graphdef, state, cache, token, pos, seen, knobs, key_data, step,
     return out, chunk, seen
 
 
+def lens_top(graphdef, state, x, k: int):
+    """The logit lens's reading of residuals x [n, d]: each through the final norm and the output head (soft caps
+    included), its top `k` next tokens [n, k] int32 and their log-probabilities [n, k] float32."""
+    model = nnx.merge(graphdef, state)
+    logits = model.logits(model.norm(x))  # [n, V] float32
+    values, indices = jax.lax.top_k(logits, k)  # (the top of the logits, less their log-sum-exp: no [n, V] log_softmax)
+    return indices.astype(jnp.int32), values - jax.nn.logsumexp(logits, axis=-1, keepdims=True)
+
+
 @functools.partial(jax.jit, donate_argnums=(0,), static_argnums=(3,))
 def write_row(cache: KVCache, source: KVCache, row, length: int) -> KVCache:
     """Copy the first `length` positions of a one-row cache into row `row` of a batch's cache, in place."""
@@ -170,19 +179,28 @@ class Programs:
         self.sample_after, self.logits = serial(jitted.sample_after), serial(jitted.logits)
         self.sample_rows_after = serial(jitted.sample_rows_after)
         self.decode_rows = serial(jitted.decode_rows)
+        self.lens_top = serial(jitted.lens_top)
         self.write, self.write_row, self.read_row = serial(write), serial(write_row), serial(read_row)
         self.select_rows, self.set_row, self.rows = serial(select_rows), serial(set_row), serial(rows)
 
-    def forward(self, weights: list[jax.Array], cache: KVCache, tokens, start, probe_layer: int):
+    def forward(
+        self, weights: list[jax.Array], cache: KVCache, tokens, start, probe_layer: int,
+        stream: list[jax.Array] | None = None,
+    ):  # fmt: skip
         """A prompt chunk [b, s] at `start` through every layer: (hidden [b, s, d], its keys/values, the queries
-        [b, h, s, e] of layer `probe_layer`)."""
+        [b, h, s, e] of layer `probe_layer`). `stream` (a list) gets the residual [b, s, d] before the first layer
+        and after each one."""
         x, cos, sin = self.embed_chunk(weights, tokens, start)
         keys, values, probed = [], [], None
+        if stream is not None:
+            stream.append(x)
         for i in range(len(self.layers)):
             x, k, v, queries = self.layer(i, x, cos, sin, cache.keys[i], cache.values[i], start)
             keys.append(k)
             values.append(v)
             probed = queries if i == probe_layer else probed
+            if stream is not None:
+                stream.append(x)
         return self.final_norm(weights, x), KVCache(keys=tuple(keys), values=tuple(values)), probed
 
     def layer(self, i: int, *args: Any) -> Any:
@@ -273,6 +291,7 @@ class _Jitted:
         self.sample_rows_after = jax.jit(bind(sample_rows_after), donate_argnums=(4,))
         self.logits = jax.jit(bind(logits))
         self.decode_rows = jax.jit(bind(decode_rows), donate_argnums=(4,))
+        self.lens_top = jax.jit(bind(lens_top), static_argnums=(2,))
 
 
 KEEP_RECENT = 2  # architectures whose programs outlive their models (a model loaded again compiles nothing)

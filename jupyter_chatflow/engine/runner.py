@@ -52,6 +52,9 @@ from .sampling import SamplingParams
 _log = logging.getLogger(__name__)
 OnChunk = Callable[[int, int, jax.Array, jax.Array], None]
 """on_chunk(start, real size, hidden [1, w, d], the probed layer's queries [1, h, w, e]) after each prefill chunk."""
+LENS_ROWS = 128
+"""Residuals the logit lens reads at a time: one program for every layer, position and length ([128, V] float32
+logits: 24 MiB on the default model)."""
 
 
 class Runner:
@@ -228,6 +231,30 @@ class Runner:
             if on_chunk is not None:
                 on_chunk(start, size, hidden, queries)
         return cache
+
+    def lens(self, ids: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
+        """The logit lens over `ids` on the serving path: the residual before the first layer and after each, at
+        every position (the prefill's chunks and layer programs, over a scratch cache), read through the final norm
+        and the output head `LENS_ROWS` residuals at a time: top-k ids int32 and log-probabilities float32, each
+        [n_layers + 1, T, k]. Compiles only the reading program, once per k (the residuals cross to the host between
+        the two: slicing and stacking them on the device would compile a small program per length)."""
+        cache, chunks = self.scratch_cache(ids), []
+        for start, tokens, size in prefill_chunks(ids, cache.length):  # (the cache is kept nowhere after)
+            at, stream = np.int32(start), list[jax.Array]()
+            _hidden, chunk, _ = self._programs.forward(self._weights, cache, tokens, at, 0, stream)
+            cache = self._programs.write(cache, chunk, at)
+            chunks.append(np.stack([np.asarray(x, np.float32)[0, :size] for x in stream]))  # [L + 1, size, d]
+        rows = np.concatenate(chunks, axis=1).reshape(-1, self.config.dim)  # [(L + 1) * T, d]
+        block = np.zeros((LENS_ROWS, self.config.dim), np.float32)
+        top_ids, top_logprobs = [], []
+        for first in range(0, rows.shape[0], LENS_ROWS):
+            n = min(LENS_ROWS, rows.shape[0] - first)
+            block[:n], block[n:] = rows[first : first + n], 0.0
+            got_ids, got_logprobs = self._programs.lens_top(self._weights, block, k)
+            top_ids.append(np.asarray(got_ids)[:n])
+            top_logprobs.append(np.asarray(got_logprobs)[:n])
+        shape = (self.config.n_layers + 1, ids.size, k)
+        return np.concatenate(top_ids).reshape(shape), np.concatenate(top_logprobs).reshape(shape)
 
     def logits_of(self, hidden: jax.Array) -> np.ndarray:
         """Vocabulary logits [s, V] of one row's hidden states [1, s, d]."""

@@ -1,0 +1,41 @@
+"""The logit lens on the serving path (`Runner.lens`): over several prefill chunks it reads what the explicit pass
+reads, and a second look compiles nothing. Against transformers: tests/model/test_inside_reference.py."""
+
+from __future__ import annotations
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+from flax import nnx
+
+from jupyter_chatflow.model import explicit
+from jupyter_chatflow.model.compile_clock import compile_seconds
+
+
+def test_a_lens_over_several_chunks_reads_what_the_explicit_pass_reads(tiny_model):
+    ids = [int(i) for i in np.random.default_rng(0).integers(3, 260, size=300)]  # (chunks of 128, 128 and 16+)
+    lens = tiny_model.lens(ids, k=4)
+    assert lens.top_ids.shape == lens.top_logprobs.shape == (tiny_model.config.n_layers + 1, 300, 4)
+    graphdef, state = nnx.split(tiny_model.runner.transformer)
+    model = nnx.merge(graphdef, state)
+    stream = explicit.residuals(model, jnp.asarray([ids], jnp.int32))[:, 0]
+    want = jax.nn.log_softmax(explicit.lens_logits(model, stream), axis=-1)
+    values, indices = jax.lax.top_k(want, 4)
+    assert np.array_equal(lens.top_ids, np.asarray(indices))
+    assert np.abs(lens.top_logprobs - np.asarray(values)).max() < 1e-4
+    assert np.allclose(lens.top_logprobs[-1, :, 0], tiny_model.logits(ids).max(-1) - _logsumexp(tiny_model.logits(ids)))
+
+
+def test_a_second_look_compiles_nothing(tiny_model):
+    """Nothing but the prefill's programs (compiled for a turn of that length already) and the reading program."""
+    ids = list(range(3, 40))
+    tiny_model.lens(ids, k=5)
+    before = compile_seconds()
+    tiny_model.lens(ids[::-1], k=5)
+    tiny_model.lens(ids[:30], k=5)  # (the same prefill chunks: two of 16)
+    assert compile_seconds() == before
+
+
+def _logsumexp(logits: np.ndarray) -> np.ndarray:
+    top = logits.max(-1, keepdims=True)
+    return (top + np.log(np.exp(logits - top).sum(-1, keepdims=True)))[:, 0]
