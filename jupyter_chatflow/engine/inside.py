@@ -40,6 +40,26 @@ class Lens:
     """int32 [n_layers + 1, T, k]."""
     top_logprobs: np.ndarray
     """float32 [n_layers + 1, T, k]."""
+    tracked_ids: np.ndarray = dataclasses.field(default_factory=lambda: np.zeros((0, 0), np.int32))
+    """int32 [T, m]: the ids followed at each position (`Model.lens(track=…)`)."""
+    tracked_logprobs: np.ndarray = dataclasses.field(default_factory=lambda: np.zeros((0, 0, 0), np.float32))
+    """float32 [n_layers + 1, T, m]: their log-probabilities at each layer."""
+    tracked_ranks: np.ndarray = dataclasses.field(default_factory=lambda: np.zeros((0, 0, 0), np.int32))
+    """int32 [n_layers + 1, T, m]: their ranks (0: the top one; how many tokens the layer put above them)."""
+
+
+def tracked(track: Sequence[int] | Sequence[Sequence[int]] | None, length: int, vocab: int) -> np.ndarray:
+    """`track` as [length, m] int32 ids: none ([length, 0]), the same ids at every position, or each its own."""
+    if track is None:
+        return np.zeros((length, 0), np.int32)
+    array = np.asarray(track)
+    if array.ndim == 1:
+        array = np.broadcast_to(array, (length, array.size))
+    if array.ndim != 2 or array.shape[0] != length or array.dtype.kind not in "iu":
+        raise GenerationError(f"track must be token ids, [m] or one row per position [{length}, m]; got {array.shape}")
+    if array.size and not (array.min() >= 0 and array.max() < vocab):
+        raise GenerationError(f"track must hold token ids in [0, {vocab})")
+    return np.ascontiguousarray(array, np.int32)
 
 
 def attribution(

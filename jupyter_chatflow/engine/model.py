@@ -292,15 +292,22 @@ class Model:
             raise GenerationError(f"each text of a direction is 1 to {PREFILL_CHUNK} tokens; one has {len(ids)}")
         return self.runner.layer_states(ids, (layer + 1,))[0]  # (layer_states counts the embedding as 0)
 
-    def lens(self, token_ids: Sequence[int], k: int = 5) -> inside.Lens:
+    def lens(
+        self, token_ids: Sequence[int], k: int = 5, track: Sequence[int] | Sequence[Sequence[int]] | None = None
+    ) -> inside.Lens:
         """The logit lens: what the model would predict after each position had it stopped after each layer. Row 0
         reads the embeddings, row i the residual after layer i, each through the final norm and output head (soft
         caps included); the last row is the model's own output. `.top_ids` and `.top_logprobs`: [n_layers + 1, T,
-        k]."""
+        k]. `track`: ids to follow through the layers however low they rank, the same at every position ([m]) or
+        each position's own ([T, m]); `.tracked_logprobs` and `.tracked_ranks` (0: the top one) are [n_layers + 1,
+        T, m]."""
         if isinstance(k, bool) or not isinstance(k, int) or not 1 <= k <= self.config.vocab_size:
             raise GenerationError(f"k must be a whole number from 1 to the vocabulary's {self.config.vocab_size}")
-        top_ids, top_logprobs = self.runner.lens(self.runner.check_prompt(token_ids), k)
-        return inside.Lens(top_ids=top_ids, top_logprobs=top_logprobs)
+        ids = self.runner.check_prompt(token_ids)
+        follow = inside.tracked(track, ids.size, self.config.vocab_size)
+        top_ids, top_logprobs, logprobs, ranks = self.runner.lens(ids, k, follow)
+        return inside.Lens(top_ids=top_ids, top_logprobs=top_logprobs, tracked_ids=follow, tracked_logprobs=logprobs,
+                           tracked_ranks=ranks)  # fmt: skip
 
     def attribution(
         self, token_ids: Sequence[int], target_id: int, *, method: inside.Method = "grad_x_input", steps: int = 32,

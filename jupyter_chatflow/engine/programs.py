@@ -91,13 +91,17 @@ def decode_rows(graphdef, state, cache, token, pos, seen, knobs, key_data, step,
     return out, chunk, seen
 
 
-def lens_top(graphdef, state, x, k: int):
+def lens_top(graphdef, state, x, track, k: int):
     """The logit lens's reading of residuals x [n, d]: each through the final norm and the output head (soft caps
-    included), its top `k` next tokens [n, k] int32 and their log-probabilities [n, k] float32."""
+    included), its top `k` next tokens [n, k] int32 and their log-probabilities [n, k] float32; and for the ids
+    `track` [n, m] of each row, their log-probabilities and ranks [n, m] (0: the top one)."""
     model = nnx.merge(graphdef, state)
     logits = model.logits(model.norm(x))  # [n, V] float32
-    values, indices = jax.lax.top_k(logits, k)  # (the top of the logits, less their log-sum-exp: no [n, V] log_softmax)
-    return indices.astype(jnp.int32), values - jax.nn.logsumexp(logits, axis=-1, keepdims=True)
+    total = jax.nn.logsumexp(logits, axis=-1, keepdims=True)  # (no [n, V] log_softmax: the top, less this)
+    values, indices = jax.lax.top_k(logits, k)
+    tracked = jnp.take_along_axis(logits, track, axis=1)  # [n, m]
+    ranks = jnp.sum(logits[:, None, :] > tracked[:, :, None], axis=-1, dtype=jnp.int32)
+    return indices.astype(jnp.int32), values - total, tracked - total, ranks
 
 
 @functools.partial(jax.jit, donate_argnums=(0,), static_argnums=(3,))
@@ -291,7 +295,7 @@ class _Jitted:
         self.sample_rows_after = jax.jit(bind(sample_rows_after), donate_argnums=(4,))
         self.logits = jax.jit(bind(logits))
         self.decode_rows = jax.jit(bind(decode_rows), donate_argnums=(4,))
-        self.lens_top = jax.jit(bind(lens_top), static_argnums=(2,))
+        self.lens_top = jax.jit(bind(lens_top), static_argnums=(3,))
 
 
 KEEP_RECENT = 2  # architectures whose programs outlive their models (a model loaded again compiles nothing)

@@ -232,29 +232,33 @@ class Runner:
                 on_chunk(start, size, hidden, queries)
         return cache
 
-    def lens(self, ids: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
+    def lens(self, ids: np.ndarray, k: int, track: np.ndarray) -> tuple[np.ndarray, ...]:
         """The logit lens over `ids` on the serving path: the residual before the first layer and after each, at
         every position (the prefill's chunks and layer programs, over a scratch cache), read through the final norm
-        and the output head `LENS_ROWS` residuals at a time: top-k ids int32 and log-probabilities float32, each
-        [n_layers + 1, T, k]. Compiles only the reading program, once per k (the residuals cross to the host between
-        the two: slicing and stacking them on the device would compile a small program per length)."""
+        and the output head `LENS_ROWS` residuals at a time. Returns the top-k ids (int32) and log-probabilities
+        (float32), [n_layers + 1, T, k], and the log-probabilities and ranks of the ids `track` [T, m] holds for
+        each position, [n_layers + 1, T, m]. Compiles only the reading program, once per k and m (the residuals
+        cross to the host between the two: slicing and stacking them on the device would compile a small program
+        per length)."""
         cache, chunks = self.scratch_cache(ids), []
         for start, tokens, size in prefill_chunks(ids, cache.length):  # (the cache is kept nowhere after)
             at, stream = np.int32(start), list[jax.Array]()
             _hidden, chunk, _ = self._programs.forward(self._weights, cache, tokens, at, 0, stream)
             cache = self._programs.write(cache, chunk, at)
             chunks.append(np.stack([np.asarray(x, np.float32)[0, :size] for x in stream]))  # [L + 1, size, d]
-        rows = np.concatenate(chunks, axis=1).reshape(-1, self.config.dim)  # [(L + 1) * T, d]
+        layers = self.config.n_layers + 1
+        rows = np.concatenate(chunks, axis=1).reshape(-1, self.config.dim)  # [(L + 1) * T, d], layer-major
+        tracked = np.tile(np.asarray(track, np.int32), (layers, 1))  # [(L + 1) * T, m]
         block = np.zeros((LENS_ROWS, self.config.dim), np.float32)
-        top_ids, top_logprobs = [], []
+        block_track = np.zeros((LENS_ROWS, tracked.shape[1]), np.int32)
+        parts: list[list[np.ndarray]] = [[], [], [], []]
         for first in range(0, rows.shape[0], LENS_ROWS):
             n = min(LENS_ROWS, rows.shape[0] - first)
             block[:n], block[n:] = rows[first : first + n], 0.0
-            got_ids, got_logprobs = self._programs.lens_top(self._weights, block, k)
-            top_ids.append(np.asarray(got_ids)[:n])
-            top_logprobs.append(np.asarray(got_logprobs)[:n])
-        shape = (self.config.n_layers + 1, ids.size, k)
-        return np.concatenate(top_ids).reshape(shape), np.concatenate(top_logprobs).reshape(shape)
+            block_track[:n], block_track[n:] = tracked[first : first + n], 0
+            for part, got in zip(parts, self._programs.lens_top(self._weights, block, block_track, k), strict=True):
+                part.append(np.asarray(got)[:n])
+        return tuple(np.concatenate(part).reshape(layers, ids.size, -1) for part in parts)
 
     def logits_of(self, hidden: jax.Array) -> np.ndarray:
         """Vocabulary logits [s, V] of one row's hidden states [1, s, d]."""

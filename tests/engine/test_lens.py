@@ -39,3 +39,22 @@ def test_a_second_look_compiles_nothing(tiny_model):
 def _logsumexp(logits: np.ndarray) -> np.ndarray:
     top = logits.max(-1, keepdims=True)
     return (top + np.log(np.exp(logits - top).sum(-1, keepdims=True)))[:, 0]
+
+
+def test_tracked_ids_get_their_log_probability_and_rank_at_every_layer(tiny_model):
+    ids = list(range(3, 40))
+    lens = tiny_model.lens(ids, k=10, track=[[ids[t + 1] if t + 1 < len(ids) else 5, 7] for t in range(len(ids))])
+    assert lens.tracked_logprobs.shape == lens.tracked_ranks.shape == (tiny_model.config.n_layers + 1, len(ids), 2)
+    for layer, t, j in [(0, 0, 0), (1, 5, 1), (2, 36, 0), (2, 10, 1)]:
+        token = lens.tracked_ids[t, j]
+        found = np.flatnonzero(lens.top_ids[layer, t] == token)
+        if found.size:  # within the top 10: the same log-probability, and its place there is its rank
+            assert lens.tracked_ranks[layer, t, j] == found[0]
+            assert np.isclose(lens.tracked_logprobs[layer, t, j], lens.top_logprobs[layer, t, found[0]], atol=1e-5)
+        else:
+            assert lens.tracked_ranks[layer, t, j] >= 10
+            assert lens.tracked_logprobs[layer, t, j] <= lens.top_logprobs[layer, t, -1] + 1e-6
+    last = tiny_model.logits(ids)[-1]
+    assert lens.tracked_ranks[-1, -1, 1] == int((last > last[7]).sum())  # (7 ranked among the whole vocabulary)
+    same = tiny_model.lens(ids, k=3, track=[7, 9])  # the same ids at every position
+    assert np.array_equal(same.tracked_ids, np.tile([7, 9], (len(ids), 1)))

@@ -248,7 +248,7 @@ export function lensChart(t: TokenLens, pieces: Pieces): HTMLElement {
     el("div", { class: "cf-legend", "data-testid": "lens-legend" }, ...legend),
     el("div", {
       class: "cf-muted",
-      text: `Probability after each layer (log scale); a gap: below that layer's top ${t.depth}, not known.${t.settled >= 0 ? " The dashed line: where the chosen token became the top choice for good." : ""}`,
+      text: `Probability after each layer (log scale)${t.series.some((s) => s.ranks.includes(0)) ? `; a gap: below that layer's top ${t.depth}, not known` : ""}.${t.settled >= 0 ? " The dashed line: where the chosen token became the top choice for good." : ""}`,
     }),
   );
 }
@@ -266,7 +266,7 @@ export function lensTable(t: TokenLens, pieces: Pieces): HTMLElement {
     {},
     el("th", { text: "after" }),
     el("th", { text: `top ${t.top[0]?.length ?? 0}` }),
-    el("th", { class: "cf-num", text: "chosen", title: `its rank (within the top ${t.depth}) and probability` }),
+    el("th", { class: "cf-num", text: "chosen", title: "its rank among the whole vocabulary, and its probability" }),
   );
   const rows: HTMLElement[] = [];
   for (let r = t.layers; r >= 0; r--) {

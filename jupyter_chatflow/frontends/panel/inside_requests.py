@@ -2,15 +2,16 @@
 input made one of its tokens ("why this token?", "why this rather than that?").
 
 Both run on the chat's engine thread, after any turn already queued, through the model's public API
-(`Model.lens`, `Model.attribution`, docs/inside.md). Each call compiles a program for its shapes and lets it go;
-the reply is built from the arrays and sent, and nothing is kept (the kernel's memory stays what its turns need).
+(`Model.lens`, `Model.attribution`, docs/inside.md). The lens runs on the programs the turn compiled, and one small
+reader; attribution compiles a program for its shapes and lets it go. The reply is built from the arrays and sent,
+and nothing is kept (the kernel's memory stays what its turns need).
 
 - **lens**: each round of the turn that streamed answer tokens is lensed once, over its prompt and its answer
   before its last token (the last token predicts nothing shown). Per answer token, at the position that predicted
-  it: each row's top `SHOWN`, and the chosen token and the alternatives the sampler saw, row by row,
-  by their rank and log-probability among the row's top `depth` (`Model.lens` gives a row's top k only, so a
-  token below them is "not known": `depth` is as large as `LENS_BYTES` allows). The last round's prompt
-  positions come too: the model's top choice after each, and the row from which it was.
+  it: each row's top `SHOWN`, and the chosen token and the alternatives the sampler saw, row by row, by their
+  rank among the whole vocabulary and their log-probability (`Model.lens(track=…)` follows them, however low they
+  rank). The last round's prompt positions come too: the model's top choice after each, and the row from which
+  it was.
 - **why**: the token's round's prompt, then the answer before the token, attributed to log p(token) (less
   log p(contrast)); the values are summed per segment of the prompt (its provenance) and for the answer so far.
 """
@@ -45,11 +46,6 @@ from .protocol import (
 
 SHOWN = 5
 """Each row's top choices a view shows."""
-DEPTH = 64
-"""How deep a row's ranking is read to find the chosen token and its alternatives in it (at most)."""
-LENS_BYTES = 48 * 2**20
-"""The host bytes a round's lens may take ([rows, T, depth] ids and log-probabilities): a long prompt reads less
-deep (never less than `SHOWN`)."""
 STEPS = 32
 """Integrated gradients' steps when a request does not say."""
 TICK_S = 0.25
@@ -124,11 +120,6 @@ def finished_rounds(events: Sequence[Event]) -> list[LookedRound]:
 # ---- the lens ---------------------------------------------------------------------------------------------------
 
 
-def lens_depth(rows: int, length: int) -> int:
-    """How deep to rank a lens of `rows` rows over `length` positions within `LENS_BYTES` (int32 + float32)."""
-    return int(max(SHOWN, min(DEPTH, LENS_BYTES // max(1, rows * length * 8))))
-
-
 def settled_row(top: np.ndarray, token: int) -> int:
     """The first row from which `top` (the top choice per row) is `token` through the last row; -1 when it is
     not the last row's."""
@@ -147,17 +138,6 @@ def series_ids(token: TokenDelta) -> list[int]:
     return ids
 
 
-def rank_in(top_ids: np.ndarray, top_logprobs: np.ndarray, token: int) -> tuple[np.ndarray, np.ndarray]:
-    """A token's rank (1: top; 0: not among them) and log-probability (NaN: not known) in each row's top list:
-    `top_ids` [rows, depth] → int32 [rows], float32 [rows]."""
-    hits = top_ids == token
-    found = hits.any(axis=1)
-    where = hits.argmax(axis=1)
-    ranks = np.where(found, where + 1, 0).astype(np.int32)
-    logprobs = np.where(found, top_logprobs[np.arange(len(top_ids)), where], np.nan).astype(np.float32)
-    return ranks, logprobs
-
-
 def lens_reply(model: Any, message: LensRequest, events: Sequence[Event]) -> tuple[LensMessage, list[bytes]]:
     """The `lens` message and its buffers for a finished turn (on the engine thread)."""
     rounds = finished_rounds(events)
@@ -170,21 +150,24 @@ def lens_reply(model: Any, message: LensRequest, events: Sequence[Event]) -> tup
     tops, top_lps, ranks, lps, series, settled, indices, positions = [], [], [], [], [], [], [], []
     prompt_top, prompt_settled, prompt_lps = np.zeros(0, np.int32), [], np.zeros(0, np.float32)
     width = max(len(series_ids(t)) for r in answered for t in r.tokens)
-    depth = DEPTH
     for number, r in enumerate(answered):
         sequence = r.ids + [t.token_id for t in r.tokens[:-1]]
-        lens = model.lens(sequence, k=min(lens_depth(rows, len(sequence)), model.config.vocab_size))
-        depth = min(depth, lens.top_ids.shape[2])
+        follow = np.zeros((len(sequence), width), np.int32)  # each answer token's series, at the position before it
+        for i, token in enumerate(r.tokens):
+            wanted = series_ids(token)
+            follow[len(r.ids) - 1 + i, : len(wanted)] = wanted
+        lens = model.lens(sequence, k=SHOWN, track=follow)
         for i, token in enumerate(r.tokens):
             at = len(r.ids) - 1 + i
-            ids, logprobs = lens.top_ids[:, at], lens.top_logprobs[:, at]  # [rows, depth]
-            tops.append(ids[:, :SHOWN].copy())  # (copies: the round's whole lens is let go after it)
-            top_lps.append(logprobs[:, :SHOWN].copy())
+            ids, logprobs = lens.top_ids[:, at], lens.top_logprobs[:, at]  # [rows, SHOWN]
+            tops.append(ids.copy())  # (copies: the round's whole lens is let go after it)
+            top_lps.append(logprobs.copy())
             wanted = series_ids(token)
-            found = [rank_in(ids, logprobs, t) for t in wanted]
             pad = width - len(wanted)
-            ranks.append(np.stack([rank for rank, _ in found] + [np.zeros(rows, np.int32)] * pad))
-            lps.append(np.stack([lp for _, lp in found] + [np.full(rows, np.nan, np.float32)] * pad))
+            exact = lens.tracked_ranks[:, at, : len(wanted)].T + 1  # [series, rows], 1: the top
+            ranks.append(np.concatenate([exact, np.zeros((pad, rows), np.int32)]))
+            known = lens.tracked_logprobs[:, at, : len(wanted)].T
+            lps.append(np.concatenate([known, np.full((pad, rows), np.nan, np.float32)]))
             series.append(wanted + [-1] * pad)
             settled.append(settled_row(ids[:, 0], token.token_id))
             indices.append(token.index)
@@ -206,7 +189,7 @@ def lens_reply(model: Any, message: LensRequest, events: Sequence[Event]) -> tup
     last = answered[-1]
     reply = {
         "type": "lens", "request_id": message["request_id"], "turn_id": message["turn_id"], "layers": rows - 1,
-        "k": SHOWN, "depth": depth,
+        "k": SHOWN, "depth": model.config.vocab_size,  # (every rank is known: `Model.lens(track=…)`)
         "indices": indices, "positions": positions, "series": series, "settled": settled,
         "prompt_tokens": len(last.ids), "prompt_top": [int(i) for i in prompt_top], "prompt_settled": prompt_settled,
         "message_end": last.message_end,

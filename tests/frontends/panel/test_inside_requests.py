@@ -12,7 +12,7 @@ import pytest
 
 from jupyter_chatflow.events import ContextAssembled, Run, Segment, TokenDelta, Tokenized
 from jupyter_chatflow.frontends.panel import inside_requests
-from jupyter_chatflow.frontends.panel.inside_requests import rank_in, rounds_of, segment_sums, settled_row
+from jupyter_chatflow.frontends.panel.inside_requests import rounds_of, segment_sums, settled_row
 from jupyter_chatflow.frontends.panel.widget import ChatWidget
 from jupyter_chatflow.pipeline.chat import Chat
 from jupyter_chatflow.store.database import Database
@@ -66,6 +66,7 @@ def test_the_lens_reply_is_the_models_lens_at_each_answer_tokens_position(looked
     assert reply["positions"] == list(range(len(prompt) - 1, len(prompt) - 1 + n))
     assert got["top_ids"].shape == (n, rows, 5) and got["series_ranks"].shape[::2] == (n, rows)
     depth = reply["depth"]
+    assert depth == vocab  # (every rank is known)
     for i, token in enumerate(tokens):
         at = len(prompt) - 1 + i
         assert np.array_equal(got["top_ids"][i], whole.top_ids[:, at, :5])
@@ -226,15 +227,9 @@ def test_a_tool_turns_tokens_belong_to_the_round_they_were_answered_in():
     assert inside_requests.why_input(rounds, 2) == (rounds[1], 1)
 
 
-def test_the_helpers_rank_a_token_and_find_the_row_it_settled_at():
+def test_the_helpers_find_the_row_a_token_settled_at_and_sum_segments():
     top = np.array([5, 7, 5, 9, 9, 9])
     assert settled_row(top, 9) == 3 and settled_row(top, 5) == -1 and settled_row(np.array([9, 9]), 9) == 0
-    ids = np.array([[1, 2, 3], [3, 1, 2]])
-    lps = np.array([[-1, -2, -3], [-0.5, -1.5, -2.5]], np.float32)
-    ranks, logprobs = rank_in(ids, lps, 3)
-    assert ranks.tolist() == [3, 1] and logprobs.tolist() == [-3, -0.5]
-    ranks, logprobs = rank_in(ids, lps, 4)
-    assert ranks.tolist() == [0, 0] and np.isnan(logprobs).all()
     assert segment_sums(np.array([1.0, 2.0, 4.0], np.float32), np.array([1, 0, 1]), 3).tolist() == [2.0, 5.0, 0.0]
 
 
