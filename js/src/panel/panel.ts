@@ -186,7 +186,7 @@ export class Panel {
     if (turnId !== order[order.length - 1]) return;
     const lens = this.inside.lensOf(turnId);
     const done = lens
-      ? `The latest answer's lens: ${(lens.msg.compute_ms / 1000).toFixed(1)} s, of which XLA compiling ${(lens.msg.compile_ms / 1000).toFixed(1)} s (a program for each look)`
+      ? `The latest answer's lens: ${(lens.msg.compute_ms / 1000).toFixed(1)} s, of which XLA compiling ${(lens.msg.compile_ms / 1000).toFixed(1)} s (the lens's reader: once per kernel)`
       : "";
     this.answers.setLensStatus(text || done, text.startsWith("The lens failed"));
   }
