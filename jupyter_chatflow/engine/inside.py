@@ -43,9 +43,9 @@ class Lens:
     tracked_ids: np.ndarray = dataclasses.field(default_factory=lambda: np.zeros((0, 0), np.int32))
     """int32 [T, m]: the ids followed at each position (`Model.lens(track=…)`)."""
     tracked_logprobs: np.ndarray = dataclasses.field(default_factory=lambda: np.zeros((0, 0, 0), np.float32))
-    """float32 [n_layers + 1, T, m]: their log-probabilities at each layer."""
+    """float32 [n_layers + 1, T, m]: the followed ids' log-probabilities at each layer."""
     tracked_ranks: np.ndarray = dataclasses.field(default_factory=lambda: np.zeros((0, 0, 0), np.int32))
-    """int32 [n_layers + 1, T, m]: their ranks (0: the top one; how many tokens the layer put above them)."""
+    """int32 [n_layers + 1, T, m]: the followed ids' ranks (0: the top one; the count of tokens above each)."""
 
 
 def tracked(track: Sequence[int] | Sequence[Sequence[int]] | None, length: int, vocab: int) -> np.ndarray:

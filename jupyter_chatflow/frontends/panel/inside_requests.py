@@ -8,10 +8,9 @@ and nothing is kept (the kernel's memory stays what its turns need).
 
 - **lens**: each round of the turn that streamed answer tokens is lensed once, over its prompt and its answer
   before its last token (the last token predicts nothing shown). Per answer token, at the position that predicted
-  it: each row's top `SHOWN`, and the chosen token and the alternatives the sampler saw, row by row, by their
-  rank among the whole vocabulary and their log-probability (`Model.lens(track=…)` follows them, however low they
-  rank). The last round's prompt positions come too: the model's top choice after each, and the row from which
-  it was.
+  it: each row's top `SHOWN`, and the chosen token and the alternatives the sampler saw, row by row, each by rank
+  among the whole vocabulary and log-probability (`Model.lens(track=…)` follows each, however low it ranks). The
+  last round's prompt positions come too: the model's top choice after each, and the row from which it was.
 - **why**: the token's round's prompt, then the answer before the token, attributed to log p(token) (less
   log p(contrast)); the values are summed per segment of the prompt (its provenance) and for the answer so far.
 """
