@@ -11,6 +11,7 @@ inside_reference.py`.
 from __future__ import annotations
 
 import dataclasses
+import threading
 import warnings
 from collections.abc import Callable, Sequence
 from typing import Literal
@@ -62,42 +63,84 @@ def tracked(track: Sequence[int] | Sequence[Sequence[int]] | None, length: int, 
     return np.ascontiguousarray(array, np.int32)
 
 
+WIDTH = 64
+"""Attribution pads its input to a multiple of this many positions (the padding comes after the last position, which
+causal attention never lets it reach): the answer's tokens of one turn share a few programs."""
+
+
+class KeptPrograms:
+    """A model's compiled attribution programs of one input width, kept between looks at one turn (its tokens'
+    inputs differ by a position or two: one width); a look at another width lets them go first, so at most one
+    width's programs are held (~0.1 GiB on the default model). `Runner.release_programs` lets go of them too."""
+
+    def __init__(self) -> None:
+        self._width = 0
+        self._programs: dict[str, Callable[..., jax.Array]] = {}
+        self._lock = threading.Lock()
+
+    def get(self, name: str, width: int, build: Callable[[], Callable[..., jax.Array]]) -> Callable[..., jax.Array]:
+        """The program `name` for inputs `width` wide, compiled by `build` if it is not held."""
+        with self._lock:
+            if width != self._width:
+                self._programs, self._width = {}, width
+            if name not in self._programs:
+                self._programs[name] = build()
+            return self._programs[name]
+
+    def clear(self) -> None:
+        with self._lock:
+            self._programs, self._width = {}, 0
+
+
 def attribution(
     transformer: Transformer, ids: Sequence[int], target_id: int, *, method: Method, steps: int,
-    contrast_id: int | None, progress: Callable[[int, int], None] | None,
+    contrast_id: int | None, progress: Callable[[int, int], None] | None, kept: KeptPrograms,
 ) -> np.ndarray:  # fmt: skip
     """Per position of `ids`, the sum over the hidden dimension of gradient × input for log p(target) (less log
     p(contrast)) after the last position: float32 [T]. Integrated gradients average the gradient over `steps`
-    points from a zero input to the real one (midpoints), so the positions' values add up to f(input) - f(zeros)."""
+    points from a zero input to the real one (midpoints), so the positions' values add up to f(input) - f(zeros).
+    The programs are `kept`'s, compiled for the input padded to a multiple of `WIDTH` positions."""
     if method not in ("grad_x_input", "integrated_gradients"):
         raise GenerationError(f'method must be "grad_x_input" or "integrated_gradients", got {method!r}')
     vocab = transformer.config.vocab_size
     for name, token in (("target_id", target_id), ("contrast_id", contrast_id)):
         if token is not None and not 0 <= token < vocab:
             raise GenerationError(f"{name} must be a token id in [0, {vocab}), got {token}")
-    graphdef, state = nnx.split(transformer)
-    tokens, contrast = _tokens(ids), -1 if contrast_id is None else contrast_id
-
-    def f(state, embeds):
-        return explicit.target_logprob(nnx.merge(graphdef, state), tokens, embeds, target_id, contrast)
-
-    embeds = jax.jit(lambda state: nnx.merge(graphdef, state).embed_chunk(tokens, 0)[0])(state)
-    grad = jax.jit(jax.grad(f, argnums=1))
-    if method == "grad_x_input":
-        return np.asarray(jnp.sum(grad(state, embeds) * embeds, axis=-1)[0], np.float32)
-    if not isinstance(steps, int) or steps < 1:
+    if method == "integrated_gradients" and (not isinstance(steps, int) or isinstance(steps, bool) or steps < 1):
         raise GenerationError(f"steps must be a whole number of at least 1, got {steps!r}")
-    batched = jax.jit(jax.vmap(lambda state, e: jax.grad(f, argnums=1)(state, e), in_axes=(None, 0)))
+    graphdef, state = nnx.split(transformer)
+    n = len(ids)
+    width = -(-n // WIDTH) * WIDTH
+    tokens = jnp.asarray(np.pad(np.asarray(_tokens(ids)), ((0, 0), (0, width - n))))
+    at = (jnp.int32(n - 1), jnp.int32(target_id), jnp.int32(-1 if contrast_id is None else contrast_id))
+
+    def f(state, embeds, tokens, last, target, contrast):
+        return explicit.target_logprob(nnx.merge(graphdef, state), tokens, embeds, target, contrast, last)
+
+    def compiled(name: str, function: Callable[..., jax.Array], *args: object) -> Callable[..., jax.Array]:
+        return kept.get(name, width, lambda: jax.jit(function).lower(*args).compile())
+
+    embed = compiled("embed", lambda state, tokens: nnx.merge(graphdef, state).embed_chunk(tokens, 0)[0], state, tokens)
+    embeds = embed(state, tokens)
+    if method == "grad_x_input":
+        grad = compiled("grad", jax.grad(f, argnums=1), state, embeds, tokens, *at)
+        return np.asarray(jnp.sum(grad(state, embeds, tokens, *at) * embeds, axis=-1)[0, :n], np.float32)
+    points = jax.vmap(jax.grad(f, argnums=1), in_axes=(None, 0, None, None, None, None))
+    batch = jnp.zeros((STEPS_AT_ONCE, *embeds.shape), embeds.dtype)
+    batched = compiled(f"ig{STEPS_AT_ONCE}", points, state, batch, tokens, *at)
     total = jnp.zeros_like(embeds)
     alphas = (np.arange(steps) + 0.5) / steps
     for start in range(0, steps, STEPS_AT_ONCE):
-        part = jnp.asarray(alphas[start : start + STEPS_AT_ONCE], embeds.dtype)
-        total = total + jnp.sum(batched(state, part[:, None, None, None] * embeds[None]), axis=0)
+        part = np.zeros(STEPS_AT_ONCE, np.float32)  # (a last part of fewer points: the rest at 0, left out below)
+        chunk = alphas[start : start + STEPS_AT_ONCE]
+        part[: len(chunk)] = chunk
+        grads = batched(state, jnp.asarray(part, embeds.dtype)[:, None, None, None] * embeds[None], tokens, *at)
+        total = total + jnp.sum(grads[: len(chunk)], axis=0)
         if progress is not None:
             progress(min(start + STEPS_AT_ONCE, steps), steps)
-    values = np.asarray(jnp.sum(total / steps * embeds, axis=-1)[0], np.float32)
-    value = jax.jit(f)  # (one program for both ends of the path)
-    moved = float(value(state, embeds) - value(state, jnp.zeros_like(embeds)))
+    values = np.asarray(jnp.sum(total / steps * embeds, axis=-1)[0, :n], np.float32)
+    value = compiled("value", f, state, embeds, tokens, *at)  # (one program for both ends of the path)
+    moved = float(value(state, embeds, tokens, *at) - value(state, jnp.zeros_like(embeds), tokens, *at))
     if abs(float(values.sum()) - moved) > GAP * abs(moved) + 1e-3:
         warnings.warn(completeness_gap(float(values.sum()), moved, steps), RuntimeWarning, stacklevel=3)
     return values

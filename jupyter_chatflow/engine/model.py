@@ -27,6 +27,7 @@ from .chunks import MIN_BUCKET, MIN_CACHE, PREFILL_CHUNK, bucket, prefill_chunks
 from .constraint import Constraint
 from .generation import Generation, GenerationCounts, RawStep
 from .intervention import Direction, Intervention, Steer
+from .programs import release_freed_memory
 from .prompt_cache import PromptCache
 from .run import SequenceState, raw_step
 from .runner import Runner
@@ -319,8 +320,11 @@ class Model:
         up to log p(target | ids) - log p(target | zeros)), calling `progress(done, steps)` as it goes;
         `contrast_id`: attribute log p(target) - log p(contrast), "why this rather than that"."""
         ids = self.runner.check_prompt(token_ids).tolist()
-        return inside.attribution(self.runner.transformer, ids, target_id, method=method, steps=steps,
-                                  contrast_id=contrast_id, progress=progress)  # fmt: skip
+        try:
+            return inside.attribution(self.runner.transformer, ids, target_id, method=method, steps=steps,
+                                      contrast_id=contrast_id, progress=progress, kept=self.runner.looks)  # fmt: skip
+        finally:
+            release_freed_memory()  # (the backward pass's buffers: glibc kept ~0.5 GiB of them on the default model)
 
     def next_logits(self, token_ids: Sequence[int]) -> np.ndarray:
         """Next-token logits after the last position only: float32 [V] (a cached prefix is not computed again)."""

@@ -38,8 +38,8 @@ from jupyter_chatflow.errors import GenerationError
 from jupyter_chatflow.model.config import ModelConfig
 from jupyter_chatflow.model.transformer import KVCache, Transformer
 
+from . import inside, prefill_group
 from . import mesh as meshes
-from . import prefill_group
 from .batch import Batch
 from .chunks import MIN_BUCKET, PREFILL_CHUNK, bucket, cache_length, prefill_chunks, room
 from .constraint import Constraint
@@ -71,6 +71,8 @@ class Runner:
         on_cpu_mesh = mesh is not None and mesh.devices.flat[0].platform == "cpu"
         self._programs = Programs(transformer, one_at_a_time=on_cpu_mesh)
         self._weights = self._programs.weights  # the transformer's arrays, as the programs take them
+        self.looks = inside.KeptPrograms()
+        """Attribution's programs of the latest input width (`inside.attribution`), let go with the others."""
         self.prompt_cache = PromptCache()
         """Caches kept after each pass, keyed by the ids they hold: a prompt starting with one is not computed again."""
         self._lock = threading.Lock()
@@ -351,4 +353,5 @@ class Runner:
         disturbed, only slowed by the compile it then needs."""
         with self._lock:
             self.prompt_cache.clear()
+        self.looks.clear()
         release_all()

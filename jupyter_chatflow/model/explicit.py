@@ -66,8 +66,12 @@ def lens_logits(model: Transformer, stream: jax.Array) -> jax.Array:
     return model.logits(model.norm(stream).reshape(-1, d)).reshape(*lead, -1)
 
 
-def target_logprob(model: Transformer, tokens: jax.Array, embeds: jax.Array, target, contrast) -> jax.Array:
-    """log p(target | embeds) after the last position, less log p(contrast) when `contrast` >= 0: a scalar."""
-    last = residuals(model, tokens, embeds=embeds)[-1][:, -1]  # [b, d]
+def target_logprob(
+    model: Transformer, tokens: jax.Array, embeds: jax.Array, target, contrast, last=-1
+) -> jax.Array:  # fmt: skip
+    """log p(target | embeds) after position `last` (the last one by default: a padded input says which), less log
+    p(contrast) when `contrast` >= 0: a scalar."""
+    stream = residuals(model, tokens, embeds=embeds)[-1]  # [b, T, d]
+    last = jax.lax.dynamic_index_in_dim(stream, jnp.asarray(last) % stream.shape[1], axis=1, keepdims=False)
     logprobs = jax.nn.log_softmax(lens_logits(model, last)[0])
     return logprobs[target] - jnp.where(contrast >= 0, logprobs[jnp.maximum(contrast, 0)], 0.0)

@@ -1,5 +1,6 @@
 """The logit lens on the serving path (`Runner.lens`): over several prefill chunks it reads what the explicit pass
-reads, and a second look compiles nothing. Against transformers: tests/model/test_inside_reference.py."""
+reads, and a second look compiles nothing; attribution's programs kept for one input width. Against transformers:
+tests/model/test_inside_reference.py."""
 
 from __future__ import annotations
 
@@ -58,3 +59,18 @@ def test_tracked_ids_get_their_log_probability_and_rank_at_every_layer(tiny_mode
     assert lens.tracked_ranks[-1, -1, 1] == int((last > last[7]).sum())  # (7 ranked among the whole vocabulary)
     same = tiny_model.lens(ids, k=3, track=[7, 9])  # the same ids at every position
     assert np.array_equal(same.tracked_ids, np.tile([7, 9], (len(ids), 1)))
+
+
+def test_attribution_keeps_one_widths_programs_between_looks(tiny_model):
+    """A turn's tokens are attributed over inputs a position apart: one width (64), compiled once; another width
+    lets the first go; `release_programs` lets go of them all."""
+    ids = list(range(3, 40))
+    first = tiny_model.attribution(ids, 7)
+    before = compile_seconds()
+    tiny_model.attribution(ids[:-1], 7)
+    np.testing.assert_array_equal(tiny_model.attribution(ids, 7), first)
+    assert compile_seconds() - before < 0.05  # (no program: at most the eager sums of a new length)
+    tiny_model.attribution(list(range(3, 90)), 7)  # (width 128)
+    assert tiny_model.runner.looks._width == 128
+    tiny_model.runner.release_programs()
+    assert tiny_model.runner.looks._width == 0
