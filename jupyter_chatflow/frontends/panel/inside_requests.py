@@ -3,8 +3,8 @@ input made one of its tokens ("why this token?", "why this rather than that?").
 
 Both run on the chat's engine thread, after any turn already queued, through the model's public API
 (`Model.lens`, `Model.attribution`, docs/inside.md). The lens runs on the programs the turn compiled, and one small
-reader; attribution compiles a program for its shapes and lets it go. The reply is built from the arrays and sent,
-and nothing is kept (the kernel's memory stays what its turns need).
+reader; attribution keeps its programs for one input width (the turn's other tokens reuse them). The reply is
+built from the arrays and sent; no array is kept.
 
 - **lens**: each round of the turn that streamed answer tokens is lensed once, over its prompt and its answer
   before its last token (the last token predicts nothing shown). Per answer token, at the position that predicted
