@@ -156,7 +156,7 @@ export class InterveneView {
 
   private drawGrid(layers: number, heads: number): void {
     clear(this.grid);
-    this.grid.style.gridTemplateColumns = `auto repeat(${heads}, 14px)`;
+    this.grid.style.gridTemplateColumns = `auto repeat(${heads}, 18px)`;
     this.grid.append(el("span", { class: "cf-head-corner" }));
     for (let h = 0; h < heads; h++) this.grid.append(el("span", { class: "cf-head-label", text: h }));
     for (let l = 0; l < layers; l++) {
