@@ -309,7 +309,9 @@ class Transformer(nnx.Module):
         added to the residual after each layer. The weights are the same arrays (nothing is copied), and the
         graph the same: its programs are this model's, compiled once for both."""
         graphdef, state = nnx.split(self)
-        other = nnx.merge(graphdef, state)
+        # (merged from the state itself, the copy would hold this model's Variables: setting its `keep` set ours;
+        # mapped, the state's Variables are new ones around the same arrays)
+        other = nnx.merge(graphdef, jax.tree.map(lambda array: array, state))
         for block, weights, vector in zip(other.blocks, keep, steer, strict=True):
             block.attn.keep.set_value(_placed(weights, block.attn.keep.get_value()))
             block.steer.set_value(_placed(vector, block.steer.get_value()))

@@ -27,6 +27,10 @@ def test_an_intervened_model_shares_the_weights_and_the_programs_and_leaves_the_
     assert mine.blocks[1].attn.wqkv.get_value() is theirs.blocks[1].attn.wqkv.get_value()
     assert ablated.intervention is not None and ablated.intervention.ablated == {0: (0, 1)}
     assert tiny_model.intervention is None
+    # the original's own arrays are as they were (its explicit pass reads them: attribution, the lens of old)
+    assert np.array_equal(np.asarray(mine.blocks[0].attn.keep.get_value()), np.ones(tiny_model.config.n_heads))
+    assert not np.asarray(mine.blocks[0].steer.get_value()).any()
+    np.testing.assert_array_equal(np.asarray(theirs.blocks[0].attn.keep.get_value())[:2], [0.0, 0.0])
 
 
 def test_each_decode_step_runs_the_intervention_as_the_prefill_does(tiny_model):
