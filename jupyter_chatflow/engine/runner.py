@@ -253,14 +253,20 @@ class Runner:
         tracked = np.tile(np.asarray(track, np.int32), (layers, 1))  # [(L + 1) * T, m]
         block = np.zeros((LENS_ROWS, self.config.dim), np.float32)
         block_track = np.zeros((LENS_ROWS, tracked.shape[1]), np.int32)
-        parts: list[list[np.ndarray]] = [[], [], [], []]
-        for first in range(0, rows.shape[0], LENS_ROWS):
-            n = min(LENS_ROWS, rows.shape[0] - first)
+        m, total = tracked.shape[1], rows.shape[0]
+        out = (
+            np.empty((total, k), np.int32),
+            np.empty((total, k), np.float32),
+            np.empty((total, m), np.float32),
+            np.empty((total, m), np.int32),
+        )  # fmt: skip  (filled in place: no second copy of a large k's)
+        for first in range(0, total, LENS_ROWS):
+            n = min(LENS_ROWS, total - first)
             block[:n], block[n:] = rows[first : first + n], 0.0
             block_track[:n], block_track[n:] = tracked[first : first + n], 0
-            for part, got in zip(parts, self._programs.lens_top(self._weights, block, block_track, k), strict=True):
-                part.append(np.asarray(got)[:n])
-        return tuple(np.concatenate(part).reshape(layers, ids.size, -1) for part in parts)
+            for into, got in zip(out, self._programs.lens_top(self._weights, block, block_track, k), strict=True):
+                into[first : first + n] = np.asarray(got)[:n]
+        return tuple(array.reshape(layers, ids.size, -1) for array in out)
 
     def logits_of(self, hidden: jax.Array) -> np.ndarray:
         """Vocabulary logits [s, V] of one row's hidden states [1, s, d]."""
