@@ -104,6 +104,24 @@ def jupyter_lab(root: Path, **env: str) -> Iterator[str]:
             server.wait(20)
 
 
+def lab_settings(root: Path, **settings: dict) -> None:
+    """JupyterLab's apputils settings for a lab over `root` (`jupyter_lab` points it there): one file per keyword,
+    e.g. `notification={"fetchNews": "false"}` (no "Jupyter news?" toast over the views)."""
+    folder = root / "settings" / "@jupyterlab" / "apputils-extension"
+    folder.mkdir(parents=True, exist_ok=True)
+    for name, values in settings.items():
+        (folder / f"{name}.jupyterlab-settings").write_text(json.dumps(values))
+
+
+def send_and_wait(panel, text: str, timeout: float = 240) -> None:
+    """Send `text` from the panel's box and wait for its turn to end with at least three tokens shown."""
+    panel.locator("[data-testid=chat-input]").fill(text)
+    panel.locator("[data-testid=send]").click()
+    tokens = panel.locator("[data-testid=token]")
+    _wait_until(lambda: tokens.count() >= 3 and panel.get_attribute("data-status") == "idle", timeout,
+                "the turn did not end")  # fmt: skip
+
+
 @pytest.fixture(scope="module")
 def page(lab):
     with open_notebook(lab, "panel.ipynb", "panel-last.png", height=1600) as page:

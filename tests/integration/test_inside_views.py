@@ -15,7 +15,16 @@ import re
 
 import pytest
 
-from .test_e2e_panel import ARTIFACTS, CHROMIUM, _wait_until, jupyter_lab, open_notebook, write_notebook
+from .test_e2e_panel import (
+    ARTIFACTS,
+    CHROMIUM,
+    _wait_until,
+    jupyter_lab,
+    lab_settings,
+    open_notebook,
+    send_and_wait,
+    write_notebook,
+)  # fmt: skip
 
 SHOTS = ARTIFACTS / "inside-views"
 QUESTION = "What is the capital of France?"
@@ -47,9 +56,7 @@ def lab(tmp_path_factory, real_model_path):
     root = tmp_path_factory.mktemp("inside")
     SHOTS.mkdir(parents=True, exist_ok=True)
     write_notebook(root / "inside.ipynb", PANEL, REFERENCE)
-    settings = root / "settings" / "@jupyterlab" / "apputils-extension"  # (no "Jupyter news?" toast over the views)
-    settings.mkdir(parents=True)
-    (settings / "notification.jupyterlab-settings").write_text(json.dumps({"fetchNews": "false"}))
+    lab_settings(root, notification={"fetchNews": "false"})
     with jupyter_lab(root) as base:
         yield base
 
@@ -68,11 +75,8 @@ def test_the_lens_and_why_this_token_show_the_kernels_numbers(lab):
         panel.wait_for()
 
         # a turn from the panel's box, on the default model
-        panel.locator("[data-testid=chat-input]").fill(QUESTION)
-        panel.locator("[data-testid=send]").click()
+        send_and_wait(panel, QUESTION)
         tokens = panel.locator("[data-testid=token]")
-        _wait_until(lambda: tokens.count() >= 3 and panel.get_attribute("data-status") == "idle", 240,
-                    "the turn did not end")  # fmt: skip
         count = tokens.count()
 
         # the lens shading: every chip gets its layer; the definition is named under the bar

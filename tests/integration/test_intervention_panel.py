@@ -9,11 +9,18 @@ Screenshots go to $CHATFLOW_ARTIFACTS/intervention/ (default: test-artifacts/ in
 
 from __future__ import annotations
 
-import json
-
 import pytest
 
-from .test_e2e_panel import ARTIFACTS, CHROMIUM, _wait_until, jupyter_lab, open_notebook, write_notebook
+from .test_e2e_panel import (
+    ARTIFACTS,
+    CHROMIUM,
+    _wait_until,
+    jupyter_lab,
+    lab_settings,
+    open_notebook,
+    send_and_wait,
+    write_notebook,
+)  # fmt: skip
 
 SHOTS = ARTIFACTS / "intervention"
 QUESTION = "Write a haiku about the sea."
@@ -34,9 +41,7 @@ def lab(tmp_path_factory, real_model_path):
     root = tmp_path_factory.mktemp("intervention")
     SHOTS.mkdir(parents=True, exist_ok=True)
     write_notebook(root / "intervention.ipynb", PANEL)
-    settings = root / "settings" / "@jupyterlab" / "apputils-extension"  # (no "Jupyter news?" toast over the views)
-    settings.mkdir(parents=True)
-    (settings / "notification.jupyterlab-settings").write_text(json.dumps({"fetchNews": "false"}))
+    lab_settings(root, notification={"fetchNews": "false"})
     with jupyter_lab(root) as base:
         yield base
 
@@ -54,11 +59,7 @@ def test_heads_knocked_out_from_the_attention_tab_answer_again_beside_the_origin
         panel = page.locator(".cf-root").first
         panel.wait_for()
 
-        panel.locator("[data-testid=chat-input]").fill(QUESTION)
-        panel.locator("[data-testid=send]").click()
-        tokens = panel.locator("[data-testid=token]")
-        _wait_until(lambda: tokens.count() >= 3 and panel.get_attribute("data-status") == "idle", 240,
-                    "the turn did not end")  # fmt: skip
+        send_and_wait(panel, QUESTION)
 
         # the Attention tab: two heads picked in the grid, marked and counted; the probe's categories are offered
         panel.locator("[data-testid=tab-attention]").click()

@@ -20,7 +20,7 @@ import pytest
 from jupyter_chatflow.account.words import ms
 from jupyter_chatflow.testing import write_tiny_gguf
 
-from .test_e2e_panel import ARTIFACTS, CHROMIUM, TOKEN, jupyter_lab, write_notebook
+from .test_e2e_panel import ARTIFACTS, CHROMIUM, TOKEN, jupyter_lab, lab_settings, write_notebook
 from .view_turns import PREWARM, turns
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -81,10 +81,7 @@ def lab_panel(request, tmp_path_factory, chromium):
     (root / "turns.json").write_text(json.dumps(shown, ensure_ascii=False))
     (root / "prewarm.json").write_text(json.dumps(PREWARM))
     write_notebook(root / "views.ipynb", PANEL, WARM_BY_PANEL, *CELL_TURN)
-    settings = root / "settings" / "@jupyterlab" / "apputils-extension"
-    settings.mkdir(parents=True)
-    (settings / "themes.jupyterlab-settings").write_text(json.dumps({"theme": THEMES[theme]}))
-    (settings / "notification.jupyterlab-settings").write_text(json.dumps({"fetchNews": "false"}))
+    lab_settings(root, themes={"theme": THEMES[theme]}, notification={"fetchNews": "false"})
     with jupyter_lab(root) as base:
         page = chromium.new_page(viewport={"width": 800, "height": 1000})
         page.set_default_timeout(120_000)
