@@ -12,20 +12,14 @@ from jupyter_chatflow.events import Intervened
 from jupyter_chatflow.frontends.panel import model_setting
 from jupyter_chatflow.frontends.panel import widget as widget_module
 from jupyter_chatflow.frontends.panel.widget import ChatWidget
-from jupyter_chatflow.pipeline.chat import Chat
 from jupyter_chatflow.pipeline.safety.probe import BENIGN, Probe
-from jupyter_chatflow.store.database import Database
 
-from .test_widget import QUICK, Recorder, fetched, message
+from .test_widget import fetched, message, recorded_panel
 
 
 @pytest.fixture
 def panel(tiny_model, tmp_path):
-    tiny_model.prompt_cache.clear()
-    chat = Chat(model=tiny_model, db=Database(tmp_path / "chat.db"), session="intervene")
-    widget = ChatWidget(chat, settings=QUICK)
-    widget.send = Recorder()  # type: ignore[method-assign]
-    return widget
+    return recorded_panel(tiny_model, tmp_path, "intervene")
 
 
 def answered(panel: ChatWidget) -> str:

@@ -47,13 +47,18 @@ class Recorder:
         return [(c, b) for c, b in self.messages if c.get("type") == kind]
 
 
-@pytest.fixture
-def panel(tiny_model, tmp_path):
-    tiny_model.prompt_cache.clear()
-    chat = Chat(model=tiny_model, db=Database(tmp_path / "chat.db"), session="panel")
+def recorded_panel(model, folder, session: str) -> ChatWidget:
+    """A panel over a fresh chat on `model` (its database in `folder`), what it sends to the view recorded."""
+    model.prompt_cache.clear()
+    chat = Chat(model=model, db=Database(folder / "chat.db"), session=session)
     widget = ChatWidget(chat, settings=QUICK)
     widget.send = Recorder()  # type: ignore[method-assign]
     return widget
+
+
+@pytest.fixture
+def panel(tiny_model, tmp_path):
+    return recorded_panel(tiny_model, tmp_path, "panel")
 
 
 def message(panel: ChatWidget, **content) -> None:
