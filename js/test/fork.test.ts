@@ -1,12 +1,11 @@
 /** A fork from the panel: the replaced turn folded to a line that names the fork's token, the fork's prompt drawn
  * with its pieces though they came after it was first drawn. */
 import { describe, expect, it } from "vitest";
-import { Conversation, createTurn, mergeEvents } from "../src/state";
+import { createTurn, mergeEvents } from "../src/state";
 import type { ChatEvent } from "../src/types";
 import { ContextView } from "../src/views/context";
-import { StreamView } from "../src/views/stream";
-import { rowOf, type TurnRecord } from "./fake_model";
-import { FIX } from "./helpers";
+import type { TurnRecord } from "./fake_model";
+import { FIX, streamOf } from "./helpers";
 
 const FORK_AT = 2;
 
@@ -19,15 +18,6 @@ function forkOf(original: TurnRecord): TurnRecord {
       : ({ ...e, turn_id } as ChatEvent),
   );
   return { ...original, turn_id, events, fork_of: original.turn_id };
-}
-
-/** The stream over finished turns whose events came (the kernel's replies to the view's fetches). */
-function streamOf(records: TurnRecord[]): StreamView {
-  const view = new StreamView({ hoverToken: () => {}, clickToken: () => {}, selectTurn: () => {} });
-  const conv = new Conversation();
-  view.update(conv, conv.sync(records.map(rowOf), null));
-  for (const r of records) view.update(conv, conv.receive(r.turn_id, r.events, r.pieces, r.account));
-  return view;
 }
 
 describe("a turn a fork replaced", () => {

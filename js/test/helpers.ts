@@ -1,5 +1,7 @@
+import { Conversation } from "../src/state";
 import type { ChatEvent } from "../src/types";
-import type { TurnRecord } from "./fake_model";
+import { StreamView } from "../src/views/stream";
+import { rowOf, type TurnRecord } from "./fake_model";
 import answer from "./fixtures/answer.json";
 import blocked from "./fixtures/blocked.json";
 import redacted from "./fixtures/redacted.json";
@@ -18,3 +20,12 @@ export const tokensOf = (r: TurnRecord) =>
   r.events.filter((e): e is Extract<ChatEvent, { type: "token" }> => e.type === "token");
 export const completedOf = (r: TurnRecord) =>
   r.events.find((e): e is Extract<ChatEvent, { type: "completed" }> => e.type === "completed")!;
+
+/** The stream over finished turns whose events came (the kernel's replies to the view's fetches). */
+export function streamOf(records: TurnRecord[]): StreamView {
+  const view = new StreamView({ hoverToken: () => {}, clickToken: () => {}, selectTurn: () => {} });
+  const conv = new Conversation();
+  view.update(conv, conv.sync(records.map(rowOf), null));
+  for (const r of records) view.update(conv, conv.receive(r.turn_id, r.events, r.pieces, r.account));
+  return view;
+}

@@ -2,13 +2,12 @@
  * ended turn while nothing generates; a turn answered again is drawn beside the answer it replaces, the parting
  * point marked in both, and the words of its `intervened` event as its header. */
 import { describe, expect, it } from "vitest";
-import { Conversation, createTurn, mergeEvents, summarize } from "../src/state";
+import { createTurn, mergeEvents, summarize } from "../src/state";
 import type { ChatEvent, Intervened, ModelInfo, ViewMessage } from "../src/types";
 import { describeIntervention, partingPoint, stageDifferences } from "../src/views/compare";
 import { InterveneView } from "../src/views/intervene";
-import { StreamView } from "../src/views/stream";
-import { MODEL_INFO, rowOf, type TurnRecord } from "./fake_model";
-import { FIX, tokensOf } from "./helpers";
+import { MODEL_INFO, type TurnRecord } from "./fake_model";
+import { FIX, streamOf, tokensOf } from "./helpers";
 
 const PART_AT = 2;
 const HEADS = [
@@ -35,14 +34,6 @@ function againOf(original: TurnRecord): TurnRecord {
     events: events.map((e, i) => ({ ...e, sequence_number: i })),
     fork_of: original.turn_id,
   };
-}
-
-function streamOf(records: TurnRecord[]): StreamView {
-  const view = new StreamView({ hoverToken: () => {}, clickToken: () => {}, selectTurn: () => {} });
-  const conv = new Conversation();
-  view.update(conv, conv.sync(records.map(rowOf), null));
-  for (const r of records) view.update(conv, conv.receive(r.turn_id, r.events, r.pieces, r.account));
-  return view;
 }
 
 describe("a turn answered again on a changed model", () => {
