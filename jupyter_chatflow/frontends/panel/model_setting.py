@@ -16,7 +16,7 @@ from jupyter_chatflow.errors import ChatflowError
 from jupyter_chatflow.model.files import resolve_model_path
 from jupyter_chatflow.model.memory import footprint
 from jupyter_chatflow.pipeline.chat import Chat
-from jupyter_chatflow.pipeline.safety.intent import probe_path
+from jupyter_chatflow.pipeline.safety.intent import IntentGuard
 from jupyter_chatflow.pipeline.safety.probe import Probe
 from jupyter_chatflow.pipeline.safety.taxonomy import describe
 
@@ -49,13 +49,10 @@ def model_info(chat: Chat) -> ModelInfo:
 
 
 def steering_probe(model: Any) -> Probe | None:
-    """The safety probe trained for `model`'s file, whose directions the panel offers to steer along; None where
-    there is none (or it was trained on a model of another width)."""
-    path = probe_path(model)
-    if path is None:
-        return None
-    probe = Probe.load(path)
-    return probe if probe.dim == model.config.dim else None
+    """The safety probe trained for `model`'s file (the intent guard's), whose directions the panel offers to steer
+    along; None where there is none (or it was trained on a model of another width)."""
+    guard = IntentGuard.for_model(model)
+    return guard.probe if guard is not None else None
 
 
 def steerable_layers(probe: Probe | None) -> list[int]:
