@@ -368,17 +368,18 @@ class Chat:
 
     def _latest(self, turn_id: str, done: str) -> TurnRecord:
         """The session's latest turn, which must be `turn_id`: only it can be forked or answered again."""
-        active = self._active()
-        if not any(record.id == turn_id for record in self.history()):
+        records = self.history()
+        active = self._active(records)
+        if not any(record.id == turn_id for record in records):
             raise RequestError(f"This session has no ended turn {turn_id!r} (a turn is kept once it has ended: read "
                                "its response to the end first).")  # fmt: skip
         if not active or active[-1].id != turn_id:
             raise RequestError(f"Only the latest turn of the session can be {done} (later turns build on it).")
         return active[-1]
 
-    def _active(self) -> list[TurnRecord]:
-        """The session's turns without those a fork replaced."""
-        records = self.history()
+    def _active(self, records: list[TurnRecord] | None = None) -> list[TurnRecord]:
+        """The session's turns (`records`, read if not given) without those a fork replaced."""
+        records = self.history() if records is None else records
         forked = {e.fork_of for r in records for e in r.events[:1] if isinstance(e, TurnStarted)}
         return [r for r in records if r.id not in forked]
 
