@@ -17,7 +17,8 @@ The rules, between two decode steps (a "window"):
   draft's prewarm, joins it: it starts from that one's keys and values);
 - a newcomer that would make a batch shape whose decode programs are not compiled waits while they compile beside
   the rows (`warm`: ~1-2 s on the default model, which the rows would stall for if the loop compiled them); the
-  programs of the doubled cache are compiled before a row reaches the cache's end;
+  programs of the doubled cache are compiled before a row reaches the cache's end; a first sequence (no row
+  running) has its batch's decode programs compiled (or loaded: `stored.py`) beside its prefill, not after it;
 - then one decode step of every row; when none waits, the running rows move up into the smallest batch that
   holds them.
 """
@@ -166,6 +167,10 @@ def _compiles(state: SchedulerState, active: int) -> tuple[tuple[Shape, ...], bo
     doubled = (len(state.rows), 2 * state.length)
     if state.grows_soon and active and _startable(state, doubled):
         warm.append(doubled)
+    if not active and state.waiting and state.filling is None:  # a first sequence: its decode step compiles
+        first = (batch_size(1, state.batch_sizes), max(state.length, state.waiting[0].join_length))
+        if _startable(state, first):  # beside its prefill, not after it (loaded from disk: beside it too)
+            warm.append(first)
     if not active or not state.waiting:
         return tuple(warm), False
     if (len(state.rows), state.length) not in state.ready:

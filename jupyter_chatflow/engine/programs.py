@@ -12,7 +12,6 @@ import collections
 import contextlib
 import ctypes
 import ctypes.util
-import functools
 import threading
 import weakref
 from collections.abc import Callable
@@ -27,6 +26,7 @@ from jupyter_chatflow.model.config import ModelConfig
 from jupyter_chatflow.model.transformer import KVCache, Transformer, attention_rows
 
 from .sampling import GREEDY_KNOBS, sample
+from .stored import StoredProgram, architecture_key, clear_all, preload_in_background
 
 N_ALTERNATIVES = 5
 _KEY_DATA = jax.eval_shape(lambda: jax.random.key_data(jax.random.key(0))).shape  # a key's raw data: (2,)
@@ -62,10 +62,11 @@ def layer(graphdef, state, x, cos, sin, keys, values, start):
     return nnx.merge(graphdef, state)(x, cos, sin, keys, values, start)
 
 
-def sample_after(graphdef, state, hidden, last, knobs, seen, key, allowed):
-    """The first token, sampled after position `last` of a prompt's last chunk (hidden [b, s, d]): a small
-    program of its own, the same for every cache length."""
+def sample_after(graphdef, state, hidden, last, knobs, seen, key_data, allowed):
+    """The first token, sampled after position `last` of a prompt's last chunk (hidden [b, s, d]) with the random
+    key whose data is `key_data` [2]: a small program of its own, the same for every cache length."""
     model = nnx.merge(graphdef, state)
+    key = jax.random.wrap_key_data(key_data)
     return _sample_next(model, jax.lax.dynamic_index_in_dim(hidden, last, 1, False), knobs, seen, key, 0, allowed)
 
 
@@ -104,7 +105,6 @@ def lens_top(graphdef, state, x, track, k: int):
     return indices.astype(jnp.int32), values - total, tracked - total, ranks
 
 
-@functools.partial(jax.jit, donate_argnums=(0,), static_argnums=(3,))
 def write_row(cache: KVCache, source: KVCache, row, length: int) -> KVCache:
     """Copy the first `length` positions of a one-row cache into row `row` of a batch's cache, in place."""
     return KVCache(
@@ -117,33 +117,28 @@ def _put_row(cache: jax.Array, source: jax.Array, row, length: int) -> jax.Array
     return jax.lax.dynamic_update_slice(cache, source[:, :, :length], (row, 0, 0, 0))
 
 
-@functools.partial(jax.jit, static_argnums=(2,))
 def read_row(cache: KVCache, row, length: int) -> KVCache:
     """Row `row` of a batch's cache, its first `length` positions, as a one-row cache of its own (a copy)."""
     cut = lambda a: jax.lax.dynamic_slice_in_dim(a, row, 1, axis=0)[:, :, :length]  # noqa: E731
     return KVCache(keys=tuple(map(cut, cache.keys)), values=tuple(map(cut, cache.values)))
 
 
-@jax.jit
 def select_rows(cache: KVCache, rows) -> KVCache:
     """A batch's cache with the rows `rows` [b'] (in that order, repeats allowed): shrinking or growing a batch."""
     pick = lambda a: jnp.take(a, rows, axis=0)  # noqa: E731
     return KVCache(keys=tuple(map(pick, cache.keys)), values=tuple(map(pick, cache.values)))
 
 
-@functools.partial(jax.jit, donate_argnums=(0,))
 def set_row(array: jax.Array, row, value: jax.Array) -> jax.Array:
     """array[row] = value[0], in place (a joining sequence's row of the batch's `seen` mask)."""
     return jax.lax.dynamic_update_slice_in_dim(array, value.astype(array.dtype), row, axis=0)
 
 
-@functools.partial(jax.jit, donate_argnums=(0,))
 def write(cache: KVCache, chunk: KVCache, start) -> KVCache:
     """Store a chunk's keys/values in the cache, in place (its own program: see `transformer.Attention`)."""
     return cache.write(chunk, start)
 
 
-@functools.partial(jax.jit, static_argnums=(3, 4))
 def rows(queries, keys, start, window: int = 0, cap: float = 0.0):
     """float16 attention probabilities [b, h, s, T] of one chunk of queries (see `attention_rows`)."""
     return attention_rows(queries, keys, start, window, cap).astype(jnp.float16)
@@ -173,6 +168,9 @@ class Programs:
         kinds, kind_of = layer_kinds(transformer)
         self.layers = [jax.tree.leaves(nnx.state(block)) for block in transformer.blocks]  # the same arrays
         self._jitted = jitted = _jitted_for((graphdef, structure, kinds))
+        if not jitted.preloading:  # (once per architecture: its first model's weights run the loaded programs once)
+            jitted.preloading = True
+            preload_in_background(jitted.architecture, _weights_of(weakref.ref(self)), largest="decode_rows")
         # (one architecture's programs serve its float32 and bfloat16 models alike, compiled once for each)
         self._dtypes = tuple(sorted({str(w.dtype) for w in self.weights}))
         self._lock = jitted.lock  # (one per architecture: models sharing programs compile them once)
@@ -184,8 +182,9 @@ class Programs:
         self.sample_rows_after = serial(jitted.sample_rows_after)
         self.decode_rows = serial(jitted.decode_rows)
         self.lens_top = serial(jitted.lens_top)
-        self.write, self.write_row, self.read_row = serial(write), serial(write_row), serial(read_row)
-        self.select_rows, self.set_row, self.rows = serial(select_rows), serial(set_row), serial(rows)
+        self.write, self.write_row = serial(jitted.write), serial(jitted.write_row)
+        self.read_row, self.select_rows = serial(jitted.read_row), serial(jitted.select_rows)
+        self.set_row, self.rows = serial(jitted.set_row), serial(jitted.rows)
 
     def forward(
         self, weights: list[jax.Array], cache: KVCache, tokens, start, probe_layer: int,
@@ -226,7 +225,7 @@ class Programs:
         self._jitted.decode_ready.add((rows, length, self._dtypes))
 
     def warm(self, rows: int, length: int, config: ModelConfig, dtype: Any, sharding: Any = None) -> None:
-        """Trace and compile (or load from the persistent cache) the decode step and its cache write of a batch of
+        """Load (or trace, compile and store: `stored.py`) the decode step and its cache write of a batch of
         `rows` rows of `length` positions, on this thread, running nothing and taking no lock: the scheduler has
         it done beside a batch that is decoding, which a compile on its own thread would stall for ~1-2 s (the
         decode program's tracing alone takes 0.5 s). On a mesh, `sharding` is the caches' (the program compiled must
@@ -240,9 +239,9 @@ class Programs:
         ints, masks = spec((rows,), jnp.int32), spec((rows, config.vocab_size), jnp.bool_)
         knobs, keys = spec((rows, len(GREEDY_KNOBS)), jnp.float32), spec((rows, *_KEY_DATA), jnp.uint32)
         args = (self.weights, cache, ints, ints, masks, knobs, keys, ints, masks)  # as `_Batch.step` passes them
-        self._jitted.decode_rows.lower(*args).compile()
-        _, chunk, _ = jax.eval_shape(self._jitted.decode_rows, *args)
-        write.lower(cache, chunk, ints).compile()
+        self._jitted.decode_rows.prepare(*args)
+        step = tuple(spec((rows, config.n_kv_heads, 1, config.head_dim), dtype, sharding=sharding) for _ in layers)
+        self._jitted.write.prepare(cache, KVCache(keys=step, values=step), ints)  # type: ignore[arg-type]  # (the step's keys)
         self.decoded(rows, length)
         release_freed_memory()  # (as `_serial` does after a compile: the compiler's temporaries go back to the OS)
 
@@ -271,6 +270,11 @@ class Programs:
         return call
 
 
+def _weights_of(programs: weakref.ref[Programs]) -> Callable[[], list | None]:
+    """The weights of the model `programs` are for, while it lives (a preload must not keep a model alive)."""
+    return lambda: None if (alive := programs()) is None else alive.weights
+
+
 class _Jitted:
     """The jitted programs of one model architecture (its graph and the structure of its weights), shared by
     every `Programs` of that architecture: each model's weights are an argument, so a second model of the same
@@ -288,14 +292,28 @@ class _Jitted:
         self.decode_ready: set[tuple[int, int, tuple[str, ...]]] = set()
         """(rows, cache length, the weights' dtypes) of each batch whose decode step and cache write are compiled
         (`Programs.warm`)."""
-        self.embed_chunk = jax.jit(bind(embed_chunk))
-        self.layers = [jax.jit(bind(layer, graph, layer_structure)) for graph, layer_structure in kinds]
-        self.final_norm = jax.jit(bind(final_norm))
-        self.sample_after = jax.jit(bind(sample_after), donate_argnums=(4,))
-        self.sample_rows_after = jax.jit(bind(sample_rows_after), donate_argnums=(4,))
-        self.logits = jax.jit(bind(logits))
-        self.decode_rows = jax.jit(bind(decode_rows), donate_argnums=(4,))
-        self.lens_top = jax.jit(bind(lens_top), static_argnums=(3,))
+        self.architecture = architecture = architecture_key(graphdef, structure, kinds)
+        self.preloading = False
+
+        def stored(program, *bound_to, static_argnums=(), model=True, **jit):
+            jitted = jax.jit(bind(program, *bound_to) if model else program, static_argnums=static_argnums, **jit)
+            return StoredProgram(jitted, program.__name__, static_argnums=static_argnums, architecture=architecture)
+
+        self.embed_chunk = stored(embed_chunk)
+        self.layers = [stored(layer, graph, layer_structure) for graph, layer_structure in kinds]
+        self.final_norm = stored(final_norm)
+        self.sample_after = stored(sample_after, donate_argnums=(4,))
+        self.sample_rows_after = stored(sample_rows_after, donate_argnums=(4,))
+        self.logits = stored(logits)
+        self.decode_rows = stored(decode_rows, donate_argnums=(4,))
+        self.lens_top = stored(lens_top, static_argnums=(3,))
+        # (programs of any model's caches: their shapes say which; kept with the architecture that used them)
+        self.write = stored(write, model=False, donate_argnums=(0,))
+        self.write_row = stored(write_row, model=False, donate_argnums=(0,), static_argnums=(3,))
+        self.read_row = stored(read_row, model=False, static_argnums=(2,))
+        self.select_rows = stored(select_rows, model=False)
+        self.set_row = stored(set_row, model=False, donate_argnums=(0,))
+        self.rows = stored(rows, model=False, static_argnums=(3, 4))
 
 
 KEEP_RECENT = 2  # architectures whose programs outlive their models (a model loaded again compiles nothing)
@@ -337,6 +355,7 @@ def release_all() -> None:
             held.enter_context(jitted.lock)  # (no program runs or compiles meanwhile)
             jitted.decode_ready.clear()
         jax.clear_caches()
+        clear_all()
     release_freed_memory()
 
 

@@ -19,9 +19,9 @@ class SequenceState:
     repetition penalty counts, `fed` how many generated tokens have their keys/values in `cache`.
     """
 
-    def __init__(self, prompt: np.ndarray, key: jax.Array, knobs: jax.Array, seen: np.ndarray):
-        self.prompt, self.key, self.knobs = prompt, key, knobs  # knobs: [5], `SamplingParams.as_array()`
-        self.key_data = np.asarray(jax.random.key_data(key))[None]  # [1, 2]: the key as the row programs take it
+    def __init__(self, prompt: np.ndarray, seed: int, knobs: np.ndarray, seen: np.ndarray):
+        self.prompt, self.knobs = prompt, knobs  # knobs: [5], `SamplingParams.as_array()`
+        self.key_data = key_data(seed)[None]  # [1, 2]: the random key as the programs take it
         self.row_knobs = np.asarray(knobs)[None]  # [1, 5]: the knobs as the row programs take them
         self.seen: np.ndarray | jax.Array = seen  # [1, V] the tokens seen (on the device once sampled)
         self.cache: KVCache
@@ -38,6 +38,15 @@ class SequenceState:
     def written(self) -> np.ndarray:
         """The ids whose keys/values the cache holds, in position order."""
         return np.concatenate([self.prompt, np.asarray(self.tokens[: self.fed], np.int32)])
+
+
+def key_data(seed: int) -> np.ndarray:
+    """`jax.random.key_data(jax.random.key(seed))`, made on the host: in a new process `jax.random.key` compiles two
+    small programs (~20 ms) on the way to a first token. Threefry's key is the seed's high and low 32 bits; another
+    PRNG implementation (`jax_default_prng_impl`) is asked for its own."""
+    if getattr(jax.config, "jax_default_prng_impl", "threefry2x32") != "threefry2x32":
+        return np.asarray(jax.random.key_data(jax.random.key(seed)))
+    return np.array([(seed >> 32) & 0xFFFFFFFF, seed & 0xFFFFFFFF], np.uint32)
 
 
 def raw_step(host: Sampled, row: int) -> RawStep:

@@ -31,7 +31,6 @@ from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
 import jax
-import jax.numpy as jnp
 import numpy as np
 
 from jupyter_chatflow.errors import GenerationError
@@ -109,7 +108,7 @@ class Runner:
         seed = params.seed if params.seed is not None else int(np.random.default_rng().integers(2**31))
         seen = np.zeros((1, self.config.vocab_size), bool)
         seen[0, prompt[params.penalty_from :]] = True
-        return SequenceState(prompt, jax.random.key(seed), params.as_array(), seen)
+        return SequenceState(prompt, seed, params.as_array(), seen)
 
     def take_cache(self, run: SequenceState) -> int:
         """Give `run` a KV cache of its own (the prompt cache's longest prefix of its prompt, or a new one); returns
@@ -136,7 +135,7 @@ class Runner:
         hidden, chunk, _ = self._programs.forward(self._weights, cache, tokens, np.int32(start), 0)
         run.cache = self._programs.write(cache, chunk, np.int32(start))
         run.out, run.seen = self._programs.sample_after(
-            self._weights, hidden, np.int32(size - 1), run.knobs, run.seen, run.key, self.mask(constraint)
+            self._weights, hidden, np.int32(size - 1), run.knobs, run.seen, run.key_data[0], self.mask(constraint)
         )
         yield tokens.shape[1], True
 
@@ -294,14 +293,15 @@ class Runner:
         tokens = np.zeros((1, width), np.int32)
         tokens[0, : len(ids)] = ids
         start, length = np.int32(0), cache_length(width, self.config.context_length)
-        empty = jnp.zeros((1, self.config.n_kv_heads, length, self.config.head_dim), self.dtype)  # (nothing read)
+        shape = (1, self.config.n_kv_heads, length, self.config.head_dim)
+        empty = jax.device_put(np.zeros(shape, self.dtype))  # (read by nothing; made without a program)
         x, cos, sin = self._programs.embed_chunk(self._weights, tokens, start)  # x [1, width, d]
         kept = {0: x} if 0 in layers else {}
         for i in range(max(layers)):
             x, _keys, _values, _queries = self._programs.layer(i, x, cos, sin, empty, empty, start)
             if i + 1 in layers:
                 kept[i + 1] = x
-        return np.stack([np.asarray(kept[n][0, : len(ids)], np.float32) for n in layers])
+        return np.stack([np.asarray(kept[n], np.float32)[0, : len(ids)] for n in layers])  # (no slicing program)
 
     # --- many sequences ---------------------------------------------------------------------------------------------
 

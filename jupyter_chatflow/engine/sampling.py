@@ -63,9 +63,10 @@ class SamplingParams:
         if isinstance(self.penalty_from, bool) or not isinstance(self.penalty_from, int) or self.penalty_from < 0:
             raise GenerationError(f"penalty_from must be a prompt position, 0 or more; got {shown(self.penalty_from)}")
 
-    def as_array(self) -> jax.Array:
-        """The numeric knobs as one float32 vector, so changing them never recompiles."""
-        return jnp.array([self.temperature, self.top_k, self.top_p, self.min_p, self.repetition_penalty], jnp.float32)
+    def as_array(self) -> np.ndarray:
+        """The numeric knobs as one float32 vector, so changing them never recompiles (on the host: making it on the
+        device compiled a conversion program on the way to a first token)."""
+        return np.array([self.temperature, self.top_k, self.top_p, self.min_p, self.repetition_penalty], np.float32)
 
 
 def _stop_strings(stop: object) -> tuple[str, ...]:

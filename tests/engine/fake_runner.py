@@ -11,7 +11,6 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Callable, Iterator, Sequence
 
-import jax
 import numpy as np
 
 from jupyter_chatflow.engine.batch import WARM_AHEAD, kept_length
@@ -68,7 +67,7 @@ class FakeRunner:
         return min(params.max_tokens, WINDOW - prompt.size)
 
     def start(self, prompt: np.ndarray, params: SamplingParams) -> SequenceState:
-        return SequenceState(prompt, jax.random.key(0), params.as_array(), np.zeros((1, VOCAB), bool))
+        return SequenceState(prompt, 0, params.as_array(), np.zeros((1, VOCAB), bool))
 
     def take_cache(self, run: SequenceState) -> int:
         run.cache = FakeCache(cache_length(room(run.prompt.size), WINDOW))  # type: ignore[assignment]

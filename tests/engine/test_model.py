@@ -183,16 +183,17 @@ def test_a_cache_sized_for_its_prompt_grows_while_decoding_with_the_same_answer(
 
 
 @pytest.mark.parametrize("size, first", [(1, 0), (15, 0), (16, 0), (17, 0), (64, 0), (65, 0), (300, 0), (300, 250)])
-def test_prompts_are_prefilled_in_two_widths_and_never_past_the_cache(size, first):
+def test_prompts_are_prefilled_in_three_widths_and_never_past_the_cache(size, first):
     prompt = np.arange(size, dtype=np.int32)
     length = engine.bucket(engine.room(size), 64)
-    chunks = list(engine.prefill_chunks(prompt, length, first))
-    assert {tokens.shape[1] for _, tokens, _ in chunks} <= {engine.MIN_BUCKET, engine.PREFILL_CHUNK}
-    assert all(start + tokens.shape[1] <= length for start, tokens, _ in chunks)
-    assert np.concatenate([tokens[0, :n] for _, tokens, n in chunks]).tolist() == prompt[first:].tolist()
-    assert [start for start, _, _ in chunks] == np.cumsum([first] + [n for _, _, n in chunks])[:-1].tolist()
-    narrow = sum(tokens.shape[1] == engine.MIN_BUCKET for _, tokens, _ in chunks)
-    assert narrow <= engine.PREFILL_CHUNK // 2 // engine.MIN_BUCKET  # a long tail takes one wide chunk instead
+    pieces = list(engine.prefill_chunks(prompt, length, first))
+    assert {tokens.shape[1] for _, tokens, _ in pieces} <= {engine.MIN_BUCKET, chunks.MID_CHUNK, engine.PREFILL_CHUNK}
+    assert all(start + tokens.shape[1] <= length for start, tokens, _ in pieces)
+    assert np.concatenate([tokens[0, :n] for _, tokens, n in pieces]).tolist() == prompt[first:].tolist()
+    assert [start for start, _, _ in pieces] == np.cumsum([first] + [n for _, _, n in pieces])[:-1].tolist()
+    narrow = sum(tokens.shape[1] == engine.MIN_BUCKET for _, tokens, _ in pieces)
+    assert narrow <= 1  # (a tail of more than one narrow chunk takes a middle or a wide one)
+    assert len(pieces) <= -(-(size - first) // engine.PREFILL_CHUNK) + 2
 
 
 @pytest.mark.parametrize("penalty", [1.5, 1.0])

@@ -103,8 +103,13 @@ def test_a_newcomer_that_grows_the_batch_waits_while_its_programs_compile_beside
     assert plan(failed).admit == 9 and not plan(failed).warm
 
 
-def test_nobody_waits_for_a_compile_when_no_row_runs():
-    assert plan(state(waiting=queue(9), ready=frozenset())) == StepPlan(admit=9, prefill=True)
+def test_nobody_waits_for_a_compile_when_no_row_runs_and_the_first_rows_decode_compiles_beside_its_prefill():
+    first = state(waiting=queue(9), ready=frozenset())
+    shape = (1, max(first.length, first.waiting[0].join_length))
+    assert plan(first) == StepPlan(warm=(shape,), admit=9, prefill=True)
+    started = dataclasses.replace(first, warm_started=frozenset({shape}), warming=frozenset({shape}))
+    assert plan(started) == StepPlan(admit=9, prefill=True)  # (started once; the prefill does not wait for it)
+    assert plan(dataclasses.replace(first, ready=frozenset({shape}))) == StepPlan(admit=9, prefill=True)
 
 
 def test_a_running_batch_compiling_its_own_first_step_holds_the_queue_without_a_second_compile():

@@ -67,15 +67,15 @@ def test_one_sequence_driven_through_the_primitives_answers_as_generate(tiny_mod
 def test_generate_and_a_schedulers_single_row_share_one_decode_program(fresh):
     """The lever on a notebook's memory (each decode program holds 50-80 MiB on the default model): a batch-1
     generation and a scheduler's one row run the same program, compiled once."""
-    with compiled() as names:
-        assert len(list(fresh.generate(PROMPT, params=GREEDY))) == 12
-    assert names.count("decode_rows") == 1 and fresh.runner.decode_ready(1, chunks.MIN_CACHE)
+    decode = fresh.runner._programs._jitted.decode_rows  # (compiled, or loaded: `stored.py`)
+    assert len(list(fresh.generate(PROMPT, params=GREEDY))) == 12
+    assert decode._cache_size() == 1 and fresh.runner.decode_ready(1, chunks.MIN_CACHE)
     with compiled() as names, Scheduler(fresh, max_batch=4, background=False) as scheduler:
         generation = scheduler.submit([*PROMPT, 7, 8], GREEDY)
         while not scheduler.step().idle:
             pass
         assert len(list(generation)) == 12
-    assert "decode_rows" not in names, names
+    assert "decode_rows" not in names and decode._cache_size() == 1, names
 
 
 def test_a_warm_in_the_background_compiles_the_batch_and_says_when_it_is_done(fresh):

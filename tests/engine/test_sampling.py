@@ -8,6 +8,7 @@ import numpy as np
 import pytest
 
 from jupyter_chatflow import GenerationError, SamplingParams
+from jupyter_chatflow.engine.run import key_data
 from jupyter_chatflow.engine.sampling import GREEDY_KNOBS, filter_logits, penalize, sample
 
 LOGITS = jnp.array([[2.0, 1.0, 0.5, -1.0, 3.0, 0.0]])
@@ -147,3 +148,8 @@ def test_per_row_knobs_and_keys_sample_each_row_as_alone():
 
 def test_greedy_knobs_are_the_host_copy_of_a_greedy_sampler():
     assert np.array_equal(GREEDY_KNOBS, SamplingParams(temperature=0.0).as_array())
+
+
+@pytest.mark.parametrize("seed", [0, 1, 7, 2**31 - 1, 2**31, 2**32 - 1])
+def test_a_seeds_key_is_made_on_the_host_as_jax_makes_it(seed):
+    assert np.array_equal(key_data(seed), np.asarray(jax.random.key_data(jax.random.key(seed))))

@@ -122,8 +122,10 @@ class SafetyPolicy:
                 raise SafetyConfigError("PII is not checked on the model layer: set it for input, output or tool.")
         for layer in self.guards:
             check_layer(layer)
-        if self.mode != "off":
-            prepare(HAZARD_FRAMES)  # the lexicon is built here, once per process, not in the first scan
+        if self.mode != "off":  # the lexicons are built here, once per process, not in the first scan
+            prepare(HAZARD_FRAMES)
+            if self.mode == "all":
+                prepare(ANSWER_FRAMES)  # (the output scan's: ~0.2 s the first answer's tokens waited for)
 
     def with_model(self, model: Any) -> SafetyPolicy:
         """This policy with the intent probe trained for `model`'s file on the input layer (an intent guard of

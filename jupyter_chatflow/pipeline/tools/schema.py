@@ -10,6 +10,7 @@ from __future__ import annotations
 import inspect
 import json
 import re
+import sys
 import types
 import typing
 from collections.abc import Callable, Mapping, Sequence
@@ -114,13 +115,24 @@ def parse_docstring(doc: str) -> tuple[str, dict[str, str]]:
 def prepare_validation() -> None:
     """Import jsonschema now, in the caller's thread (a `Toolbox` does it as tools are added).
 
-    The import takes ~0.9 s once per process (its format checkers build a Lark grammar as they load): on the first
-    tool run of a process it was most of the `tool_result` latency of a one-line calculation. It ran on a
-    background thread until that thread's compiling (attrs writes classes' methods as source) raced a cell being
-    compiled on Python 3.11.7 ("AST constructor recursion depth mismatch", a CPython bug) and printed a
-    traceback into a cell, about once in twelve runs.
+    It ran on a background thread until that thread's compiling (attrs writes classes' methods as source) raced a
+    cell being compiled on Python 3.11.7 ("AST constructor recursion depth mismatch", a CPython bug) and printed a
+    traceback into a cell, about once in twelve runs. So it is imported where the chat is made, and made cheap:
+    0.91 s of its 1.0 s was `rfc3987_syntax` building 38 Lark grammars for the "iri" format checkers, which tools'
+    arguments never use (they are checked without format checkers). That module is kept out of jsonschema's import
+    (0.12 s), and importable again afterwards. Where jsonschema was imported before, nothing changes; where this
+    imports it first, jsonschema's "iri" and "iri-reference" format checkers are not registered in the process.
     """
-    import jsonschema.validators  # noqa: F401
+    if "jsonschema.validators" in sys.modules:
+        return
+    blocked = "rfc3987_syntax" not in sys.modules
+    if blocked:
+        sys.modules["rfc3987_syntax"] = None  # type: ignore[assignment]  # (an ImportError: jsonschema skips it)
+    try:
+        import jsonschema.validators  # noqa: F401
+    finally:
+        if blocked:
+            del sys.modules["rfc3987_syntax"]
 
 
 def schema_problem(schema: Any) -> str:

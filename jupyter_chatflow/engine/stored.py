@@ -1,0 +1,460 @@
+"""Compiled programs kept on disk: a new process loads the executable an earlier one compiled, instead of tracing,
+lowering and compiling the program again.
+
+JAX's persistent compilation cache saves only XLA's part: every new process still traces each program (0.5 s for
+the default model's decode step) and lowers it to StableHLO (0.2 s) to compute the key it looks up. A
+`StoredProgram` keys the executable by what it was built from instead, known before any tracing:
+
+- the process: JAX's and jaxlib's versions, the backend's platform and version, the devices, the CPU's model and
+  feature flags (XLA:CPU compiles for the host's instruction set), `XLA_FLAGS`, and a hash of this package's
+  source (the code that is traced);
+- the program: its name, its model architecture (the graph and weights' structure, `programs._Jitted`), its static
+  arguments, and each argument's shape, dtype, weak type and placement.
+
+A changed model, JAX version, device or line of the package is a new key: it compiles, never loads a stale
+program. A file that fails to load (cut short, or from a jaxlib that reads it differently) is compiled again and
+replaced. Files are written whole or not at all (a temporary file renamed).
+
+An executable that JAX loaded from its persistent cache comes back from XLA:CPU's serializer incomplete ("Function
+… not found" at its first run, after it loaded): so a stored program is compiled afresh, under compile options that
+no cache entry has (`_FRESH`), with the persistent cache's writes off on this thread (the store holds it).
+
+The folder is `programs/` inside the XLA cache folder (`loader.enable_compilation_cache`): `CHATFLOW_XLA_CACHE=off`
+turns both off.
+"""
+
+from __future__ import annotations
+
+import atexit
+import contextlib
+import functools
+import hashlib
+import logging
+import os
+import pickle
+import platform
+import tempfile
+import threading
+import time
+import uuid
+import warnings
+import weakref
+from collections.abc import Callable, Iterator, Sequence
+from pathlib import Path
+from typing import Any
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+from jax import monitoring
+from jax.experimental import serialize_executable
+
+FORMAT = 1
+"""Bumped when what a file holds changes."""
+
+_BACKEND_COMPILE = "/jax/core/compile/backend_compile_duration"  # (what `compile_clock` adds up: a load is one)
+_log = logging.getLogger(__name__)
+
+
+class StoredProgram:
+    """A jitted function whose executables are kept on disk (`folder`) and in memory, one per argument signature.
+
+    Called like the jitted function; `prepare(*args)` (arrays or `jax.ShapeDtypeStruct`s) loads or compiles one
+    signature without running it. Without a folder it still keeps its executables in memory (no disk)."""
+
+    def __init__(self, jitted: Any, name: str, *, static_argnums: Sequence[int] = (), architecture: str = ""):
+        self._jitted, self.__name__ = jitted, name
+        self._static = tuple(static_argnums)
+        self.architecture = architecture
+        self._compiled: dict[tuple, Any] = {}
+        self._lock = threading.Lock()
+        self._weights: tuple[Any, tuple] | None = None  # (the last first argument that was a list, its signature)
+        _every.add(self)
+
+    @property
+    def jitted(self) -> Any:
+        """The jitted function (to trace it: `jax.eval_shape`)."""
+        return self._jitted
+
+    def __call__(self, *args: Any) -> Any:
+        key = self._signature(args)
+        if _sharded(key):  # (a mesh's: jit places each argument as the program needs; an executable would not)
+            return self._jitted(*args)
+        compiled = self._compiled.get(key)
+        if compiled is None:
+            compiled = self._get(key, args)
+        return compiled(*self._dynamic(args))
+
+    def prepare(self, *args: Any) -> None:
+        """Load (or compile and store) the executable for arguments like `args`, running nothing."""
+        key = self._signature(args)
+        if _sharded(key):
+            self._jitted.lower(*args).compile()  # (a mesh's programs are jit's: see `__call__`)
+        elif key not in self._compiled:
+            self._get(key, args)
+
+    def lower(self, *args: Any) -> Any:
+        return self._jitted.lower(*args)
+
+    def _cache_size(self) -> int:
+        """How many executables this program holds in memory (a compile or a load adds one)."""
+        return len(self._compiled)
+
+    def clear(self) -> None:
+        """Let go of the executables held in memory (the files stay)."""
+        with self._lock:
+            self._compiled.clear()
+            self._weights = None
+
+    def _dynamic(self, args: Sequence[Any]) -> list[Any]:
+        return [a for i, a in enumerate(args) if i not in self._static] if self._static else list(args)
+
+    def _signature(self, args: Sequence[Any]) -> tuple:
+        """What the executable depends on in `args`: static values, and each array's shape, dtype, weak type and
+        placement. A model's weights (a list passed first, the same list every call) are read once."""
+        static = tuple(args[i] for i in self._static)
+        dynamic = self._dynamic(args)
+        first: tuple = ()
+        if dynamic and isinstance(dynamic[0], list):
+            held = self._weights
+            if held is None or held[0] is not dynamic[0]:
+                held = self._weights = (dynamic[0], _leaves_signature(dynamic[0]))
+            first, dynamic = held[1], dynamic[1:]
+        return static, first, _leaves_signature(dynamic)
+
+    def _get(self, key: tuple, args: Sequence[Any]) -> Any:
+        """Load or compile the executable for `key`: one thread does it while others asking for it wait (the
+        preloader among them: `_claim`), and the program's other signatures stay callable meanwhile."""
+        folder = programs_folder()
+        path = None if folder is None else folder / f"{self.__name__}-{_digest(self.architecture, key)}.xla"
+        with _claim(path or (id(self), key)):
+            compiled = self._compiled.get(key)
+            if compiled is None:
+                compiled = self._load_or_compile(key, args, path)
+                self.add(key, compiled)
+            return compiled
+
+    def _load_or_compile(self, key: tuple, args: Sequence[Any], path: Path | None) -> Any:
+        if path is not None and path.exists():
+            loaded = _timed(self.__name__, "loaded", functools.partial(_load, path))
+            if loaded is not None and loaded[0] == key:
+                _used(self.architecture, path)
+                return loaded[1]
+        compiled = _logged(self.__name__, functools.partial(_compile, self._jitted, args))
+        if path is not None and _save(path, key, compiled):
+            _used(self.architecture, path)
+        return compiled
+
+    def add(self, key: tuple, compiled: Any) -> None:
+        with self._lock:
+            self._compiled.setdefault(key, compiled)
+
+
+_every: weakref.WeakSet[StoredProgram] = weakref.WeakSet()
+_claims: dict[Any, threading.Lock] = {}
+_claims_lock = threading.Lock()
+_loaded: set[Path] = set()  # files loaded (or written) in this process since the last `clear_all`
+PRELOAD_THREADS = 2
+"""Loading releases the GIL: two loads side by side took 0.51 s where one after the other took 1.06 (2 cores)."""
+FIRST_USED = 24
+"""How many programs a model architecture's list of first used ones holds (`preload_in_background`)."""
+_first_used: dict[str, list[str]] = {}  # architecture → file names, as its list on disk has them
+_used_lock = threading.Lock()
+_stopping = threading.Event()
+_preloaders: weakref.WeakSet[threading.Thread] = weakref.WeakSet()
+
+
+@contextlib.contextmanager
+def _claim(what: Any) -> Iterator[None]:
+    """Held while one thread loads or compiles `what` (a file's path): another asking for it waits."""
+    with _claims_lock:
+        lock = _claims.setdefault(what, threading.Lock())
+    with lock:
+        yield
+
+
+def clear_all() -> None:
+    """Let go of every stored program's executables held in memory (`programs.release_all`)."""
+    for program in list(_every):
+        program.clear()
+    _loaded.clear()
+
+
+def architecture_key(*parts: Any) -> str:
+    """A model architecture's part of its programs' keys: a hash of the reprs of its graph and weights' structure
+    (the same in every process: no addresses in them)."""
+    return hashlib.sha256("|".join(map(repr, parts)).encode()).hexdigest()
+
+
+def preload_in_background(
+    architecture: str, weights: Callable[[], list | None], largest: str = ""
+) -> list[threading.Thread]:
+    """Load, on threads of their own, the programs that processes before this one used first with this model
+    architecture, and run each once on zeros: a loaded executable's first run took ~0.1 s more than its next ones
+    (the default model's decode step: 142 ms, then 35). A first turn then finds them ready; a program asked for
+    meanwhile waits for its load rather than loading twice.
+
+    The list (`FIRST_USED` at most) is in the order of first use: the input scan's programs, the prefill's, the
+    first decode step's, then the title's. Only the part before the second entry of the program named `largest`
+    is preloaded (a second decode shape: the title's batch, which a first answer does not wait for), and that
+    program's first entry is taken first: its load is the longest (0.5 s of the default model's ~0.7 s), and the
+    smaller ones load beside it. `weights()` gives the weights the model's programs run with (None once the model
+    is gone). At exit the threads stop after the load in hand (a thread killed inside XLA aborts the process)."""
+    folder = programs_folder()
+    listed = [] if folder is None else _first_part(_read_list(_list_path(folder, architecture)), largest)
+    if not listed or folder is None:
+        return []
+    pending, lock = iter(listed), threading.Lock()
+
+    def work() -> None:
+        _process_key()  # (hashing the package's source: here, not in the first turn)
+        while not _stopping.is_set():
+            with lock:
+                name = next(pending, None)
+            if name is None:
+                return
+            _preload(architecture, folder / name, weights)
+
+    threads = [threading.Thread(target=work, name="chatflow-preload", daemon=True) for _ in range(PRELOAD_THREADS)]
+    for thread in threads:
+        _preloaders.add(thread)
+        thread.start()
+    return threads
+
+
+def _first_part(listed: list[str], largest: str) -> list[str]:
+    """`listed` cut before its second program named `largest`, the first one moved to the front."""
+    at = [i for i, name in enumerate(listed) if largest and name.startswith(f"{largest}-")]
+    head = listed[: at[1]] if len(at) > 1 else list(listed)
+    if at:
+        head.insert(0, head.pop(at[0]))
+    return head
+
+
+def _preload(architecture: str, path: Path, weights: Callable[[], list | None]) -> None:
+    program = path.name.split("-", 1)[0]
+    owners = [p for p in list(_every) if p.__name__ == program and p.architecture == architecture]
+    with _claim(path):
+        if not owners or path in _loaded or not path.exists():
+            return
+        loaded = _timed(program, "preloaded", functools.partial(_load, path))
+        if loaded is None or path.name != f"{program}-{_digest(architecture, loaded[0])}.xla":  # (not this process's)
+            return
+        for owner in owners:
+            owner.add(*loaded)
+        _loaded.add(path)
+    _run_once(loaded[0], loaded[1], weights)
+
+
+@atexit.register
+def _stop_preloading() -> None:
+    _stopping.set()
+    for thread in list(_preloaders):
+        thread.join(timeout=5.0)
+
+
+def _run_once(key: tuple, compiled: Any, weights: Callable[[], list | None]) -> None:
+    """Run a loaded executable on zeros (and the model's weights), for the first run's cost; not on a mesh (its
+    programs run one at a time: `Programs._serial`) nor where the arguments are not plain arrays."""
+    _, first, (structure, leaves) = key
+    held = weights() if first else None
+    if first and (held is None or _leaves_signature(held) != first):
+        return
+    rest = [_zeros(leaf) for leaf in leaves]
+    if any(value is None for value in rest):
+        return
+    try:
+        jax.block_until_ready(compiled(*([held] if first else []), *jax.tree.unflatten(structure, rest)))
+    except Exception as error:  # (nothing depends on it: the first real call pays the cost instead)
+        _log.debug("did not run a preloaded program once: %s", error)
+
+
+def _zeros(leaf: tuple) -> Any:
+    """Zeros as the signature's leaf says: an array, a Python scalar of its kind; None for a sharded array."""
+    if len(leaf) == 1:
+        return {"int": 0, "float": 0.0, "bool": False}.get(leaf[0])
+    shape, dtype, weak, placement = leaf
+    if placement is not None or (weak and shape):
+        return None
+    try:
+        kind = np.dtype(dtype).kind
+    except TypeError:  # (a typed PRNG key: no zeros of it)
+        return None
+    if weak:
+        return {"i": 0, "f": 0.0, "b": False}.get(kind)
+    return jnp.zeros(shape, dtype)
+
+
+def _used(architecture: str, path: Path) -> None:
+    """`path` was used in this process: onto its architecture's list of first used programs while it has room."""
+    _loaded.add(path)
+    if not architecture:
+        return
+    with _used_lock:
+        index = _list_path(path.parent, architecture)
+        listed = _first_used.setdefault(architecture, _read_list(index))
+        if path.name in listed or len(listed) >= FIRST_USED:
+            return
+        listed.append(path.name)
+        _write_atomically(index, "".join(f"{name}\n" for name in listed).encode())
+
+
+def _list_path(folder: Path, architecture: str) -> Path:
+    """The list of first used programs of `architecture` in processes like this one (`_process_key`)."""
+    return folder / f"{_digest(architecture, ('first used',))}.first"
+
+
+def _read_list(path: Path) -> list[str]:
+    try:
+        return [line for line in path.read_text().splitlines() if line.endswith(".xla")][:FIRST_USED]
+    except OSError:
+        return []
+
+
+def _sharded(key: tuple) -> bool:
+    """Whether a signature places any array elsewhere than the first device (on a mesh: not stored, its programs are
+    jit's: `StoredProgram.__call__`)."""
+    _, first, rest = key
+    return any(leaf[-1] is not None for part in (first, rest) if part for leaf in part[1] if len(leaf) > 1)
+
+
+def _leaves_signature(tree: Any) -> tuple:
+    leaves, structure = jax.tree.flatten(tree)
+    return structure, tuple(_leaf(x) for x in leaves)
+
+
+def _leaf(x: Any) -> tuple:
+    shape = getattr(x, "shape", None)
+    if shape is None:  # a Python scalar: a weak-typed scalar of its kind
+        return (type(x).__name__,)
+    sharding = getattr(x, "sharding", None)
+    placement = None if sharding is None or sharding == _default_placement() else str(sharding)
+    return tuple(shape), str(x.dtype), bool(getattr(x, "weak_type", False)), placement
+
+
+@functools.cache
+def _default_placement() -> jax.sharding.Sharding:
+    """Where an array is when nothing placed it: the first device. Only programs of arrays placed there (or on the
+    host) are stored; one on another device, or on several, is jit's (`_sharded`)."""
+    return jax.sharding.SingleDeviceSharding(jax.devices()[0])
+
+
+def _timed(name: str, done: str, work: Callable[[], Any]) -> Any:
+    """`work()` (a load), reported to JAX's monitoring as a backend compile of `name`, as a persistent-cache hit
+    is: the compile clock counts it, and views show it as compiling. (A compile reports its own phases.)"""
+    monitoring.record_scalar(_BACKEND_COMPILE, time.time(), fun_name=name)
+    started = time.perf_counter()
+    try:
+        return work()
+    finally:
+        seconds = time.perf_counter() - started
+        monitoring.record_event_duration_secs(_BACKEND_COMPILE, seconds, fun_name=name)
+        _log.debug("%s %s in %.0f ms", done, name, seconds * 1000)
+
+
+def _logged(name: str, work: Callable[[], Any]) -> Any:
+    started = time.perf_counter()
+    out = work()
+    _log.debug("compiled %s in %.0f ms", name, (time.perf_counter() - started) * 1000)
+    return out
+
+
+def _compile(jitted: Any, args: Sequence[Any]) -> Any:
+    """Trace, lower and compile afresh (see the module's docstring: not from the persistent cache)."""
+    from jax._src import config  # (the thread-local form of the setting; the public one is process-wide)
+
+    lowered = jitted.lower(*args)
+    with config.persistent_cache_min_compile_time_secs(float("inf")):  # (this thread's compile is not written there)
+        return lowered.compile(compiler_options={_FRESH: 10**9 + uuid.uuid4().int % 10**9})
+
+
+_FRESH = "xla_debug_buffer_assignment_show_max"
+"""A compile option that changes no code XLA emits (how many buffers a debug dump lists), set to a value of its own
+per compile: a key no persistent-cache entry has."""
+
+
+def _load(path: Path) -> tuple[tuple, Any] | None:
+    """(the signature it was compiled for, the executable) from a file `_save` wrote; None if it does not load."""
+    try:
+        data = pickle.loads(path.read_bytes())
+        if data[0] != FORMAT:
+            return None
+        _, key, payload, in_tree, out_tree = data
+        return key, serialize_executable.deserialize_and_load(
+            payload, in_tree, out_tree, execution_devices=jax.devices()[:1]
+        )
+    except Exception as error:  # cut short, or unreadable by this jaxlib: compiled again and replaced
+        warnings.warn(f"jupyter_chatflow compiles {path.name} again: the stored program did not load ({error}).",
+                      stacklevel=3)  # fmt: skip
+        return None
+
+
+def _save(path: Path, key: tuple, compiled: Any) -> bool:
+    """Write the executable and the signature it was compiled for; False if it could not be written."""
+    try:
+        _write_atomically(path, pickle.dumps((FORMAT, key, *serialize_executable.serialize(compiled))))
+        return True
+    except (OSError, ValueError, pickle.PicklingError):  # a full or read-only disk: the next process compiles
+        return False
+
+
+def _write_atomically(path: Path, payload: bytes) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with tempfile.NamedTemporaryFile(dir=path.parent, prefix=".", suffix=".part", delete=False) as file:
+        file.write(payload)
+    os.replace(file.name, path)
+
+
+def programs_folder() -> Path | None:
+    """Where stored programs live: `programs/` in the XLA cache folder; None when that cache is off."""
+    configured = getattr(jax.config, "jax_compilation_cache_dir", None)
+    if not configured or os.environ.get("CHATFLOW_XLA_CACHE", "").lower() == "off":
+        return None
+    return Path(configured) / "programs"
+
+
+def _digest(architecture: str, key: tuple) -> str:
+    return hashlib.sha256(f"{_process_key()}|{architecture}|{key!r}".encode()).hexdigest()[:32]
+
+
+_process: str | None = None
+
+
+def _process_key() -> str:
+    """A hash of `_process_parts`, computed once per process."""
+    global _process
+    if _process is None:
+        _process = hashlib.sha256("|".join(_process_parts()).encode()).hexdigest()
+    return _process
+
+
+def _process_parts() -> list[str]:
+    """Everything about this process that a compiled program depends on (see the module's docstring)."""
+    import jaxlib
+
+    backend = jax.devices()[0].client
+    return [
+        f"format {FORMAT}", jax.__version__, jaxlib.__version__, backend.platform, backend.platform_version,
+        repr([(d.platform, d.device_kind) for d in jax.devices()]), _cpu(), os.environ.get("XLA_FLAGS", ""),
+        _source_hash(),
+    ]  # fmt: skip
+
+
+def _cpu() -> str:
+    """The CPU's model name and feature flags (Linux), else what `platform` knows."""
+    try:
+        lines = Path("/proc/cpuinfo").read_text().splitlines()
+    except OSError:
+        return f"{platform.machine()} {platform.processor()}"
+    wanted = [line for line in lines if line.startswith(("model name", "flags", "Features"))]
+    return "\n".join(dict.fromkeys(wanted))  # (one of each: every core lists the same)
+
+
+def _source_hash() -> str:
+    """A hash of every Python file of this package: a changed line may change a traced program."""
+    root = Path(__file__).resolve().parent.parent
+    digest = hashlib.sha256()
+    for path in sorted(root.rglob("*.py")):
+        digest.update(str(path.relative_to(root)).encode())
+        digest.update(path.read_bytes())
+    return digest.hexdigest()

@@ -1,0 +1,139 @@
+"""Compiled programs kept on disk (`engine/stored.py`): a new process loads instead of tracing, and never loads a
+program compiled for something else."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+from jupyter_chatflow.engine import stored
+from jupyter_chatflow.engine.stored import StoredProgram
+
+# A process that calls one stored program and says what it computed and whether it traced the function.
+CALL = """
+import json, sys
+import jax, jax.numpy as jnp, numpy as np
+from jupyter_chatflow.engine.loader import enable_compilation_cache
+from jupyter_chatflow.engine.stored import StoredProgram
+enable_compilation_cache()
+traced = []
+def scaled(x, factor):
+    traced.append(1)
+    return jnp.sin(x) * factor
+program = StoredProgram(jax.jit(scaled, static_argnums=(1,)), "scaled", static_argnums=(1,))
+out = program(np.arange(int(sys.argv[1]), dtype=np.float32), 3.0)
+print(json.dumps({"out": np.asarray(out).tolist(), "traced": len(traced)}))
+"""
+
+
+def _run(folder: Path, size: int = 4, **env: str) -> dict:
+    done = subprocess.run(
+        [sys.executable, "-c", CALL, str(size)], capture_output=True, text=True, timeout=120,
+        env={**os.environ, "CHATFLOW_XLA_CACHE": str(folder), **env},
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr[-2000:]
+    return json.loads(done.stdout.strip().splitlines()[-1])
+
+
+def _files(folder: Path) -> list[Path]:
+    return sorted((folder / "programs").glob("scaled-*.xla"))
+
+
+def test_a_new_process_loads_the_program_an_earlier_one_compiled_and_traces_nothing(tmp_path):
+    first = _run(tmp_path)
+    second = _run(tmp_path)
+    assert first["traced"] == 1 and second["traced"] == 0
+    assert second["out"] == first["out"]
+    np.testing.assert_allclose(second["out"], np.sin(np.arange(4)) * 3.0, rtol=1e-6)
+    assert len(_files(tmp_path)) == 1
+
+
+def test_other_shapes_and_other_xla_flags_compile_their_own(tmp_path):
+    _run(tmp_path)
+    assert _run(tmp_path, size=5)["traced"] == 1  # another shape
+    assert _run(tmp_path, XLA_FLAGS="--xla_cpu_enable_fast_math=false")["traced"] == 1  # another XLA
+    assert len(_files(tmp_path)) == 3
+    assert _run(tmp_path, XLA_FLAGS="--xla_cpu_enable_fast_math=false")["traced"] == 0
+
+
+def test_the_process_key_holds_the_versions_the_devices_the_cpu_and_the_source():
+    parts = stored._process_parts()
+    assert jax.__version__ in parts and stored._source_hash() in parts
+    assert any("flags" in part or "model name" in part for part in parts)  # (Linux: the CPU's feature flags)
+
+
+def test_a_file_that_does_not_load_is_compiled_again_and_replaced(tmp_path):
+    _run(tmp_path)
+    (path,) = _files(tmp_path)
+    path.write_bytes(b"not a program")
+    again = _run(tmp_path)
+    assert again["traced"] == 1 and again["out"] == pytest.approx(list(np.sin(np.arange(4)) * 3.0), rel=1e-6)
+    assert _run(tmp_path)["traced"] == 0  # (the file was written anew)
+
+
+def test_a_program_keeps_one_executable_per_signature_and_prepare_runs_nothing(tmp_path, monkeypatch):
+    monkeypatch.setattr(stored, "programs_folder", lambda: tmp_path)
+    calls = []
+
+    def double(x):
+        calls.append(x.shape)
+        return x * 2
+
+    program = StoredProgram(jax.jit(double), "double")
+    program.prepare(jax.ShapeDtypeStruct((3,), jnp.float32))
+    assert program._cache_size() == 1 and calls == [(3,)]  # traced once to compile, not run
+    assert np.asarray(program(np.ones(3, np.float32))).tolist() == [2.0, 2.0, 2.0]
+    assert program._cache_size() == 1 and len(calls) == 1
+    program(np.ones(2, np.float32))
+    assert program._cache_size() == 2
+    program.clear()
+    assert program._cache_size() == 0
+
+
+def test_the_first_used_list_is_cut_at_the_second_decode_shape_with_the_first_one_taken_first():
+    listed = ["embed-a.xla", "layer-b.xla", "decode_rows-c.xla", "write-d.xla", "decode_rows-e.xla", "layer-f.xla"]
+    assert stored._first_part(listed, "decode_rows") == ["decode_rows-c.xla", "embed-a.xla", "layer-b.xla",
+                                                          "write-d.xla"]  # fmt: skip
+    assert stored._first_part(listed[:2], "decode_rows") == listed[:2]
+
+
+def test_a_model_loaded_again_in_a_new_process_preloads_its_first_turn_and_traces_no_model_program(tiny_path, tmp_path):
+    """The first process compiles and lists what it used first; the second loads those on its preload threads before
+    its first generation asks, which then traces nothing of the model's."""
+    script = """
+import json, logging, sys, time
+import jax
+jax.config.update("jax_log_compiles", True)
+traced = []
+class Traced(logging.Handler):
+    def emit(self, record):
+        if record.getMessage().startswith("Finished tracing"):
+            traced.append(record.getMessage().split()[2])
+logging.getLogger("jax").addHandler(Traced()); logging.getLogger("jax").setLevel(logging.WARNING)
+import jupyter_chatflow as cf
+from jupyter_chatflow.engine import stored
+model = cf.load_model(sys.argv[1])
+for thread in list(stored._preloaders):
+    thread.join()
+steps = list(model.generate(list(range(3, 30)), max_tokens=4, temperature=0.0))
+model_programs = {"embed_chunk", "layer", "final_norm", "sample_after", "decode_rows", "write"}
+print(json.dumps({"ids": [s.token_id for s in steps], "traced": sorted(set(traced) & model_programs)}))
+"""
+    env = {**os.environ, "CHATFLOW_XLA_CACHE": str(tmp_path)}
+    runs = []
+    for _ in range(2):
+        done = subprocess.run([sys.executable, "-c", script, str(tiny_path)], capture_output=True, text=True,
+                              timeout=300, env=env)  # fmt: skip
+        assert done.returncode == 0, done.stderr[-2000:]
+        runs.append(json.loads(done.stdout.strip().splitlines()[-1]))
+    assert runs[0]["traced"] and not runs[1]["traced"]
+    assert runs[1]["ids"] == runs[0]["ids"]
+    assert list((tmp_path / "programs").glob("*.first"))
