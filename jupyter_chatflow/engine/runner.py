@@ -47,6 +47,7 @@ from .programs import Programs, release_all, release_freed_memory
 from .prompt_cache import MIN_KEPT_LENGTH, PromptCache
 from .run import SequenceState
 from .sampling import SamplingParams
+from .stored import keep_until_exit
 
 _log = logging.getLogger(__name__)
 OnChunk = Callable[[int, int, jax.Array, jax.Array], None]
@@ -347,7 +348,7 @@ class Runner:
             else:
                 done(True)
 
-        thread = threading.Thread(target=compile_them, name="chatflow-warm", daemon=True)
+        thread = keep_until_exit(threading.Thread(target=compile_them, name="chatflow-warm", daemon=True))
         thread.start()
         return thread
 

@@ -217,8 +217,7 @@ def preload_in_background(
 
     threads = [threading.Thread(target=work, name="chatflow-preload", daemon=True) for _ in range(PRELOAD_THREADS)]
     for thread in threads:
-        _preloaders.add(thread)
-        thread.start()
+        keep_until_exit(thread).start()
     return threads
 
 
@@ -246,11 +245,18 @@ def _preload(architecture: str, path: Path, weights: Callable[[], list | None]) 
     _run_once(loaded[0], loaded[1], weights)
 
 
+def keep_until_exit(thread: threading.Thread) -> threading.Thread:
+    """Have the interpreter's exit wait for `thread` (a compile or load on a daemon thread: one stopped inside XLA
+    aborts the process, "FATAL: exception not rethrown")."""
+    _preloaders.add(thread)
+    return thread
+
+
 @atexit.register
 def _stop_preloading() -> None:
     _stopping.set()
     for thread in list(_preloaders):
-        thread.join(timeout=5.0)
+        thread.join(timeout=30.0)
 
 
 def _run_once(key: tuple, compiled: Any, weights: Callable[[], list | None]) -> None:
