@@ -201,24 +201,34 @@ def preload_in_background(
     smaller ones load beside it. `weights()` gives the weights the model's programs run with (None once the model
     is gone). At exit the threads stop after the load in hand (a thread killed inside XLA aborts the process)."""
     folder = programs_folder()
-    listed = [] if folder is None else _first_part(_read_list(_list_path(folder, architecture)), largest)
-    if not listed or folder is None:
+    everything = [] if folder is None else _read_list(_list_path(folder, architecture))
+    first = _first_part(everything, largest)
+    if not first or folder is None:
         return []
-    pending, lock = iter(listed), threading.Lock()
+    pending, lock = iter([*first, *(name for name in everything if name not in first)]), threading.Lock()
 
     def work() -> None:
         _process_key()  # (hashing the package's source: here, not in the first turn)
         while not _stopping.is_set():
             with lock:
                 name = next(pending, None)
+                later = name is not None and name not in first
             if name is None:
                 return
+            if later:  # the rest (the title's programs) at the lowest CPU priority: a first answer's work comes first
+                _nice()
             _preload(architecture, folder / name, weights)
 
     threads = [threading.Thread(target=work, name="chatflow-preload", daemon=True) for _ in range(PRELOAD_THREADS)]
     for thread in threads:
         keep_until_exit(thread).start()
     return threads
+
+
+def _nice() -> None:
+    """This thread at the lowest CPU priority (Linux: a thread is a task of its own); elsewhere nothing."""
+    with contextlib.suppress(AttributeError, OSError):
+        os.setpriority(os.PRIO_PROCESS, threading.get_native_id(), 19)
 
 
 def _first_part(listed: list[str], largest: str) -> list[str]:
