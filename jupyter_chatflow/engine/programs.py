@@ -170,7 +170,7 @@ class Programs:
         self._jitted = jitted = _jitted_for((graphdef, structure, kinds))
         if not jitted.preloading:  # (once per architecture: its first model's weights run the loaded programs once)
             jitted.preloading = True
-            preload_in_background(jitted.architecture, _weights_of(weakref.ref(self)), largest="decode_rows")
+            preload_in_background(jitted.architecture, _weights_of(weakref.ref(self)))
         # (one architecture's programs serve its float32 and bfloat16 models alike, compiled once for each)
         self._dtypes = tuple(sorted({str(w.dtype) for w in self.weights}))
         self._lock = jitted.lock  # (one per architecture: models sharing programs compile them once)
@@ -295,9 +295,10 @@ class _Jitted:
         self.architecture = architecture = architecture_key(graphdef, structure, kinds)
         self.preloading = False
 
-        def stored(program, *bound_to, static_argnums=(), model=True, **jit):
+        def stored(program, *bound_to, static_argnums=(), model=True, ends_first_turn=False, **jit):
             jitted = jax.jit(bind(program, *bound_to) if model else program, static_argnums=static_argnums, **jit)
-            return StoredProgram(jitted, program.__name__, static_argnums=static_argnums, architecture=architecture)
+            return StoredProgram(jitted, program.__name__, static_argnums=static_argnums, architecture=architecture,
+                                 ends_first_turn=ends_first_turn)  # fmt: skip
 
         self.embed_chunk = stored(embed_chunk)
         self.layers = [stored(layer, graph, layer_structure) for graph, layer_structure in kinds]
@@ -305,7 +306,7 @@ class _Jitted:
         self.sample_after = stored(sample_after, donate_argnums=(4,))
         self.sample_rows_after = stored(sample_rows_after, donate_argnums=(4,))
         self.logits = stored(logits)
-        self.decode_rows = stored(decode_rows, donate_argnums=(4,))
+        self.decode_rows = stored(decode_rows, donate_argnums=(4,), ends_first_turn=True)
         self.lens_top = stored(lens_top, static_argnums=(3,))
         # (programs of any model's caches: their shapes say which; kept with the architecture that used them)
         self.write = stored(write, model=False, donate_argnums=(0,))

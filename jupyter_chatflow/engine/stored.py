@@ -6,12 +6,12 @@ the default model's decode step) and lowers it to StableHLO (0.2 s) to compute t
 `StoredProgram` keys the executable by what it was built from instead, known before any tracing:
 
 - the process: JAX's and jaxlib's versions, the backend's platform and version, the devices, the CPU's model and
-  feature flags (XLA:CPU compiles for the host's instruction set), `XLA_FLAGS`, and a hash of this package's
-  source (the code that is traced);
+  feature flags (XLA:CPU compiles for the host's instruction set), `XLA_FLAGS`, and a hash of the package's engine
+  and model source (the code that is traced);
 - the program: its name, its model architecture (the graph and weights' structure, `programs._Jitted`), its static
   arguments, and each argument's shape, dtype, weak type and placement.
 
-A changed model, JAX version, device or line of the package is a new key: it compiles, never loads a stale
+A changed model, JAX version, device or line of the traced code is a new key: it compiles, never loads a stale
 program. A file that fails to load (cut short, or from a jaxlib that reads it differently) is compiled again and
 replaced. Files are written whole or not at all (a temporary file renamed).
 
@@ -62,8 +62,14 @@ class StoredProgram:
     Called like the jitted function; `prepare(*args)` (arrays or `jax.ShapeDtypeStruct`s) loads or compiles one
     signature without running it. Without a folder it still keeps its executables in memory (no disk)."""
 
-    def __init__(self, jitted: Any, name: str, *, static_argnums: Sequence[int] = (), architecture: str = ""):
+    def __init__(
+        self, jitted: Any, name: str, *, static_argnums: Sequence[int] = (), architecture: str = "",
+        ends_first_turn: bool = False,
+    ):  # fmt: skip
+        """`ends_first_turn`: this program's first use (the decode step's) closes its architecture's list of the
+        programs a first turn uses (`preload_in_background`), after one more (its cache write)."""
         self._jitted, self.__name__ = jitted, name
+        self._ends = ends_first_turn
         self._static = tuple(static_argnums)
         self.architecture = architecture
         self._compiled: dict[tuple, Any] = {}
@@ -138,11 +144,11 @@ class StoredProgram:
         if path is not None and path.exists():
             loaded = _timed(self.__name__, "loaded", functools.partial(_load, path))
             if loaded is not None and loaded[0] == key:
-                _used(self.architecture, path)
+                _used(self.architecture, path, self._ends)
                 return loaded[1]
         compiled = _logged(self.__name__, functools.partial(_compile, self._jitted, args))
         if path is not None and _save(path, key, compiled):
-            _used(self.architecture, path)
+            _used(self.architecture, path, self._ends)
         return compiled
 
     def add(self, key: tuple, compiled: Any) -> None:
@@ -157,8 +163,9 @@ _loaded: set[Path] = set()  # files loaded (or written) in this process since th
 PRELOAD_THREADS = 2
 """Loading releases the GIL: two loads side by side took 0.51 s where one after the other took 1.06 (2 cores)."""
 FIRST_USED = 24
-"""How many programs a model architecture's list of first used ones holds (`preload_in_background`)."""
-_first_used: dict[str, list[str]] = {}  # architecture → file names, as its list on disk has them
+"""The most programs a model architecture's list of a first turn's programs holds (`preload_in_background`)."""
+_first_turn: dict[str, tuple[list[str], int]] = {}  # architecture → (this process's first used files, how many
+# more to add before the list is written: -1 until the program that ends a first turn is used, 0 once written)
 _used_lock = threading.Lock()
 _stopping = threading.Event()
 _preloaders: weakref.WeakSet[threading.Thread] = weakref.WeakSet()
@@ -186,37 +193,28 @@ def architecture_key(*parts: Any) -> str:
     return hashlib.sha256("|".join(map(repr, parts)).encode()).hexdigest()
 
 
-def preload_in_background(
-    architecture: str, weights: Callable[[], list | None], largest: str = ""
-) -> list[threading.Thread]:
-    """Load, on threads of their own, the programs that processes before this one used first with this model
-    architecture, and run each once on zeros: a loaded executable's first run took ~0.1 s more than its next ones
-    (the default model's decode step: 142 ms, then 35). A first turn then finds them ready; a program asked for
-    meanwhile waits for its load rather than loading twice.
-
-    The list (`FIRST_USED` at most) is in the order of first use: the input scan's programs, the prefill's, the
-    first decode step's, then the title's. Only the part before the second entry of the program named `largest`
-    is preloaded (a second decode shape: the title's batch, which a first answer does not wait for), and that
-    program's first entry is taken first: its load is the longest (0.5 s of the default model's ~0.7 s), and the
-    smaller ones load beside it. `weights()` gives the weights the model's programs run with (None once the model
-    is gone). At exit the threads stop after the load in hand (a thread killed inside XLA aborts the process)."""
+def preload_in_background(architecture: str, weights: Callable[[], list | None]) -> list[threading.Thread]:
+    """Load, on threads of their own, the programs the latest process's first turn used with this model
+    architecture (`_used`: the input scan's, the prefill's, the first decode step and its cache write), and run
+    each once on zeros: a loaded executable's first run took ~0.1 s more than its next ones (the default model's
+    decode step: 142 ms, then 35). A first turn then finds them ready; a program asked for meanwhile waits for its
+    load rather than loading twice. The largest file (the decode step's) is taken first: its load is the longest
+    (0.5 s of the default model's ~0.7 s), and the smaller ones load beside it. `weights()` gives the weights the
+    model's programs run with (None once the model is gone). At exit the threads stop after the load in hand (a
+    thread killed inside XLA aborts the process)."""
     folder = programs_folder()
-    everything = [] if folder is None else _read_list(_list_path(folder, architecture))
-    first = _first_part(everything, largest)
-    if not first or folder is None:
+    listed = [] if folder is None else _largest_first(folder, _read_list(_list_path(folder, architecture)))
+    if not listed or folder is None:
         return []
-    pending, lock = iter([*first, *(name for name in everything if name not in first)]), threading.Lock()
+    pending, lock = iter(listed), threading.Lock()
 
     def work() -> None:
         _process_key()  # (hashing the package's source: here, not in the first turn)
         while not _stopping.is_set():
             with lock:
                 name = next(pending, None)
-                later = name is not None and name not in first
             if name is None:
                 return
-            if later:  # the rest (the title's programs) at the lowest CPU priority: a first answer's work comes first
-                _nice()
             _preload(architecture, folder / name, weights)
 
     threads = [threading.Thread(target=work, name="chatflow-preload", daemon=True) for _ in range(PRELOAD_THREADS)]
@@ -225,19 +223,13 @@ def preload_in_background(
     return threads
 
 
-def _nice() -> None:
-    """This thread at the lowest CPU priority (Linux: a thread is a task of its own); elsewhere nothing."""
-    with contextlib.suppress(AttributeError, OSError):
-        os.setpriority(os.PRIO_PROCESS, threading.get_native_id(), 19)
-
-
-def _first_part(listed: list[str], largest: str) -> list[str]:
-    """`listed` cut before its second program named `largest`, the first one moved to the front."""
-    at = [i for i, name in enumerate(listed) if largest and name.startswith(f"{largest}-")]
-    head = listed[: at[1]] if len(at) > 1 else list(listed)
-    if at:
-        head.insert(0, head.pop(at[0]))
-    return head
+def _largest_first(folder: Path, listed: list[str]) -> list[str]:
+    """The files of `listed` that exist, the largest first (the decode step's), the others in their order."""
+    sizes = {name: (folder / name).stat().st_size for name in listed if (folder / name).exists()}
+    if not sizes:
+        return []
+    largest = max(sizes, key=sizes.__getitem__)
+    return [largest, *(name for name in sizes if name != largest)]
 
 
 def _preload(architecture: str, path: Path, weights: Callable[[], list | None]) -> None:
@@ -301,18 +293,22 @@ def _zeros(leaf: tuple) -> Any:
     return jnp.zeros(shape, dtype)
 
 
-def _used(architecture: str, path: Path) -> None:
-    """`path` was used in this process: onto its architecture's list of first used programs while it has room."""
+def _used(architecture: str, path: Path, ends: bool = False) -> None:
+    """`path` was used in this process: onto this process's list of its architecture's first turn, which is
+    written (replacing the one on disk) once the program that `ends` it and one more were used, or at `FIRST_USED`
+    entries. A process that never decodes writes none."""
     _loaded.add(path)
     if not architecture:
         return
     with _used_lock:
-        index = _list_path(path.parent, architecture)
-        listed = _first_used.setdefault(architecture, _read_list(index))
-        if path.name in listed or len(listed) >= FIRST_USED:
+        listed, left = _first_turn.get(architecture, ([], -1))
+        if left == 0 or path.name in listed:
             return
         listed.append(path.name)
-        _write_atomically(index, "".join(f"{name}\n" for name in listed).encode())
+        left = 1 if ends and left < 0 else left - 1 if left > 0 else left
+        _first_turn[architecture] = (listed, 0 if len(listed) >= FIRST_USED else left)
+        if left == 0 or len(listed) >= FIRST_USED:
+            _write_atomically(_list_path(path.parent, architecture), "".join(f"{n}\n" for n in listed).encode())
 
 
 def _list_path(folder: Path, architecture: str) -> Path:
@@ -467,10 +463,12 @@ def _cpu() -> str:
 
 
 def _source_hash() -> str:
-    """A hash of every Python file of this package: a changed line may change a traced program."""
+    """A hash of the Python files of the package's engine and model (the code its programs trace: the
+    transformer, attention, the quantized matrices, the sampler, the programs): a changed line there may change a
+    traced program. (An edit elsewhere, the pipeline's or a front end's, keeps the stored programs.)"""
     root = Path(__file__).resolve().parent.parent
     digest = hashlib.sha256()
-    for path in sorted(root.rglob("*.py")):
+    for path in sorted([*(root / "engine").rglob("*.py"), *(root / "model").rglob("*.py")]):
         digest.update(str(path.relative_to(root)).encode())
         digest.update(path.read_bytes())
     return digest.hexdigest()

@@ -98,11 +98,15 @@ def test_a_program_keeps_one_executable_per_signature_and_prepare_runs_nothing(t
     assert program._cache_size() == 0
 
 
-def test_the_first_used_list_is_cut_at_the_second_decode_shape_with_the_first_one_taken_first():
-    listed = ["embed-a.xla", "layer-b.xla", "decode_rows-c.xla", "write-d.xla", "decode_rows-e.xla", "layer-f.xla"]
-    assert stored._first_part(listed, "decode_rows") == ["decode_rows-c.xla", "embed-a.xla", "layer-b.xla",
-                                                          "write-d.xla"]  # fmt: skip
-    assert stored._first_part(listed[:2], "decode_rows") == listed[:2]
+def test_a_first_turns_list_ends_one_program_after_the_decode_step_and_loads_the_largest_first(tmp_path, monkeypatch):
+    monkeypatch.setattr(stored, "_first_turn", {})
+    names = ["embed-a.xla", "layer-b.xla", "decode_rows-c.xla", "write-d.xla", "select_rows-e.xla"]
+    for name, size in zip(names, [10, 20, 500, 5, 7], strict=True):
+        (tmp_path / name).write_bytes(b"x" * size)
+        stored._used("arch", tmp_path / name, ends=name.startswith("decode_rows"))
+    listed = stored._read_list(stored._list_path(tmp_path, "arch"))
+    assert listed == names[:4]  # (written once the decode step's cache write was used: the rest is not a first turn)
+    assert stored._largest_first(tmp_path, listed) == ["decode_rows-c.xla", "embed-a.xla", "layer-b.xla", "write-d.xla"]
 
 
 def test_a_model_loaded_again_in_a_new_process_preloads_its_first_turn_and_traces_no_model_program(tiny_path, tmp_path):
