@@ -75,6 +75,7 @@ class StoredProgram:
         self._compiled: dict[tuple, Any] = {}
         self._lock = threading.Lock()
         self._weights: tuple[Any, tuple] | None = None  # (the last first argument that was a list, its signature)
+        self._preloaded: dict[tuple, Path] = {}  # signatures preloaded and not used yet: their files
         _every.add(self)
 
     @property
@@ -89,6 +90,8 @@ class StoredProgram:
         compiled = self._compiled.get(key)
         if compiled is None:
             compiled = self._get(key, args)
+        elif self._preloaded and key in self._preloaded:  # a preloaded program's first use: onto this process's list
+            _used(self.architecture, self._preloaded.pop(key), self._ends)
         return compiled(*self._dynamic(args))
 
     def prepare(self, *args: Any) -> None:
@@ -110,6 +113,7 @@ class StoredProgram:
         """Let go of the executables held in memory (the files stay)."""
         with self._lock:
             self._compiled.clear()
+            self._preloaded.clear()
             self._weights = None
 
     def _dynamic(self, args: Sequence[Any]) -> list[Any]:
@@ -151,8 +155,12 @@ class StoredProgram:
             _used(self.architecture, path, self._ends)
         return compiled
 
-    def add(self, key: tuple, compiled: Any) -> None:
+    def add(self, key: tuple, compiled: Any, preloaded_from: Path | None = None) -> None:
+        """Hold `compiled` for `key`; `preloaded_from`: its file, loaded before anything asked for it (its first use
+        then goes onto the list of a first turn's programs, as a load on demand does)."""
         with self._lock:
+            if key not in self._compiled and preloaded_from is not None:
+                self._preloaded[key] = preloaded_from
             self._compiled.setdefault(key, compiled)
 
 
@@ -242,7 +250,7 @@ def _preload(architecture: str, path: Path, weights: Callable[[], list | None]) 
         if loaded is None or path.name != f"{program}-{_digest(architecture, loaded[0])}.xla":  # (not this process's)
             return
         for owner in owners:
-            owner.add(*loaded)
+            owner.add(loaded[0], loaded[1], preloaded_from=path)
         _loaded.add(path)
     _run_once(loaded[0], loaded[1], weights)
 

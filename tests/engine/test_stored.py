@@ -132,12 +132,15 @@ model_programs = {"embed_chunk", "layer", "final_norm", "sample_after", "decode_
 print(json.dumps({"ids": [s.token_id for s in steps], "traced": sorted(set(traced) & model_programs)}))
 """
     env = {**os.environ, "CHATFLOW_XLA_CACHE": str(tmp_path)}
-    runs = []
+    runs, first_list = [], ""
     for _ in range(2):
         done = subprocess.run([sys.executable, "-c", script, str(tiny_path)], capture_output=True, text=True,
                               timeout=300, env=env)  # fmt: skip
         assert done.returncode == 0, done.stderr[-2000:]
         runs.append(json.loads(done.stdout.strip().splitlines()[-1]))
+        first_list = first_list or next((tmp_path / "programs").glob("*.first")).read_text()
     assert runs[0]["traced"] and not runs[1]["traced"]
     assert runs[1]["ids"] == runs[0]["ids"]
-    assert list((tmp_path / "programs").glob("*.first"))
+    (listed,) = (tmp_path / "programs").glob("*.first")
+    assert any(line.startswith("decode_rows-") for line in listed.read_text().splitlines())
+    assert listed.read_text() == first_list  # (the second process, which preloaded it, wrote the same list again)
