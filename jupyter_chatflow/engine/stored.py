@@ -316,7 +316,8 @@ def _used(architecture: str, path: Path, ends: bool = False) -> None:
         left = 1 if ends and left < 0 else left - 1 if left > 0 else left
         _first_turn[architecture] = (listed, 0 if len(listed) >= FIRST_USED else left)
         if left == 0 or len(listed) >= FIRST_USED:
-            _write_atomically(_list_path(path.parent, architecture), "".join(f"{n}\n" for n in listed).encode())
+            with contextlib.suppress(OSError):  # (a full or read-only disk: the next process preloads nothing)
+                _write_atomically(_list_path(path.parent, architecture), "".join(f"{n}\n" for n in listed).encode())
 
 
 def _list_path(folder: Path, architecture: str) -> Path:

@@ -144,3 +144,10 @@ print(json.dumps({"ids": [s.token_id for s in steps], "traced": sorted(set(trace
     (listed,) = (tmp_path / "programs").glob("*.first")
     assert any(line.startswith("decode_rows-") for line in listed.read_text().splitlines())
     assert listed.read_text() == first_list  # (the second process, which preloaded it, wrote the same list again)
+
+
+def test_a_folder_that_cannot_be_written_costs_speed_not_the_answer(tmp_path):
+    (tmp_path / "programs").write_text("a file where the folder would be: nothing can be written under it")
+    first, second = _run(tmp_path), _run(tmp_path)
+    assert first["traced"] == second["traced"] == 1  # (compiled in each process: nothing kept)
+    assert second["out"] == pytest.approx(list(np.sin(np.arange(4)) * 3.0), rel=1e-6)
