@@ -78,11 +78,6 @@ class StoredProgram:
         self._preloaded: dict[tuple, Path] = {}  # signatures preloaded and not used yet: their files
         _every.add(self)
 
-    @property
-    def jitted(self) -> Any:
-        """The jitted function (to trace it: `jax.eval_shape`)."""
-        return self._jitted
-
     def __call__(self, *args: Any) -> Any:
         key = self._signature(args)
         if _sharded(key):  # (a mesh's: jit places each argument as the program needs; an executable would not)
@@ -101,9 +96,6 @@ class StoredProgram:
             self._jitted.lower(*args).compile()  # (a mesh's programs are jit's: see `__call__`)
         elif key not in self._compiled:
             self._get(key, args)
-
-    def lower(self, *args: Any) -> Any:
-        return self._jitted.lower(*args)
 
     def _cache_size(self) -> int:
         """How many executables this program holds in memory (a compile or a load adds one)."""
@@ -150,7 +142,7 @@ class StoredProgram:
             if loaded is not None and loaded[0] == key:
                 _used(self.architecture, path, self._ends)
                 return loaded[1]
-        compiled = _logged(self.__name__, functools.partial(_compile, self._jitted, args))
+        compiled = _timed(self.__name__, "compiled", functools.partial(_compile, self._jitted, args), monitored=False)
         if path is not None and _save(path, key, compiled):
             _used(self.architecture, path, self._ends)
         return compiled
@@ -360,24 +352,20 @@ def _default_placement() -> jax.sharding.Sharding:
     return jax.sharding.SingleDeviceSharding(jax.devices()[0])
 
 
-def _timed(name: str, done: str, work: Callable[[], Any]) -> Any:
-    """`work()` (a load), reported to JAX's monitoring as a backend compile of `name`, as a persistent-cache hit
-    is: the compile clock counts it, and views show it as compiling. (A compile reports its own phases.)"""
-    monitoring.record_scalar(_BACKEND_COMPILE, time.time(), fun_name=name)
+def _timed(name: str, done: str, work: Callable[[], Any], *, monitored: bool = True) -> Any:
+    """`work()`, logged as `done` with its time. `monitored` (a load): also reported to JAX's monitoring as a
+    backend compile of `name`, as a persistent-cache hit is, so the compile clock counts it and views show it as
+    compiling. (A compile reports its own phases there.)"""
+    if monitored:
+        monitoring.record_scalar(_BACKEND_COMPILE, time.time(), fun_name=name)
     started = time.perf_counter()
     try:
         return work()
     finally:
         seconds = time.perf_counter() - started
-        monitoring.record_event_duration_secs(_BACKEND_COMPILE, seconds, fun_name=name)
+        if monitored:
+            monitoring.record_event_duration_secs(_BACKEND_COMPILE, seconds, fun_name=name)
         _log.debug("%s %s in %.0f ms", done, name, seconds * 1000)
-
-
-def _logged(name: str, work: Callable[[], Any]) -> Any:
-    started = time.perf_counter()
-    out = work()
-    _log.debug("compiled %s in %.0f ms", name, (time.perf_counter() - started) * 1000)
-    return out
 
 
 def _compile(jitted: Any, args: Sequence[Any]) -> Any:
