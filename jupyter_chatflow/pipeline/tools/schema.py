@@ -139,6 +139,7 @@ def schema_problem(schema: Any) -> str:
     """ "" when `schema` is a JSON schema (of any draft jsonschema knows) no deeper than `MAX_SCHEMA_DEPTH`, else
     one line saying what is wrong and where. Whether a call can be written under it is the grammar's to say
     (`constrained.call_grammar`)."""
+    prepare_validation()
     import jsonschema
 
     if not isinstance(schema, dict):
@@ -168,6 +169,7 @@ def _depth(value: Any) -> int:
 
 def validate_arguments(schema: Mapping[str, Any], arguments: Any) -> str:
     """ "" when `arguments` fit the schema, else one line saying what is wrong and where."""
+    prepare_validation()  # a tool run on its own (no Toolbox) must not pay the 2 s import either
     import jsonschema
 
     if not isinstance(arguments, dict):

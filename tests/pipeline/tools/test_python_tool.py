@@ -54,9 +54,9 @@ def test_runaway_code_is_stopped(code):
         outcome = python.run({"code": code})
         assert time.perf_counter() - start < 0.3 + STOP_GRACE_S + 1.0  # the grace bounds even code that catches it
         assert "0.3 s limit" in outcome.error
-        _wait_for_the_tools_threads(30)  # code that catches the stop may outlive the grace: it is stopped meanwhile
     finally:
-        sys.unraisablehook = hook
+        _wait_for_the_tools_threads(30)  # code that catches the stop may outlive the grace: it is stopped meanwhile
+        sys.unraisablehook = hook  # (only once no stop can land any more)
 
 
 def _wait_for_the_tools_threads(timeout: float) -> None:
