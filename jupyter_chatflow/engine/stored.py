@@ -44,7 +44,6 @@ from pathlib import Path
 from typing import Any
 
 import jax
-import jax.numpy as jnp
 import numpy as np
 from jax import monitoring
 from jax.experimental import serialize_executable
@@ -290,7 +289,7 @@ def _zeros(leaf: tuple) -> Any:
         return None
     if weak:
         return {"i": 0, "f": 0.0, "b": False}.get(kind)
-    return jnp.zeros(shape, dtype)
+    return jax.device_put(np.zeros(shape, dtype))  # (not jnp.zeros: that compiles a program per shape, ~50 ms each)
 
 
 def _used(architecture: str, path: Path, ends: bool = False) -> None:
