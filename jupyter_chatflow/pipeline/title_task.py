@@ -1,8 +1,10 @@
 """When the session's title is written: beside the answer, as ChatGPT's web client receives it mid-answer.
 
-A `TitleTask` watches a turn's events. Once the answer has begun (its first token for a long message; its first
-line or `ANSWER_CHARS` characters for a short one, which the title prompt quotes), it starts writing the title on
-a thread of its own; the generation runs on the chat's scheduler in the same decode steps as the answer. The
+A `TitleTask` watches a turn's events. Once the answer has begun (its first token shown for a long message; its
+first line or `ANSWER_CHARS` characters for a short one, which the title prompt quotes), it starts writing the title
+on a thread of its own; the generation runs on the chat's scheduler in the same decode steps as the answer. Not
+sooner: started at the answer's prefill, the title's batch of two (its decode programs loaded, 0.7 s of one core)
+and its prefill shared two cores with the answer's first decode step, and a fresh process's first token came later. The
 title event goes out when it is ready: mid-answer for a long answer, after the end for a short one. A turn that
 does not complete (stopped, blocked by a safety layer, failed) cancels a title not yet written.
 """
@@ -13,7 +15,7 @@ import threading
 import warnings
 from collections.abc import Callable
 
-from jupyter_chatflow.events import Completed, ContextAssembled, Event, PrefillDone, TitleGenerated, TokenDelta
+from jupyter_chatflow.events import Completed, ContextAssembled, Event, TitleGenerated, TokenDelta
 
 from .title import SHORT_MESSAGE
 
@@ -54,8 +56,8 @@ class TitleTask:
 
     def _ready(self, event: Event) -> bool:
         assert self._user is not None
-        if len(self._user.strip()) >= SHORT_MESSAGE:  # the prompt does not quote the answer: start at once
-            return isinstance(event, PrefillDone)  # (after the answer's prefill: the title's does not delay it)
+        if len(self._user.strip()) >= SHORT_MESSAGE:  # the prompt does not quote the answer: start at once...
+            return isinstance(event, TokenDelta)  # ...once the answer shows its first token (see `TitleTask`)
         return "\n" in self._answer.strip() or len(self._answer) >= ANSWER_CHARS
 
     def _start(self) -> None:

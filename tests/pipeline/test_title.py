@@ -9,11 +9,12 @@ import time
 import pytest
 
 from jupyter_chatflow.engine.scheduler import MIN_ROW_CACHE
-from jupyter_chatflow.events import Completed, TitleGenerated
+from jupyter_chatflow.events import Completed, ContextAssembled, PrefillDone, Segment, TitleGenerated, TokenDelta
 from jupyter_chatflow.pipeline import local as local_answerer
 from jupyter_chatflow.pipeline.chat import Chat
 from jupyter_chatflow.pipeline.safety import SafetyPolicy
 from jupyter_chatflow.pipeline.title import clean_title, fallback_title, on_topic, scanned_title, unlabelled
+from jupyter_chatflow.pipeline.title_task import TitleTask
 from jupyter_chatflow.store.database import Database
 
 
@@ -142,7 +143,9 @@ def test_a_long_answers_title_arrives_mid_answer_from_the_same_scheduler(wide_mo
     # and a first turn of another session compiles the title's own programs (its prompt's prefill, its batch of
     # two), which run alone, or first in a worker, would otherwise compile while the 400 tokens stream past them
     warm = Chat(model=wide_model, db=Database(tmp_path / "warm.db"), session="warm")
-    warm.send("Tell me everything about the history of the printing press.", max_tokens=8, temperature=0.0).events()
+    warm.send(
+        "Tell me everything about the history of the printing press.", max_tokens=64, temperature=0.0, ignore_eos=True
+    ).events()  # (long enough that its title joins it: a random model may end at once)
     busiest, step = [], chat.scheduler._batch.step
 
     def counted(rows, *rest):
@@ -151,7 +154,7 @@ def test_a_long_answers_title_arrives_mid_answer_from_the_same_scheduler(wide_mo
 
     monkeypatch.setattr(chat.scheduler._batch, "step", counted)
     response = chat.send("Tell me everything about the history of the printing press.", max_tokens=400,
-                         temperature=0.0)  # fmt: skip
+                         temperature=0.0, ignore_eos=True)  # fmt: skip
     events = response.events()
     types = [e.type for e in events]
     assert "title_generated" in types and types[-1] == "completed"
@@ -161,6 +164,22 @@ def test_a_long_answers_title_arrives_mid_answer_from_the_same_scheduler(wide_mo
     stored = chat.sessions.events(events[0].turn_id)
     assert [e.type for e in stored].count("title_generated") == 1 and chat.sessions.get(chat.session.id).title
     assert max(busiest) == 2  # the answer and the title decoded in the same steps
+
+
+def test_a_long_messages_title_starts_once_the_answer_shows_its_first_token():
+    """Not at the answer's prefill: the title's batch and prefill would share the cores with the answer's first
+    decode step, and the first token would come later."""
+    written: list[tuple[str, str]] = []
+    task = TitleTask(lambda user, answer, cancel: written.append((user, answer)) or None, lambda event: None)
+    message = "Tell me everything about the history of the printing press, please."
+    segments = (Segment(kind="user", label="user", tokens=14, text=message),)
+    task.see(ContextAssembled(window=64, reserved_output=8, budget=56, prompt_tokens=14, segments=segments))
+    task.see(PrefillDone(prompt_tokens=14, reused_tokens=0, computed_tokens=14, latency_ms=1.0))
+    assert task._thread is None
+    task.see(TokenDelta(index=0, token_id=5, text="The", logprob=-0.1, entropy=0.1))
+    assert task._thread is not None
+    task._thread.join(30)
+    assert written == [(message, "The")]
 
 
 def test_a_title_not_yet_written_is_cancelled_with_its_turn(wide_model, tmp_path, monkeypatch):
