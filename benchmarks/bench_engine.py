@@ -2,7 +2,7 @@
 
 Usage:
     python benchmarks/bench_engine.py [--peers ours,llama_cpp,transformers] [--decode-tokens 128] [--repeats 3]
-                                      [--model PATH] [--out bench-results/engine.json]
+                                      [--model PATH] [--weights float|as-file] [--out bench-results/engine.json]
 
 The parent builds the prompts once with our tokenizer (200 and 2000 tokens of the English and Python in the
 standard library's argparse.py, and a short chat prompt), then runs each installed engine, one after another, in
@@ -155,7 +155,7 @@ def worker(engine: str, workload_file: Path, startup: bool) -> None:
 # --- parent: prompts, subprocesses ----------------------------------------------------------------------------------
 
 
-def build_workload(model: str | None, decode_tokens: int, repeats: int) -> Workload:
+def build_workload(model: str | None, decode_tokens: int, repeats: int, weights: str = "float") -> Workload:
     """Prompts as our tokenizer's ids: real English and code (argparse.py ships with every Python)."""
     import jupyter_chatflow as cf
     from jupyter_chatflow.model.files import resolve_model_path
@@ -167,6 +167,7 @@ def build_workload(model: str | None, decode_tokens: int, repeats: int) -> Workl
     return Workload(
         model=str(path), short=ids[:SHORT_TOKENS], long=ids[:LONG_TOKENS],
         chat=tokenizer.apply_chat_template(list(CHAT)), decode_tokens=decode_tokens, repeats=repeats,
+        weights=weights,
     )  # fmt: skip
 
 
@@ -249,7 +250,7 @@ def git_revision() -> str:
 def run_all(args: argparse.Namespace) -> dict[str, Any]:
     """Every requested engine that is installed, one after another; the report as a dict."""
     started, revision = time.perf_counter(), git_revision()  # before the run: the tree may change under it
-    work = build_workload(args.model, args.decode_tokens, args.repeats)
+    work = build_workload(args.model, args.decode_tokens, args.repeats, args.weights)
     skipped = {name: reason for name in args.peers if (reason := missing_package(name))}
     results: dict[str, dict[str, Any]] = {}
     with tempfile.TemporaryDirectory(prefix="bench-engine-") as scratch:
@@ -261,9 +262,9 @@ def run_all(args: argparse.Namespace) -> dict[str, Any]:
     return {
         "date": datetime.date.today().isoformat(), "command": " ".join(["python", *sys.argv]), "machine": machine(),
         "revision": revision, "model": work.model, "threads": THREADS, "decode_tokens": work.decode_tokens,
-        "repeats": work.repeats, "prompt_tokens": {"short": len(work.short), "long": len(work.long),
-        "chat": len(work.chat)}, "results": results, "skipped": skipped, "ratios": ratios(results),
-        "run_s": time.perf_counter() - started,
+        "repeats": work.repeats, "weights": work.weights, "prompt_tokens": {"short": len(work.short),
+        "long": len(work.long), "chat": len(work.chat)}, "results": results, "skipped": skipped,
+        "ratios": ratios(results), "run_s": time.perf_counter() - started,
     }  # fmt: skip
 
 
@@ -292,6 +293,8 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     parser.add_argument("--decode-tokens", type=int, default=128, help="tokens to decode at batch 1")
     parser.add_argument("--repeats", type=int, default=3, help="timed runs per figure (the median is kept)")
     parser.add_argument("--model", default=None, help="GGUF file (default: $CHATFLOW_MODEL or the default model)")
+    parser.add_argument("--weights", choices=("float", "as-file"), default="float",
+                        help="how ours holds the weights: float32 (the default) or the file's blocks")  # fmt: skip
     parser.add_argument("--out", type=Path, default=Path("bench-results/engine.json"), help="JSON report")
     parser.add_argument("--worker", choices=ENGINES, help=argparse.SUPPRESS)
     parser.add_argument("--workload", type=Path, help=argparse.SUPPRESS)

@@ -21,6 +21,8 @@ class Workload:
     chat: list[int]
     decode_tokens: int
     repeats: int
+    weights: str = "float"
+    """How ours holds the weights (`load_model(weights=…)`): "float", or "as-file" (the file's blocks)."""
 
     @property
     def n_ctx(self) -> int:
@@ -42,7 +44,7 @@ class Ours:
         import jupyter_chatflow as cf
         from jupyter_chatflow.engine.prompt_cache import PromptCache
 
-        self.model = cf.load_model(work.model)
+        self.model = cf.load_model(work.model, weights=work.weights)
         # Repeats send the same prompt: with the prompt cache on, prefill would be measured as a cache hit.
         self.model.prompt_cache = PromptCache(max_bytes=0)
 

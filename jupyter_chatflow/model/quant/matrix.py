@@ -6,17 +6,20 @@ reads the same either way. A float layer matrix is an `nnx.Param` in [in, out] o
 a float head are [V, d]; a `QuantizedMatrix` is always [out, in], the file's order, and projects as `x @ W.T`.
 On GPU/TPU XLA fuses the dequantization into the dot (the weights' bytes are read once, packed); XLA:CPU
 materializes the dequantized matrix first, so there it is slower than float32 weights (measured:
-docs/models.md#weights-kept-quantized).
+docs/models.md#weights-kept-quantized). On CPU, a product of a few rows (a decode step) with Q4_1 or Q8_0 rows goes
+through `kernels.py` instead, where it could be built: the blocks are read as they are.
 """
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 import jax
 import jax.numpy as jnp
 from flax import nnx
 
+from . import kernels
 from .formats import dequantize
 from .packed import MATRICES, Packed, Part
 
@@ -32,6 +35,9 @@ class QuantizedPart(nnx.Module):
         self.format = part.format
         kept = dtype if part.format == "float" else None  # (the integer codes and scales stay as they are)
         self.fields = nnx.Dict({name: Quants(jnp.asarray(a, kept)) for name, a in part.fields.items()})
+        self.kernel = kernels.version() if part.format in kernels.FORMATS and kernels.available() else ""
+        """The version of the kernel a decode step's product runs (`kernels.py`; "": none): in the graph, so a
+        program that calls it is keyed apart from one that does not."""
 
     def values(self, fields: dict[str, jax.Array] | None = None) -> jax.Array:
         """float32 values [..., cols] of these rows (or of `fields`: some of its rows, gathered)."""
@@ -39,6 +45,8 @@ class QuantizedPart(nnx.Module):
 
     def project(self, x: jax.Array) -> jax.Array:
         """x [..., in] @ these rows transposed: [..., rows]."""
+        if self.kernel and math.prod(x.shape[:-1]) <= kernels.MAX_ROWS:  # a decode step's few rows
+            return kernels.matvec(self.format, x, self._arrays()).astype(x.dtype)
         if self.format == "int8":  # the integer codes through the dot, each output scaled after it
             f = self._arrays()
             return jnp.einsum("...i,oi->...o", x, f["codes"].astype(x.dtype)) * f["scale"].astype(x.dtype)
