@@ -16,6 +16,7 @@ from jupyter_chatflow.errors import ChatflowError
 from jupyter_chatflow.model import memory, prepared
 from jupyter_chatflow.model.files import resolve_model_path
 from jupyter_chatflow.model.gguf_file import read_gguf
+from jupyter_chatflow.model.quant import kernels
 from jupyter_chatflow.model.quant.packed import Int8Tensors, int8_weights
 from jupyter_chatflow.model.transformer import Transformer
 from jupyter_chatflow.model.weights import transformer_weights
@@ -80,8 +81,10 @@ def load_model(
     `dtype`; "as-file" the GGUF's own blocks (Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, Q4_K, Q6_K; a file with other quantized
     formats is refused), dequantized inside the compiled programs next to each matmul; "int8" quantized per output
     row at load (int8 codes and a float32 scale a row; any file). Both hold a quarter to an eighth of float32's
-    bytes, which decode on a GPU reads; XLA:CPU has no fused dequantizing dot, so on CPU they decode several times
-    slower than float32 (the default). Norms and biases stay in `dtype`.
+    bytes, which decode on a GPU reads. XLA:CPU has no fused dequantizing dot: on CPU, as-file's Q4_1 and Q8_0
+    matrices decode through kernels of the package's own (`model/quant/kernels.py`, built on first use), faster
+    than float32 (docs/results.md); other formats, and int8, decode several times slower than float32
+    (the default). Norms and biases stay in `dtype`.
 
     `devices=N` spreads the weights and the KV caches over the first N of `jax.devices()` (a tensor-parallel mesh,
     `engine/mesh.py`); None or 1 is one device. More than JAX sees is refused (ChatflowError naming the
@@ -115,6 +118,8 @@ def _load(
     model_path: Path, chosen: jnp.dtype, report: Progress, mesh: jax.sharding.Mesh | None = None, held: str = "float"
 ) -> Model:
     check_memory(model_path, chosen, held)
+    if held == "as-file":
+        kernels.prepare()  # (a first build of the decode kernels, ~6 s, runs while the weights are read)
     ready = _ready(model_path, held, report)
     report("building the transformer", 0.95)
     tokenizer = Tokenizer.from_metadata(ready.metadata)

@@ -5,7 +5,7 @@ XLA:CPU has no fast product of a few rows with packed weights: it dequantizes th
 loaded with `weights="as-file"` decoded at ~4.5 tokens/s (float32 weights: ~24-30 on the 2-core machine). These
 kernels read the file's Q4_1 and Q8_0 blocks as they are and widen each block's codes to float in registers: the
 products are of the values float32 weights hold, in another order (`tests/model/test_kernels.py`), so an as-file
-model answers as a float32 one does, at a fraction of the bytes read (figures: docs/results.md, issue 37).
+model answers as a float32 one does, reading a fifth of the bytes (figures: docs/results.md, issue 37).
 
 The first use compiles `kernels.cc` with the system's C++ compiler (`c++ -O3 -march=native`, ~6 s) into the folder
 of XLA's cache (`kernels/`, keyed by the source, jaxlib's version, the CPU's flags and the code chosen) and later
@@ -32,7 +32,7 @@ from typing import Any
 import jax
 import jax.numpy as jnp
 
-__all__ = ["FORMATS", "MAX_ROWS", "available", "matvec", "unavailable_reason"]
+__all__ = ["FORMATS", "MAX_ROWS", "available", "matvec", "prepare", "unavailable_reason", "version"]
 
 FORMATS = {"Q4_1": ("chatflow_q4_1", ("d", "m", "qs")), "Q8_0": ("chatflow_q8_0", ("d", "qs"))}
 """The formats with a kernel: their FFI target and the fields it takes, in order."""
@@ -52,6 +52,12 @@ def available() -> bool:
             _state["reason"] = _load()
             _state["ok"] = not _state["reason"]
         return bool(_state["ok"])
+
+
+def prepare() -> None:
+    """Start `available()` on a thread of its own: a first build (a compiler's subprocess) then runs while the caller
+    goes on, e.g. reads the weights; the first `available()` after waits for it."""
+    threading.Thread(target=available, name="chatflow-kernels", daemon=True).start()
 
 
 def unavailable_reason() -> str:
