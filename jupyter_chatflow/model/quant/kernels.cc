@@ -16,6 +16,7 @@
 #include <functional>
 #include <memory>
 #include <numeric>
+#include <type_traits>
 #include <vector>
 
 #include "xla/ffi/api/ffi.h"
@@ -26,10 +27,12 @@ namespace {
 
 constexpr int64_t MAX_ROWS = 8;
 constexpr int64_t BLOCK = 32;
+constexpr int64_t PREFETCH_ROWS = 8;  // how far ahead a row's codes are fetched into the cache
 
 #if defined(__AVX512F__)
 using Vec = __m512;
 inline Vec zero() { return _mm512_setzero_ps(); }
+inline Vec _add(Vec a, Vec b) { return _mm512_add_ps(a, b); }
 inline float total(Vec v) { return _mm512_reduce_add_ps(v); }
 // acc + d * (32 codes, in element order, widened to float) * x[0:32]
 template <bool is_signed>
@@ -44,6 +47,7 @@ inline Vec block(Vec acc, __m256i codes, const float* x, float d) {
 #else
 using Vec = __m256;
 inline Vec zero() { return _mm256_setzero_ps(); }
+inline Vec _add(Vec a, Vec b) { return _mm256_add_ps(a, b); }
 inline float total(Vec v) {
   __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
   s = _mm_add_ps(s, _mm_movehl_ps(s, s));
@@ -70,39 +74,82 @@ inline __m256i q4_1_codes(const uint8_t* bytes16) {
   return _mm256_set_m128i(_mm_and_si128(_mm_srli_epi16(bytes, 4), low), _mm_and_si128(bytes, low));
 }
 
-// Q4_1 rows [n0, n1): per block a float16 scale d and minimum m, 16 bytes of codes; w = d * q + m
-void q4_1_rows(const float* x, const float* sums, int64_t rows, int64_t k, const uint16_t* d, const uint16_t* m,
-               const uint8_t* qs, float* y, int64_t n_all, int64_t n0, int64_t n1) {
+// Q4_1 rows [n0, n1) against ROWS rows of x: per block a float16 scale d and minimum m, 16 bytes of codes;
+// w = d * q + m. (ROWS is a template argument so that the accumulators stay in registers; blocks go in pairs, two
+// chains, so that a block's sum need not wait for the one before.)
+template <int ROWS>
+void q4_1_rows(const float* x, const float* sums, int64_t k, const uint16_t* d, const uint16_t* m, const uint8_t* qs,
+               float* y, int64_t n_all, int64_t n0, int64_t n1) {
   const int64_t nb = k / BLOCK;
   for (int64_t n = n0; n < n1; ++n) {
-    Vec acc[MAX_ROWS][2];  // (two chains: a block's sum need not wait for the one before)
-    for (int64_t r = 0; r < rows; ++r) acc[r][0] = acc[r][1] = zero();
-    for (int64_t b = 0; b < nb; ++b) {
-      const __m256i codes = q4_1_codes(qs + (n * nb + b) * 16);
-      const float db = _cvtsh_ss(d[n * nb + b]);
-      for (int64_t r = 0; r < rows; ++r) acc[r][b & 1] = block<false>(acc[r][b & 1], codes, x + r * k + b * BLOCK, db);
+    Vec even[ROWS], odd[ROWS];
+    for (int r = 0; r < ROWS; ++r) even[r] = odd[r] = zero();
+    const uint8_t* row = qs + n * nb * 16;
+    const uint16_t* scales = d + n * nb;
+    int64_t b = 0;
+    for (; b + 1 < nb; b += 2) {
+      _mm_prefetch(reinterpret_cast<const char*>(row + PREFETCH_ROWS * nb * 16 + b * 16), _MM_HINT_T0);
+      const __m256i c0 = q4_1_codes(row + b * 16), c1 = q4_1_codes(row + (b + 1) * 16);
+      const float d0 = _cvtsh_ss(scales[b]), d1 = _cvtsh_ss(scales[b + 1]);
+      for (int r = 0; r < ROWS; ++r) {
+        even[r] = block<false>(even[r], c0, x + r * k + b * BLOCK, d0);
+        odd[r] = block<false>(odd[r], c1, x + r * k + (b + 1) * BLOCK, d1);
+      }
     }
-    for (int64_t r = 0; r < rows; ++r) {
+    if (b < nb) {
+      const __m256i c0 = q4_1_codes(row + b * 16);
+      for (int r = 0; r < ROWS; ++r) even[r] = block<false>(even[r], c0, x + r * k + b * BLOCK, _cvtsh_ss(scales[b]));
+    }
+    for (int r = 0; r < ROWS; ++r) {
       float minimum = 0.f;
-      for (int64_t b = 0; b < nb; ++b) minimum += _cvtsh_ss(m[n * nb + b]) * sums[r * nb + b];
-      y[r * n_all + n] = total(acc[r][0]) + total(acc[r][1]) + minimum;
+      for (int64_t j = 0; j < nb; ++j) minimum += _cvtsh_ss(m[n * nb + j]) * sums[r * nb + j];
+      y[r * n_all + n] = total(_add(even[r], odd[r])) + minimum;
     }
   }
 }
 
-// Q8_0 rows [n0, n1): per block a float16 scale d and 32 int8 codes; w = d * q
-void q8_0_rows(const float* x, int64_t rows, int64_t k, const uint16_t* d, const int8_t* qs, float* y, int64_t n_all,
-               int64_t n0, int64_t n1) {
+// Q8_0 rows [n0, n1) against ROWS rows of x: per block a float16 scale d and 32 int8 codes; w = d * q
+template <int ROWS>
+void q8_0_rows(const float* x, int64_t k, const uint16_t* d, const int8_t* qs, float* y, int64_t n_all, int64_t n0,
+               int64_t n1) {
   const int64_t nb = k / BLOCK;
   for (int64_t n = n0; n < n1; ++n) {
-    Vec acc[MAX_ROWS][2];
-    for (int64_t r = 0; r < rows; ++r) acc[r][0] = acc[r][1] = zero();
-    for (int64_t b = 0; b < nb; ++b) {
-      const __m256i codes = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(qs + (n * nb + b) * BLOCK));
-      const float db = _cvtsh_ss(d[n * nb + b]);
-      for (int64_t r = 0; r < rows; ++r) acc[r][b & 1] = block<true>(acc[r][b & 1], codes, x + r * k + b * BLOCK, db);
+    Vec even[ROWS], odd[ROWS];
+    for (int r = 0; r < ROWS; ++r) even[r] = odd[r] = zero();
+    const int8_t* row = qs + n * k;
+    const uint16_t* scales = d + n * nb;
+    int64_t b = 0;
+    for (; b + 1 < nb; b += 2) {
+      _mm_prefetch(reinterpret_cast<const char*>(row + PREFETCH_ROWS * k + b * BLOCK), _MM_HINT_T0);
+      _mm_prefetch(reinterpret_cast<const char*>(row + PREFETCH_ROWS * k + b * BLOCK + 32), _MM_HINT_T0);
+      const __m256i c0 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(row + b * BLOCK));
+      const __m256i c1 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(row + (b + 1) * BLOCK));
+      const float d0 = _cvtsh_ss(scales[b]), d1 = _cvtsh_ss(scales[b + 1]);
+      for (int r = 0; r < ROWS; ++r) {
+        even[r] = block<true>(even[r], c0, x + r * k + b * BLOCK, d0);
+        odd[r] = block<true>(odd[r], c1, x + r * k + (b + 1) * BLOCK, d1);
+      }
     }
-    for (int64_t r = 0; r < rows; ++r) y[r * n_all + n] = total(acc[r][0]) + total(acc[r][1]);
+    if (b < nb) {
+      const __m256i c0 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(row + b * BLOCK));
+      for (int r = 0; r < ROWS; ++r) even[r] = block<true>(even[r], c0, x + r * k + b * BLOCK, _cvtsh_ss(scales[b]));
+    }
+    for (int r = 0; r < ROWS; ++r) y[r * n_all + n] = total(_add(even[r], odd[r]));
+  }
+}
+
+// f.template operator()<R>() for R = rows, 1 to MAX_ROWS (a template instance per row count)
+template <typename F>
+void with_rows(int64_t rows, F&& f) {
+  switch (rows) {
+    case 1: return f(std::integral_constant<int, 1>{});
+    case 2: return f(std::integral_constant<int, 2>{});
+    case 3: return f(std::integral_constant<int, 3>{});
+    case 4: return f(std::integral_constant<int, 4>{});
+    case 5: return f(std::integral_constant<int, 5>{});
+    case 6: return f(std::integral_constant<int, 6>{});
+    case 7: return f(std::integral_constant<int, 7>{});
+    default: return f(std::integral_constant<int, 8>{});
   }
 }
 
@@ -147,7 +194,9 @@ ffi::Error Q4_1(ffi::ThreadPool pool, ffi::Buffer<ffi::F32> x, ffi::Buffer<ffi::
   const auto* dp = reinterpret_cast<const uint16_t*>(d.typed_data());
   const auto* mp = reinterpret_cast<const uint16_t*>(m.typed_data());
   float* out = y->typed_data();
-  split(pool, n, [&](int64_t a, int64_t b) { q4_1_rows(xp, sums.data(), rows, k, dp, mp, qs.typed_data(), out, n, a, b); });
+  with_rows(rows, [&](auto r) {
+    split(pool, n, [&](int64_t a, int64_t b) { q4_1_rows<r>(xp, sums.data(), k, dp, mp, qs.typed_data(), out, n, a, b); });
+  });
   return ffi::Error::Success();
 }
 
@@ -157,7 +206,9 @@ ffi::Error Q8_0(ffi::ThreadPool pool, ffi::Buffer<ffi::F32> x, ffi::Buffer<ffi::
   if (ffi::Error error = check(rows, k, n, d.element_count()); error.failure()) return error;
   const auto* dp = reinterpret_cast<const uint16_t*>(d.typed_data());
   float* out = y->typed_data();
-  split(pool, n, [&](int64_t a, int64_t b) { q8_0_rows(x.typed_data(), rows, k, dp, qs.typed_data(), out, n, a, b); });
+  with_rows(rows, [&](auto r) {
+    split(pool, n, [&](int64_t a, int64_t b) { q8_0_rows<r>(x.typed_data(), k, dp, qs.typed_data(), out, n, a, b); });
+  });
   return ffi::Error::Success();
 }
 
