@@ -81,7 +81,7 @@ def load_model(
     `dtype`; "as-file" the GGUF's own blocks (Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, Q4_K, Q6_K; a file with other quantized
     formats is refused), dequantized inside the compiled programs next to each matmul; "int8" quantized per output
     row at load (int8 codes and a float32 scale a row; any file). Both hold a quarter to an eighth of float32's
-    bytes, which decode on a GPU reads. XLA:CPU has no fused dequantizing dot: on CPU, as-file's Q4_1 and Q8_0
+    bytes, which decode on a GPU reads. XLA:CPU has no fused dequantizing dot: on CPU, as-file's Q4_0, Q4_1 and Q8_0
     matrices decode through kernels of the package's own (`model/quant/kernels.py`, built on first use), faster
     than float32 (docs/results.md); other formats, and int8, decode several times slower than float32
     (the default). Norms and biases stay in `dtype`.

@@ -73,8 +73,9 @@ def test_a_packed_matrix_takes_the_kernel_for_a_few_rows_only():
 
 
 @needs_kernels
-def test_an_as_file_model_decodes_as_a_float32_one(tmp_path):
-    path = write_tiny_gguf(tmp_path / "q4_1.gguf", TinySpec(quant="Q4_1", seed=3))
+@pytest.mark.parametrize("fmt", sorted(kernels.FORMATS))
+def test_an_as_file_model_decodes_as_a_float32_one(tmp_path, fmt):
+    path = write_tiny_gguf(tmp_path / f"{fmt}.gguf", TinySpec(quant=fmt, seed=3))
     exact, packed = load_model(path, dtype="float32"), load_model(path, dtype="float32", weights="as-file")
     prompt = list(range(5, 25))
 

@@ -1,9 +1,10 @@
 // Matrix-vector products on a GGUF file's own blocks, for a decode step on CPU (`kernels.py` builds and registers
 // this file; `matrix.QuantizedPart.project` calls it for a few rows).
 //
-// y[r, n] = sum_k x[r, k] * W[n, k], W in Q4_1 or Q8_0 blocks of 32 (the file's bytes, unpacked into fields by
+// y[r, n] = sum_k x[r, k] * W[n, k], W in Q4_0, Q4_1 or Q8_0 blocks of 32 (the file's bytes, unpacked into fields by
 // `formats.unpack`), x float32 [rows, k] with at most MAX_ROWS rows. The products are float32, of the values the
-// dequantized matrix holds (d * q + m), in another order: each block's d * q times x, then Q4_1's minimum times the
+// dequantized matrix holds (d * q + m), in another order: each block's d * q times x, then the block's minimum (Q4_1's
+// m, Q4_0's -8 d) times the
 // block's sum of x. Each block's 32 codes are widened to float in registers (16 lanes with AVX-512, else 8 with
 // AVX2), so the weights are read once, packed. Output rows are split across XLA's intra-op thread pool.
 
@@ -75,7 +76,7 @@ inline __m256i q4_1_codes(const uint8_t* bytes16) {
 }
 
 // Q4_1 rows [n0, n1) against ROWS rows of x: per block a float16 scale d and minimum m, 16 bytes of codes;
-// w = d * q + m. (ROWS is a template argument so that the accumulators stay in registers; blocks go in pairs, two
+// w = d * q + m. Q4_0's too, with m null: its minimum is -8 d (w = d * (q - 8)). (ROWS is a template argument so that the accumulators stay in registers; blocks go in pairs, two
 // chains, so that a block's sum need not wait for the one before.)
 template <int ROWS>
 void q4_1_rows(const float* x, const float* sums, int64_t k, const uint16_t* d, const uint16_t* m, const uint8_t* qs,
@@ -102,7 +103,10 @@ void q4_1_rows(const float* x, const float* sums, int64_t k, const uint16_t* d, 
     }
     for (int r = 0; r < ROWS; ++r) {
       float minimum = 0.f;
-      for (int64_t j = 0; j < nb; ++j) minimum += _cvtsh_ss(m[n * nb + j]) * sums[r * nb + j];
+      for (int64_t j = 0; j < nb; ++j) {
+        const float low = m ? _cvtsh_ss(m[n * nb + j]) : -8.f * _cvtsh_ss(d[n * nb + j]);
+        minimum += low * sums[r * nb + j];
+      }
       y[r * n_all + n] = total(_add(even[r], odd[r])) + minimum;
     }
   }
@@ -184,20 +188,30 @@ ffi::Error check(int64_t rows, int64_t k, int64_t n, int64_t blocks) {
   return ffi::Error::Success();
 }
 
-ffi::Error Q4_1(ffi::ThreadPool pool, ffi::Buffer<ffi::F32> x, ffi::Buffer<ffi::F16> d, ffi::Buffer<ffi::F16> m,
-                ffi::Buffer<ffi::U8> qs, ffi::ResultBuffer<ffi::F32> y) {
+// Q4_1 (m given) or Q4_0 (m null)
+ffi::Error four_bit(ffi::ThreadPool& pool, ffi::Buffer<ffi::F32>& x, ffi::Buffer<ffi::F16>& d, const uint16_t* m,
+                    ffi::Buffer<ffi::U8>& qs, ffi::ResultBuffer<ffi::F32>& y) {
   const int64_t k = x.dimensions().back(), rows = x.element_count() / k, n = d.dimensions()[0], nb = k / BLOCK;
   if (ffi::Error error = check(rows, k, n, d.element_count()); error.failure()) return error;
   const float* xp = x.typed_data();
   std::vector<float> sums(rows * nb);  // each block's sum of x, for the minimum
   for (int64_t i = 0; i < rows * nb; ++i) sums[i] = std::accumulate(xp + i * BLOCK, xp + (i + 1) * BLOCK, 0.f);
   const auto* dp = reinterpret_cast<const uint16_t*>(d.typed_data());
-  const auto* mp = reinterpret_cast<const uint16_t*>(m.typed_data());
   float* out = y->typed_data();
   with_rows(rows, [&](auto r) {
-    split(pool, n, [&](int64_t a, int64_t b) { q4_1_rows<r>(xp, sums.data(), k, dp, mp, qs.typed_data(), out, n, a, b); });
+    split(pool, n, [&](int64_t a, int64_t b) { q4_1_rows<r>(xp, sums.data(), k, dp, m, qs.typed_data(), out, n, a, b); });
   });
   return ffi::Error::Success();
+}
+
+ffi::Error Q4_1(ffi::ThreadPool pool, ffi::Buffer<ffi::F32> x, ffi::Buffer<ffi::F16> d, ffi::Buffer<ffi::F16> m,
+                ffi::Buffer<ffi::U8> qs, ffi::ResultBuffer<ffi::F32> y) {
+  return four_bit(pool, x, d, reinterpret_cast<const uint16_t*>(m.typed_data()), qs, y);
+}
+
+ffi::Error Q4_0(ffi::ThreadPool pool, ffi::Buffer<ffi::F32> x, ffi::Buffer<ffi::F16> d, ffi::Buffer<ffi::U8> qs,
+                ffi::ResultBuffer<ffi::F32> y) {
+  return four_bit(pool, x, d, nullptr, qs, y);
 }
 
 ffi::Error Q8_0(ffi::ThreadPool pool, ffi::Buffer<ffi::F32> x, ffi::Buffer<ffi::F16> d, ffi::Buffer<ffi::S8> qs,
@@ -229,4 +243,12 @@ XLA_FFI_DEFINE_HANDLER_SYMBOL(ChatflowQ8_0, Q8_0,
                                   .Arg<ffi::Buffer<ffi::F32>>()
                                   .Arg<ffi::Buffer<ffi::F16>>()
                                   .Arg<ffi::Buffer<ffi::S8>>()
+                                  .Ret<ffi::Buffer<ffi::F32>>());
+
+XLA_FFI_DEFINE_HANDLER_SYMBOL(ChatflowQ4_0, Q4_0,
+                              ffi::Ffi::Bind()
+                                  .Ctx<ffi::ThreadPool>()
+                                  .Arg<ffi::Buffer<ffi::F32>>()
+                                  .Arg<ffi::Buffer<ffi::F16>>()
+                                  .Arg<ffi::Buffer<ffi::U8>>()
                                   .Ret<ffi::Buffer<ffi::F32>>());

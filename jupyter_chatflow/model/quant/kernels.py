@@ -3,7 +3,7 @@ XLA program through `jax.ffi`.
 
 XLA:CPU has no fast product of a few rows with packed weights: it dequantizes the whole matrix first, so a model
 loaded with `weights="as-file"` decoded at ~4.5 tokens/s (float32 weights: ~24-30 on the 2-core machine). These
-kernels read the file's Q4_1 and Q8_0 blocks as they are and widen each block's codes to float in registers: the
+kernels read the file's Q4_0, Q4_1 and Q8_0 blocks as they are and widen each block's codes to float in registers: the
 products are of the values float32 weights hold, in another order (`tests/model/test_kernels.py`), so an as-file
 model answers as a float32 one does, reading a fifth of the bytes (figures: docs/results.md, issue 37).
 
@@ -34,12 +34,15 @@ import jax.numpy as jnp
 
 __all__ = ["FORMATS", "MAX_ROWS", "available", "matvec", "prepare", "unavailable_reason", "version"]
 
-FORMATS = {"Q4_1": ("chatflow_q4_1", ("d", "m", "qs")), "Q8_0": ("chatflow_q8_0", ("d", "qs"))}
+FORMATS = {
+    "Q4_0": ("chatflow_q4_0", ("d", "qs")), "Q4_1": ("chatflow_q4_1", ("d", "m", "qs")),
+    "Q8_0": ("chatflow_q8_0", ("d", "qs")),
+}  # fmt: skip
 """The formats with a kernel: their FFI target and the fields it takes, in order."""
 MAX_ROWS = 8
 """Rows of x a kernel takes (a decode step of up to 8 sequences); more go through the dequantized product."""
 SOURCE = Path(__file__).with_name("kernels.cc")
-_SYMBOLS = {"chatflow_q4_1": "ChatflowQ4_1", "chatflow_q8_0": "ChatflowQ8_0"}
+_SYMBOLS = {"chatflow_q4_0": "ChatflowQ4_0", "chatflow_q4_1": "ChatflowQ4_1", "chatflow_q8_0": "ChatflowQ8_0"}
 _CPU_FLAGS = ("avx2", "fma", "f16c")
 _lock = threading.Lock()
 _state: dict[str, Any] = {}

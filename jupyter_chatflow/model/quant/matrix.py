@@ -6,8 +6,8 @@ reads the same either way. A float layer matrix is an `nnx.Param` in [in, out] o
 a float head are [V, d]; a `QuantizedMatrix` is always [out, in], the file's order, and projects as `x @ W.T`.
 On GPU/TPU XLA fuses the dequantization into the dot (the weights' bytes are read once, packed); XLA:CPU
 materializes the dequantized matrix first, so there it is slower than float32 weights (measured:
-docs/models.md#weights-kept-quantized). On CPU, a product of a few rows (a decode step) with Q4_1 or Q8_0 rows goes
-through `kernels.py` instead, where it could be built: the blocks are read as they are.
+docs/models.md#weights-kept-quantized). On CPU, a product of a few rows (a decode step) with Q4_0, Q4_1 or Q8_0
+rows goes through `kernels.py` instead, where it could be built: the blocks are read as they are.
 """
 
 from __future__ import annotations
