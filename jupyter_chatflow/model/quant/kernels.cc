@@ -3,10 +3,10 @@
 //
 // y[r, n] = sum_k x[r, k] * W[n, k], W in Q4_0, Q4_1 or Q8_0 blocks of 32 (the file's bytes, unpacked into fields by
 // `formats.unpack`), x float32 [rows, k] with at most MAX_ROWS rows. The products are float32, of the values the
-// dequantized matrix holds (d * q + m), in another order: each block's d * q times x, then the block's minimum (Q4_1's
-// m, Q4_0's -8 d) times the
-// block's sum of x. Each block's 32 codes are widened to float in registers (16 lanes with AVX-512, else 8 with
-// AVX2), so the weights are read once, packed. Output rows are split across XLA's intra-op thread pool.
+// dequantized matrix holds (d * q + m), in another order: each block's d * q times x, then the block's minimum
+// (Q4_1's m, Q4_0's -8 d) times the block's sum of x. Each block's 32 codes are widened to float in registers (16
+// lanes with AVX-512, else 8 with AVX2), so the weights are read once, packed. Output rows are split across XLA's
+// intra-op thread pool.
 
 #include <immintrin.h>
 
@@ -75,39 +75,56 @@ inline __m256i q4_1_codes(const uint8_t* bytes16) {
   return _mm256_set_m128i(_mm_and_si128(_mm_srli_epi16(bytes, 4), low), _mm_and_si128(bytes, low));
 }
 
+// A block's 32 codes in element order: Q8_0's 32 int8, or Q4_0's and Q4_1's 16 bytes of nibbles
+template <bool Q8>
+inline __m256i codes_at(const uint8_t* block) {
+  return Q8 ? _mm256_loadu_si256(reinterpret_cast<const __m256i*>(block)) : q4_1_codes(block);
+}
+
+// For each of ROWS rows of x, the sum over one output row's blocks (`codes`, their float16 `scales`) of d * (q . x):
+// `out`. (ROWS is a template argument so that the accumulators stay in registers; blocks go in pairs, two chains,
+// so that a block's sum need not wait for the one before; the codes PREFETCH_ROWS rows on are fetched meanwhile.)
+template <int ROWS, bool Q8>
+void scaled_dots(const float* x, int64_t k, const uint8_t* codes, const uint16_t* scales, float (&out)[ROWS]) {
+  constexpr int64_t bytes = Q8 ? BLOCK : BLOCK / 2;  // per block
+  const int64_t nb = k / BLOCK;
+  const uint8_t* ahead = codes + PREFETCH_ROWS * nb * bytes;
+  Vec even[ROWS], odd[ROWS];
+  for (int r = 0; r < ROWS; ++r) even[r] = odd[r] = zero();
+  int64_t b = 0;
+  for (; b + 1 < nb; b += 2) {
+    _mm_prefetch(reinterpret_cast<const char*>(ahead + b * bytes), _MM_HINT_T0);
+    if (Q8) _mm_prefetch(reinterpret_cast<const char*>(ahead + b * bytes + 32), _MM_HINT_T0);
+    const __m256i c0 = codes_at<Q8>(codes + b * bytes), c1 = codes_at<Q8>(codes + (b + 1) * bytes);
+    const float d0 = _cvtsh_ss(scales[b]), d1 = _cvtsh_ss(scales[b + 1]);
+    for (int r = 0; r < ROWS; ++r) {
+      even[r] = block<Q8>(even[r], c0, x + r * k + b * BLOCK, d0);
+      odd[r] = block<Q8>(odd[r], c1, x + r * k + (b + 1) * BLOCK, d1);
+    }
+  }
+  if (b < nb) {
+    const __m256i c0 = codes_at<Q8>(codes + b * bytes);
+    for (int r = 0; r < ROWS; ++r) even[r] = block<Q8>(even[r], c0, x + r * k + b * BLOCK, _cvtsh_ss(scales[b]));
+  }
+  for (int r = 0; r < ROWS; ++r) out[r] = total(_add(even[r], odd[r]));
+}
+
 // Q4_1 rows [n0, n1) against ROWS rows of x: per block a float16 scale d and minimum m, 16 bytes of codes;
-// w = d * q + m. Q4_0's too, with m null: its minimum is -8 d (w = d * (q - 8)). (ROWS is a template argument so that the accumulators stay in registers; blocks go in pairs, two
-// chains, so that a block's sum need not wait for the one before.)
+// w = d * q + m. Q4_0's too, with m null: its minimum is -8 d (w = d * (q - 8)).
 template <int ROWS>
 void q4_1_rows(const float* x, const float* sums, int64_t k, const uint16_t* d, const uint16_t* m, const uint8_t* qs,
                float* y, int64_t n_all, int64_t n0, int64_t n1) {
   const int64_t nb = k / BLOCK;
   for (int64_t n = n0; n < n1; ++n) {
-    Vec even[ROWS], odd[ROWS];
-    for (int r = 0; r < ROWS; ++r) even[r] = odd[r] = zero();
-    const uint8_t* row = qs + n * nb * 16;
-    const uint16_t* scales = d + n * nb;
-    int64_t b = 0;
-    for (; b + 1 < nb; b += 2) {
-      _mm_prefetch(reinterpret_cast<const char*>(row + PREFETCH_ROWS * nb * 16 + b * 16), _MM_HINT_T0);
-      const __m256i c0 = q4_1_codes(row + b * 16), c1 = q4_1_codes(row + (b + 1) * 16);
-      const float d0 = _cvtsh_ss(scales[b]), d1 = _cvtsh_ss(scales[b + 1]);
-      for (int r = 0; r < ROWS; ++r) {
-        even[r] = block<false>(even[r], c0, x + r * k + b * BLOCK, d0);
-        odd[r] = block<false>(odd[r], c1, x + r * k + (b + 1) * BLOCK, d1);
-      }
-    }
-    if (b < nb) {
-      const __m256i c0 = q4_1_codes(row + b * 16);
-      for (int r = 0; r < ROWS; ++r) even[r] = block<false>(even[r], c0, x + r * k + b * BLOCK, _cvtsh_ss(scales[b]));
-    }
+    float dots[ROWS];
+    scaled_dots<ROWS, false>(x, k, qs + n * nb * 16, d + n * nb, dots);
     for (int r = 0; r < ROWS; ++r) {
       float minimum = 0.f;
       for (int64_t j = 0; j < nb; ++j) {
         const float low = m ? _cvtsh_ss(m[n * nb + j]) : -8.f * _cvtsh_ss(d[n * nb + j]);
         minimum += low * sums[r * nb + j];
       }
-      y[r * n_all + n] = total(_add(even[r], odd[r])) + minimum;
+      y[r * n_all + n] = dots[r] + minimum;
     }
   }
 }
@@ -118,31 +135,13 @@ void q8_0_rows(const float* x, int64_t k, const uint16_t* d, const int8_t* qs, f
                int64_t n1) {
   const int64_t nb = k / BLOCK;
   for (int64_t n = n0; n < n1; ++n) {
-    Vec even[ROWS], odd[ROWS];
-    for (int r = 0; r < ROWS; ++r) even[r] = odd[r] = zero();
-    const int8_t* row = qs + n * k;
-    const uint16_t* scales = d + n * nb;
-    int64_t b = 0;
-    for (; b + 1 < nb; b += 2) {
-      _mm_prefetch(reinterpret_cast<const char*>(row + PREFETCH_ROWS * k + b * BLOCK), _MM_HINT_T0);
-      _mm_prefetch(reinterpret_cast<const char*>(row + PREFETCH_ROWS * k + b * BLOCK + 32), _MM_HINT_T0);
-      const __m256i c0 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(row + b * BLOCK));
-      const __m256i c1 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(row + (b + 1) * BLOCK));
-      const float d0 = _cvtsh_ss(scales[b]), d1 = _cvtsh_ss(scales[b + 1]);
-      for (int r = 0; r < ROWS; ++r) {
-        even[r] = block<true>(even[r], c0, x + r * k + b * BLOCK, d0);
-        odd[r] = block<true>(odd[r], c1, x + r * k + (b + 1) * BLOCK, d1);
-      }
-    }
-    if (b < nb) {
-      const __m256i c0 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(row + b * BLOCK));
-      for (int r = 0; r < ROWS; ++r) even[r] = block<true>(even[r], c0, x + r * k + b * BLOCK, _cvtsh_ss(scales[b]));
-    }
-    for (int r = 0; r < ROWS; ++r) y[r * n_all + n] = total(_add(even[r], odd[r]));
+    float dots[ROWS];
+    scaled_dots<ROWS, true>(x, k, reinterpret_cast<const uint8_t*>(qs) + n * k, d + n * nb, dots);
+    for (int r = 0; r < ROWS; ++r) y[r * n_all + n] = dots[r];
   }
 }
 
-// f.template operator()<R>() for R = rows, 1 to MAX_ROWS (a template instance per row count)
+// f(std::integral_constant<int, rows>{}), rows 1 to MAX_ROWS: a template instance per row count
 template <typename F>
 void with_rows(int64_t rows, F&& f) {
   switch (rows) {
@@ -199,7 +198,9 @@ ffi::Error four_bit(ffi::ThreadPool& pool, ffi::Buffer<ffi::F32>& x, ffi::Buffer
   const auto* dp = reinterpret_cast<const uint16_t*>(d.typed_data());
   float* out = y->typed_data();
   with_rows(rows, [&](auto r) {
-    split(pool, n, [&](int64_t a, int64_t b) { q4_1_rows<r>(xp, sums.data(), k, dp, m, qs.typed_data(), out, n, a, b); });
+    split(pool, n, [&](int64_t a, int64_t b) {
+      q4_1_rows<r>(xp, sums.data(), k, dp, m, qs.typed_data(), out, n, a, b);
+    });
   });
   return ffi::Error::Success();
 }
