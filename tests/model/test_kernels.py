@@ -111,7 +111,7 @@ def test_the_avx2_code_gives_the_same_products():
 
 def test_without_the_kernels_the_product_is_xlas(monkeypatch):
     monkeypatch.setenv("CHATFLOW_KERNELS", "off")
-    monkeypatch.setattr(kernels, "_state", {})
+    monkeypatch.setattr(kernels, "_reason", None)
     assert not kernels.available() and kernels.unavailable_reason() == "CHATFLOW_KERNELS is off"
     fields, values = blocks("Q8_0", 32, 64)
     matrix = QuantizedMatrix(Packed((Part("Q8_0", fields),), 64), jnp.float32)

@@ -27,34 +27,30 @@ import subprocess
 import tempfile
 import threading
 from pathlib import Path
-from typing import Any
 
 import jax
 import jax.numpy as jnp
 
 __all__ = ["FORMATS", "MAX_ROWS", "available", "matvec", "prepare", "unavailable_reason", "version"]
 
-FORMATS = {
-    "Q4_0": ("chatflow_q4_0", ("d", "qs")), "Q4_1": ("chatflow_q4_1", ("d", "m", "qs")),
-    "Q8_0": ("chatflow_q8_0", ("d", "qs")),
-}  # fmt: skip
-"""The formats with a kernel: their FFI target and the fields it takes, in order."""
+FORMATS = {"Q4_0": ("d", "qs"), "Q4_1": ("d", "m", "qs"), "Q8_0": ("d", "qs")}
+"""The formats with a kernel, and the fields it takes, in order (its FFI target: `_target`; its symbol in the
+library: `Chatflow` and the format, `kernels.cc`'s handlers)."""
 MAX_ROWS = 8
 """Rows of x a kernel takes (a decode step of up to 8 sequences); more go through the dequantized product."""
 SOURCE = Path(__file__).with_name("kernels.cc")
-_SYMBOLS = {"chatflow_q4_0": "ChatflowQ4_0", "chatflow_q4_1": "ChatflowQ4_1", "chatflow_q8_0": "ChatflowQ8_0"}
 _CPU_FLAGS = ("avx2", "fma", "f16c")
 _lock = threading.Lock()
-_state: dict[str, Any] = {}
+_reason: str | None = None  # why the kernels are not available ("": they are); None until the first `available()`
 
 
 def available() -> bool:
     """Whether the kernels are built, loaded and registered with XLA (building them on the first call)."""
+    global _reason
     with _lock:
-        if "ok" not in _state:
-            _state["reason"] = _load()
-            _state["ok"] = not _state["reason"]
-        return bool(_state["ok"])
+        if _reason is None:
+            _reason = _load()
+        return not _reason
 
 
 def prepare() -> None:
@@ -66,16 +62,15 @@ def prepare() -> None:
 def unavailable_reason() -> str:
     """Why `available()` is False ("" when it is True)."""
     available()
-    return str(_state["reason"])
+    return str(_reason)
 
 
 def matvec(fmt: str, x: jax.Array, fields: dict[str, jax.Array]) -> jax.Array:
     """x [..., in] (at most `MAX_ROWS` rows in all) @ W.T for W [out, in] in `fmt` blocks: [..., out] float32."""
-    target, names = FORMATS[fmt]
     out = fields["d"].shape[0]
     rows = x.reshape(-1, x.shape[-1]).astype(jnp.float32)
-    y = jax.ffi.ffi_call(target, jax.ShapeDtypeStruct((rows.shape[0], out), jnp.float32))(
-        rows, *(fields[name] for name in names)
+    y = jax.ffi.ffi_call(_target(fmt), jax.ShapeDtypeStruct((rows.shape[0], out), jnp.float32))(
+        rows, *(fields[name] for name in FORMATS[fmt])
     )
     return y.reshape(*x.shape[:-1], out)
 
@@ -87,11 +82,16 @@ def _load() -> str:
         return problem
     try:
         library = ctypes.cdll.LoadLibrary(str(_built()))
-        for target, symbol in _SYMBOLS.items():
-            jax.ffi.register_ffi_target(target, jax.ffi.pycapsule(getattr(library, symbol)), platform="cpu")
+        for fmt in FORMATS:
+            handler = jax.ffi.pycapsule(getattr(library, f"Chatflow{fmt}"))
+            jax.ffi.register_ffi_target(_target(fmt), handler, platform="cpu")
     except (OSError, subprocess.SubprocessError, AttributeError) as error:
         return f"the kernels did not build or load: {str(error).strip()[-400:]}"
     return ""
+
+
+def _target(fmt: str) -> str:
+    return f"chatflow_{fmt.lower()}"
 
 
 def _unsupported() -> str:
