@@ -143,7 +143,7 @@ def _built() -> Path:
     """The library for this source, jaxlib and CPU: found in the folder, or compiled into it (atomically)."""
     import jaxlib
 
-    parts = (_source_hash(), jaxlib.__version__, sorted(_cpu_flags()), _code_flags())
+    parts = (version(), jaxlib.__version__, sorted(_cpu_flags()))
     key = hashlib.sha256(repr(parts).encode()).hexdigest()
     folder = _folder()
     library = folder / f"kernels-{key[:24]}.so"
