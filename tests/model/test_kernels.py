@@ -5,8 +5,6 @@ largest output), for one to eight rows, on blocks gguf's own quantizer wrote."""
 from __future__ import annotations
 
 import os
-import platform
-import shutil
 import subprocess
 import sys
 
@@ -23,13 +21,8 @@ from jupyter_chatflow.model.quant.matrix import QuantizedMatrix
 from jupyter_chatflow.model.quant.packed import Packed, Part
 from jupyter_chatflow.testing import TinySpec, write_tiny_gguf
 
-BUILDABLE = (
-    platform.machine().lower() in ("x86_64", "amd64")
-    and {"avx2", "fma", "f16c"} <= kernels._cpu_flags()
-    and shutil.which(kernels._compiler()) is not None
-    and jax.default_backend() == "cpu"
-)
-needs_kernels = pytest.mark.skipif(not BUILDABLE, reason="no x86-64 CPU with AVX2, FMA and F16C, or no C++ compiler")
+UNSUPPORTED = kernels._unsupported()  # (the machine's reason, if any: a machine that can build them must)
+needs_kernels = pytest.mark.skipif(bool(UNSUPPORTED), reason=f"the kernels cannot be built here: {UNSUPPORTED}")
 
 
 def blocks(fmt: str, rows: int, cols: int, seed: int = 0) -> tuple[dict[str, np.ndarray], np.ndarray]:
