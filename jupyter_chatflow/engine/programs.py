@@ -270,9 +270,18 @@ class Programs:
         return call
 
 
-def _weights_of(programs: weakref.ref[Programs]) -> Callable[[], list | None]:
-    """The weights of the model `programs` are for, while it lives (a preload must not keep a model alive)."""
-    return lambda: None if (alive := programs()) is None else alive.weights
+def _weights_of(programs: weakref.ref[Programs]) -> Callable[[], list[list] | None]:
+    """The weights of the model `programs` are for, whole and one layer of each kind (the layer programs' first
+    argument), while it lives (a preload must not keep a model alive)."""
+
+    def weights() -> list[list] | None:
+        alive = programs()
+        if alive is None:
+            return None
+        kinds = getattr(alive, "_layer_programs", [])  # (not yet while its __init__ runs)
+        return [alive.weights, *{id(p): w for p, w in zip(kinds, alive.layers, strict=False)}.values()]
+
+    return weights
 
 
 class _Jitted:

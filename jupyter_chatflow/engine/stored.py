@@ -128,7 +128,7 @@ class StoredProgram:
         preloader among them: `_claim`), and the program's other signatures stay callable meanwhile."""
         folder = programs_folder()
         path = None if folder is None else folder / f"{self.__name__}-{_digest(self.architecture, key)}.xla"
-        with _claim(path or (id(self), key)):
+        with _claim(path or (id(self), key), self.__name__):
             compiled = self._compiled.get(key)
             if compiled is None:
                 compiled = self._load_or_compile(key, args, path)
@@ -166,17 +166,29 @@ FIRST_USED = 24
 _first_turn: dict[str, tuple[list[str], int]] = {}  # architecture → (this process's first used files, how many
 # more to add before the list is written: -1 until the program that ends a first turn is used, 0 once written)
 _used_lock = threading.Lock()
+_preloads = [0, 0.0]  # programs preloaded in this process, seconds it took (`preloaded`)
 _stopping = threading.Event()
 _preloaders: weakref.WeakSet[threading.Thread] = weakref.WeakSet()
 
 
 @contextlib.contextmanager
-def _claim(what: Any) -> Iterator[None]:
-    """Held while one thread loads or compiles `what` (a file's path): another asking for it waits."""
+def _claim(what: Any, name: str = "") -> Iterator[None]:
+    """Held while one thread loads or compiles `what` (a file's path): another asking for it waits, and when it
+    is the program `name` that asks, the wait is its compile time (the first turn waited on a preload's load)."""
     with _claims_lock:
         lock = _claims.setdefault(what, threading.Lock())
-    with lock:
+    if not lock.acquire(blocking=False):
+        _timed(name, "waited for", lock.acquire, monitored=bool(name))
+    try:
         yield
+    finally:
+        lock.release()
+
+
+def preloaded() -> tuple[int, float]:
+    """How many programs this process's preload threads loaded ahead of their use, and the seconds they took."""
+    with _used_lock:
+        return _preloads[0], _preloads[1]
 
 
 def clear_all() -> None:
@@ -192,14 +204,15 @@ def architecture_key(*parts: Any) -> str:
     return hashlib.sha256("|".join(map(repr, parts)).encode()).hexdigest()
 
 
-def preload_in_background(architecture: str, weights: Callable[[], list | None]) -> list[threading.Thread]:
+def preload_in_background(architecture: str, weights: Callable[[], list[list] | None]) -> list[threading.Thread]:
     """Load, on threads of their own, the programs the latest process's first turn used with this model
     architecture (`_used`: the input scan's, the prefill's, the first decode step and its cache write), and run
-    each once on zeros: a loaded executable's first run took ~0.1 s more than its next ones (the default model's
+    each once on ones: a loaded executable's first run took ~0.1 s more than its next ones (the default model's
     decode step: 142 ms, then 35). A first turn then finds them ready; a program asked for meanwhile waits for its
     load rather than loading twice. The largest file (the decode step's) is taken first: its load is the longest
     (0.5 s of the default model's ~0.7 s), and the smaller ones load beside it. `weights()` gives the weights the
-    model's programs run with (None once the model is gone). At exit the threads stop after the load in hand (a
+    model's programs run with, whole and each kind of layer's (None once the model is gone): a program runs with
+    the one its signature names. At exit the threads stop after the load in hand (a
     thread killed inside XLA aborts the process)."""
     folder = programs_folder()
     listed = [] if folder is None else _largest_first(folder, _read_list(_list_path(folder, architecture)))
@@ -231,15 +244,19 @@ def _largest_first(folder: Path, listed: list[str]) -> list[str]:
     return [largest, *(name for name in sizes if name != largest)]
 
 
-def _preload(architecture: str, path: Path, weights: Callable[[], list | None]) -> None:
+def _preload(architecture: str, path: Path, weights: Callable[[], list[list] | None]) -> None:
     program = path.name.split("-", 1)[0]
     owners = [p for p in list(_every) if p.__name__ == program and p.architecture == architecture]
     with _claim(path):
         if not owners or path in _loaded or not path.exists():
             return
+        started = time.perf_counter()
         loaded = _timed(program, "preloaded", functools.partial(_load, path))
         if loaded is None or path.name != f"{program}-{_digest(architecture, loaded[0])}.xla":  # (not this process's)
             return
+        with _used_lock:
+            _preloads[0] += 1
+            _preloads[1] += time.perf_counter() - started
         for owner in owners:
             owner.add(loaded[0], loaded[1], preloaded_from=path)
         _loaded.add(path)
@@ -260,14 +277,15 @@ def _stop_preloading() -> None:
         thread.join(timeout=30.0)
 
 
-def _run_once(key: tuple, compiled: Any, weights: Callable[[], list | None]) -> None:
-    """Run a loaded executable on zeros (and the model's weights), for the first run's cost; not on a mesh (its
-    programs run one at a time: `Programs._serial`) nor where the arguments are not plain arrays."""
+def _run_once(key: tuple, compiled: Any, weights: Callable[[], list[list] | None]) -> None:
+    """Run a loaded executable on ones (and the model's weights), for the first run's cost; not on a mesh (its
+    programs run one at a time: `Programs._serial`) nor where the arguments are not plain arrays. Ones, not zeros:
+    the decode step run at position 0 left ~60 ms of first-run cost to the first real step, at position 1 none."""
     _, first, (structure, leaves) = key
-    held = weights() if first else None
-    if first and (held is None or _leaves_signature(held) != first):
+    held = next((w for w in weights() or [] if _leaves_signature(w) == first), None) if first else None
+    if first and held is None:
         return
-    rest = [_zeros(leaf) for leaf in leaves]
+    rest = [_ones(leaf) for leaf in leaves]
     if any(value is None for value in rest):
         return
     try:
@@ -276,20 +294,20 @@ def _run_once(key: tuple, compiled: Any, weights: Callable[[], list | None]) -> 
         _log.debug("did not run a preloaded program once: %s", error)
 
 
-def _zeros(leaf: tuple) -> Any:
-    """Zeros as the signature's leaf says: an array, a Python scalar of its kind; None for a sharded array."""
+def _ones(leaf: tuple) -> Any:
+    """Ones as the signature's leaf says: an array, a Python scalar of its kind; None for a sharded array."""
     if len(leaf) == 1:
-        return {"int": 0, "float": 0.0, "bool": False}.get(leaf[0])
+        return {"int": 1, "float": 1.0, "bool": True}.get(leaf[0])
     shape, dtype, weak, placement = leaf
     if placement is not None or (weak and shape):
         return None
     try:
         kind = np.dtype(dtype).kind
-    except TypeError:  # (a typed PRNG key: no zeros of it)
+    except TypeError:  # (a typed PRNG key: no ones of it)
         return None
     if weak:
-        return {"i": 0, "f": 0.0, "b": False}.get(kind)
-    return jax.device_put(np.zeros(shape, dtype))  # (not jnp.zeros: that compiles a program per shape, ~50 ms each)
+        return {"i": 1, "f": 1.0, "b": True}.get(kind)
+    return jax.device_put(np.ones(shape, dtype))  # (not jnp.ones: that compiles a program per shape, ~50 ms each)
 
 
 def _used(architecture: str, path: Path, ends: bool = False) -> None:

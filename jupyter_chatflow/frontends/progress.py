@@ -18,6 +18,7 @@ from IPython.display import Pretty, display
 
 from jupyter_chatflow.account import TurnAccount
 from jupyter_chatflow.engine.loader import ALREADY_LOADED
+from jupyter_chatflow.engine.stored import preloaded
 from jupyter_chatflow.events import TERMINAL, Event, TokenDelta
 from jupyter_chatflow.model.compile_clock import compiling_now
 
@@ -165,12 +166,21 @@ class CompileWatch:
         """What XLA compiling cost this turn, from its account ("" when it compiled nothing worth a mention)."""
         account = self.account()
         if account.compile_ms < MENTION_MS:
-            return ""
+            return self._ready() if self.first_turn and self.local else ""
         before = account.compile_before_first_ms if account.ttft_ms is not None else None
         first = f", {before / 1000:.1f} s of it before the first token" if before is not None else ""
         why = "the first turn in this kernel" if self.first_turn else "a prompt or answer size new to this kernel"
         cache = f"kept in XLA's cache at {self.cache} for later kernels" if self.cache else "XLA's disk cache is off"
         return f"XLA compiled the model's programs in {account.compile_ms / 1000:.1f} s{first} ({why}; {cache})"
+
+    def _ready(self) -> str:
+        """A first turn that compiled nothing: what made its programs ready ("" when nothing was preloaded)."""
+        count, seconds = preloaded()
+        if not count:
+            return ""
+        where = f"XLA's cache at {self.cache}" if self.cache else "XLA's cache"
+        return (f"the model's programs were ready: {count} loaded ahead from {where} in {seconds:.1f} s "
+                "(compiled by an earlier kernel), none compiled by this turn")  # fmt: skip
 
     def _run(self) -> None:
         while not self._stop.wait(TICK_S):

@@ -151,3 +151,29 @@ def test_a_folder_that_cannot_be_written_costs_speed_not_the_answer(tmp_path):
     first, second = _run(tmp_path), _run(tmp_path)
     assert first["traced"] == second["traced"] == 1  # (compiled in each process: nothing kept)
     assert second["out"] == pytest.approx(list(np.sin(np.arange(4)) * 3.0), rel=1e-6)
+
+
+def test_a_program_that_waits_for_another_threads_load_counts_the_wait_as_its_compile_time():
+    """The first turn asks for a program a preload thread is loading: it waits, and its thread's compile clock
+    (what the turn's account reads) has that wait, not zero."""
+    import threading
+    import time
+
+    from jupyter_chatflow.model.compile_clock import compile_seconds
+
+    held, release = threading.Event(), threading.Event()
+
+    def loader() -> None:
+        with stored._claim("a file being loaded"):
+            held.set()
+            release.wait()
+
+    thread = threading.Thread(target=loader)
+    thread.start()
+    held.wait()
+    threading.Timer(0.3, release.set).start()
+    before, started = compile_seconds(), time.perf_counter()
+    with stored._claim("a file being loaded", "decode_rows"):
+        waited = time.perf_counter() - started
+    thread.join()
+    assert 0.25 <= compile_seconds() - before <= waited + 0.01

@@ -42,11 +42,29 @@ def test_a_finished_clock_that_compiled_nothing_worth_a_mention_leaves_no_tick_b
     """The issue's cell: a tiny program (squeeze) compiled while the clock ticked, then the turn's account found
     under 50 ms of compiling. The line must not keep saying that XLA is compiling."""
     monkeypatch.setattr(progress, "compiling", lambda at_least=0.0: "a program (squeeze), 0.0 s so far")
+    monkeypatch.setattr(progress, "preloaded", lambda: (0, 0.0))
     line = StatusLine(rich=True)
     with CompileWatch(line, lambda: _account(3.0), first_turn=True, cache=None, before=before):
         pass
     assert any("XLA is compiling" in text for text in shown), shown  # the clock drew while the turn began
     assert shown[-1] == last and line.text == last, shown
+
+
+def test_a_first_turn_whose_programs_were_preloaded_says_so_instead_of_nothing(shown, monkeypatch):
+    """A new kernel whose programs an earlier one compiled: the preload threads loaded them while the weights
+    loaded, and the turn compiled nothing. The line says where they came from and what that took."""
+    monkeypatch.setattr(progress, "compiling", lambda at_least=0.0: "")
+    monkeypatch.setattr(progress, "preloaded", lambda: (7, 0.64))
+    with CompileWatch(StatusLine(rich=True), lambda: _account(3.0), first_turn=True, cache="/tmp/xla", before=LOADED):
+        pass
+    assert shown[-1] == (
+        f"chatflow: {LOADED} · the model's programs were ready: 7 loaded ahead from XLA's cache at /tmp/xla in 0.6 s "
+        "(compiled by an earlier kernel), none compiled by this turn"
+    ), shown
+    drawn = len(shown)
+    with CompileWatch(StatusLine(rich=True), lambda: _account(3.0), first_turn=False, cache="/tmp/xla"):
+        pass
+    assert len(shown) == drawn  # (a later turn found them ready too: nothing worth a line)
 
 
 def test_a_compile_worth_a_mention_replaces_the_clock_with_what_it_cost(shown, monkeypatch):
