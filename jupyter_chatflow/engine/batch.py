@@ -11,7 +11,6 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 
 import jax
-import jax.numpy as jnp
 import numpy as np
 
 from jupyter_chatflow.model.config import ModelConfig
@@ -20,7 +19,7 @@ from jupyter_chatflow.model.transformer import KVCache
 from .chunks import MIN_CACHE, bucket, cache_length
 from .programs import Programs
 from .prompt_cache import MIN_KEPT_LENGTH
-from .run import SequenceState
+from .run import SequenceState, key_data
 from .sampling import GREEDY_KNOBS, Sampled
 
 WARM_AHEAD = 64  # steps before the rows fill the cache: compile the doubled cache's decode programs meanwhile
@@ -78,8 +77,10 @@ class Batch:
 
     def _empty(self, size: int, length: int) -> None:
         self.cache = self._empty_cache(size, self._length(length))
-        self.seen = jnp.zeros((size, self._config.vocab_size), bool)
-        key_shape = jax.random.key_data(jax.random.key(0)).shape
+        # (numpy's zeros and the host's key: `jnp.zeros` and `jax.random.key` ran four eager programs here, ~30 ms
+        # between a new process's prefill and its first decode step)
+        self.seen = jax.device_put(np.zeros((size, self._config.vocab_size), bool))
+        key_shape = key_data(0).shape
         self.host = {
             "token": np.zeros(size, np.int32),
             "pos": np.zeros(size, np.int32),
