@@ -177,3 +177,19 @@ def test_a_program_that_waits_for_another_threads_load_counts_the_wait_as_its_co
         waited = time.perf_counter() - started
     thread.join()
     assert 0.25 <= compile_seconds() - before <= waited + 0.01
+
+
+def test_a_preloaded_program_runs_once_on_ones_with_the_weights_its_signature_names():
+    """The preload's first run: the weights whose structure the program was stored for (a layer's, not the whole
+    model's), and ones for the rest (a decode step at position 0 left its first-run cost to the first real step)."""
+    whole = [jnp.zeros((4, 4)), jnp.zeros((4,))]
+    layer = [jnp.zeros((2, 2))]
+    pos, x = jnp.zeros((), jnp.int32), jnp.zeros((3,), jnp.float32)
+    key = ((), stored._leaves_signature(layer), stored._leaves_signature((x, pos)))
+    ran = []
+    stored._run_once(key, lambda weights, x, pos: ran.append((weights, x, pos)) or x, lambda: [whole, layer])
+    ((weights, x_run, pos_run),) = ran
+    assert weights is layer
+    assert np.asarray(x_run).tolist() == [1.0, 1.0, 1.0] and int(pos_run) == 1
+    stored._run_once(key, lambda *args: ran.append(args), lambda: [whole])  # no weights of its structure: not run
+    assert len(ran) == 1
