@@ -186,7 +186,7 @@ def _claim(what: Any, name: str = "") -> Iterator[None]:
 
 
 def preloaded() -> tuple[int, float]:
-    """How many programs this process's preload threads loaded ahead of their use, and the seconds they took."""
+    """The count of programs this process's preload threads loaded ahead of their use, and the seconds it took."""
     with _used_lock:
         return _preloads[0], _preloads[1]
 
