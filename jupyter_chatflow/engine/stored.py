@@ -166,7 +166,7 @@ FIRST_USED = 24
 _first_turn: dict[str, tuple[list[str], int]] = {}  # architecture → (this process's first used files, how many
 # more to add before the list is written: -1 until the program that ends a first turn is used, 0 once written)
 _used_lock = threading.Lock()
-_preloads = [0, 0.0]  # programs preloaded in this process, seconds it took (`preloaded`)
+_preloads: list[float] = [0, 0.0]  # programs preloaded in this process, seconds it took (`preloaded`)
 _stopping = threading.Event()
 _preloaders: weakref.WeakSet[threading.Thread] = weakref.WeakSet()
 
@@ -188,7 +188,7 @@ def _claim(what: Any, name: str = "") -> Iterator[None]:
 def preloaded() -> tuple[int, float]:
     """The count of programs this process's preload threads loaded ahead of their use, and the seconds it took."""
     with _used_lock:
-        return _preloads[0], _preloads[1]
+        return int(_preloads[0]), _preloads[1]
 
 
 def clear_all() -> None:
