@@ -332,7 +332,7 @@ class Runner:
 
     def warm(self, rows: int, length: int) -> None:
         """Compile (or load from the persistent XLA cache) the decode programs of a batch of `rows` x `length` on
-        this thread, running nothing and taking no lock (a scheduler calls it beside a decoding batch)."""
+        this thread, each run once on ones, taking no lock (a scheduler calls it beside a decoding batch)."""
         self._programs.warm(rows, length, self.config, self.dtype, self.cache_sharding)
 
     def warm_in_background(self, rows: int, length: int, done: Callable[[bool], None]) -> threading.Thread:

@@ -89,12 +89,14 @@ class StoredProgram:
         return compiled(*self._dynamic(args))
 
     def prepare(self, *args: Any) -> None:
-        """Load (or compile and store) the executable for arguments like `args`, running nothing."""
+        """Load (or compile and store) the executable for arguments like `args` (the weights real, the rest real or
+        shapes), and run it once on ones where `_run_once` can: its first run's cost is then paid here, on the
+        caller's thread, not at the first real call (a batch of two's first decode step took 235 ms against 45)."""
         key = self._signature(args)
         if _sharded(key):
             self._jitted.lower(*args).compile()  # (a mesh's programs are jit's: see `__call__`)
         elif key not in self._compiled:
-            self._get(key, args)
+            _run_once(key, self._get(key, args), lambda: [args[0]])
 
     def _cache_size(self) -> int:
         """How many executables this program holds in memory (a compile or a load adds one)."""
@@ -283,7 +285,7 @@ def _run_once(key: tuple, compiled: Any, weights: Callable[[], list[list] | None
     the decode step run at position 0 left ~60 ms of first-run cost to the first real step, at position 1 none."""
     _, first, (structure, leaves) = key
     held = next((w for w in weights() or [] if _leaves_signature(w) == first), None) if first else None
-    if first and held is None:
+    if (first and held is None) or sum(_nbytes(leaf) for leaf in leaves) > RUN_ONCE_MAX_BYTES:
         return
     rest = [_ones(leaf) for leaf in leaves]
     if any(value is None for value in rest):
@@ -292,6 +294,19 @@ def _run_once(key: tuple, compiled: Any, weights: Callable[[], list[list] | None
         jax.block_until_ready(compiled(*([held] if first else []), *jax.tree.unflatten(structure, rest)))
     except Exception as error:  # (nothing depends on it: the first real call pays the cost instead)
         _log.debug("did not run a preloaded program once: %s", error)
+
+
+RUN_ONCE_MAX_BYTES = 64 << 20
+"""The most the ones of a first run may take (a long cache's copy would be memory the kernel does not have)."""
+
+
+def _nbytes(leaf: tuple) -> int:
+    if len(leaf) == 1:
+        return 0
+    try:
+        return int(np.prod(leaf[0])) * np.dtype(leaf[1]).itemsize
+    except TypeError:  # (a typed PRNG key)
+        return 0
 
 
 def _ones(leaf: tuple) -> Any:

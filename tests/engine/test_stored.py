@@ -79,19 +79,26 @@ def test_a_file_that_does_not_load_is_compiled_again_and_replaced(tmp_path):
     assert _run(tmp_path)["traced"] == 0  # (the file was written anew)
 
 
-def test_a_program_keeps_one_executable_per_signature_and_prepare_runs_nothing(tmp_path, monkeypatch):
-    monkeypatch.setattr(stored, "programs_folder", lambda: tmp_path)
-    calls = []
+def test_a_program_keeps_one_executable_per_signature_and_prepare_runs_it_once_on_ones(tmp_path, monkeypatch):
+    """`prepare` (a batch's decode step made ready beside a decoding batch) pays the first run's cost there: it runs
+    the executable once on ones; a program already held is not run again. (Kept in memory only: an executable with
+    a host callback does not serialize.)"""
+    monkeypatch.setattr(stored, "programs_folder", lambda: None)
+    calls, runs = [], []
 
     def double(x):
         calls.append(x.shape)
+        jax.debug.callback(lambda v: runs.append(np.asarray(v).tolist()), x)
         return x * 2
 
     program = StoredProgram(jax.jit(double), "double")
     program.prepare(jax.ShapeDtypeStruct((3,), jnp.float32))
-    assert program._cache_size() == 1 and calls == [(3,)]  # traced once to compile, not run
-    assert np.asarray(program(np.ones(3, np.float32))).tolist() == [2.0, 2.0, 2.0]
-    assert program._cache_size() == 1 and len(calls) == 1
+    assert program._cache_size() == 1 and calls == [(3,)]  # traced once to compile
+    assert runs == [[1.0, 1.0, 1.0]]  # and run once, on ones
+    program.prepare(jax.ShapeDtypeStruct((3,), jnp.float32))
+    assert len(runs) == 1
+    assert np.asarray(program(np.full(3, 4.0, np.float32))).tolist() == [8.0, 8.0, 8.0]
+    assert program._cache_size() == 1 and len(calls) == 1 and runs[-1] == [4.0, 4.0, 4.0]
     program(np.ones(2, np.float32))
     assert program._cache_size() == 2
     program.clear()
@@ -193,3 +200,11 @@ def test_a_preloaded_program_runs_once_on_ones_with_the_weights_its_signature_na
     assert np.asarray(x_run).tolist() == [1.0, 1.0, 1.0] and int(pos_run) == 1
     stored._run_once(key, lambda *args: ran.append(args), lambda: [whole])  # no weights of its structure: not run
     assert len(ran) == 1
+
+
+def test_a_first_run_whose_ones_would_be_large_is_left_to_the_first_real_call():
+    ran = []
+    big = jax.ShapeDtypeStruct((stored.RUN_ONCE_MAX_BYTES // 4 + 1,), jnp.float32)
+    key = ((), None, stored._leaves_signature((big,)))
+    stored._run_once(key, lambda x: ran.append(x), lambda: [])
+    assert ran == []
