@@ -83,7 +83,7 @@ class StoredProgram:
             return self._jitted(*args)
         compiled = self._compiled.get(key)
         if compiled is None:
-            compiled = self._get(key, args)
+            compiled, _ = self._get(key, args)
         elif self._preloaded and key in self._preloaded:  # a preloaded program's first use: onto this process's list
             _used(self.architecture, self._preloaded.pop(key), self._ends)
         return compiled(*self._dynamic(args))
@@ -96,7 +96,9 @@ class StoredProgram:
         if _sharded(key):
             self._jitted.lower(*args).compile()  # (a mesh's programs are jit's: see `__call__`)
         elif key not in self._compiled:
-            _run_once(key, self._get(key, args), lambda: [args[0]])
+            compiled, made = self._get(key, args)
+            if made:  # (not one another thread loaded meanwhile: a preload runs its own once)
+                _run_once(key, compiled, lambda: [args[0]])
 
     def _cache_size(self) -> int:
         """How many executables this program holds in memory (a compile or a load adds one)."""
@@ -125,17 +127,19 @@ class StoredProgram:
             first, dynamic = held[1], dynamic[1:]
         return static, first, _leaves_signature(dynamic)
 
-    def _get(self, key: tuple, args: Sequence[Any]) -> Any:
-        """Load or compile the executable for `key`: one thread does it while others asking for it wait (the
-        preloader among them: `_claim`), and the program's other signatures stay callable meanwhile."""
+    def _get(self, key: tuple, args: Sequence[Any]) -> tuple[Any, bool]:
+        """The executable for `key`, and whether this call loaded or compiled it: one thread does that while others
+        asking for it wait (the preloader among them: `_claim`), and the program's other signatures stay callable
+        meanwhile."""
         folder = programs_folder()
         path = None if folder is None else folder / f"{self.__name__}-{_digest(self.architecture, key)}.xla"
         with _claim(path or (id(self), key), self.__name__):
             compiled = self._compiled.get(key)
-            if compiled is None:
-                compiled = self._load_or_compile(key, args, path)
-                self.add(key, compiled)
-            return compiled
+            if compiled is not None:
+                return compiled, False
+            compiled = self._load_or_compile(key, args, path)
+            self.add(key, compiled)
+            return compiled, True
 
     def _load_or_compile(self, key: tuple, args: Sequence[Any], path: Path | None) -> Any:
         if path is not None and path.exists():
