@@ -80,6 +80,26 @@ def test_an_as_file_model_decodes_as_a_float32_one(tmp_path, fmt):
     assert np.allclose([s.logprob for s in got], [s.logprob for s in want], atol=1e-4)
 
 
+@needs_kernels
+def test_the_kernels_product_has_the_dequantized_matrixs_gradient():
+    """A gradient through a few rows' product (`jax.grad` of an as-file model's decode-sized input) is the
+    dequantized matrix's: the FFI call alone has no backward pass."""
+    fields, values = blocks("Q4_1", 64, 128)
+    matrix = QuantizedMatrix(Packed((Part("Q4_1", fields),), 128), jnp.float32)
+    x, w = (np.random.default_rng(seed).normal(size=(2, n)).astype(np.float32) for seed, n in ((0, 128), (1, 64)))
+    grad = np.asarray(jax.jit(jax.grad(lambda x: (matrix(x) * w).sum()))(x))
+    assert np.abs(grad - w @ values).max() <= 1e-5 * np.abs(w @ values).max()
+
+
+@needs_kernels
+def test_attribution_on_an_as_file_model_is_the_float32_ones(tmp_path):
+    path = write_tiny_gguf(tmp_path / "q8.gguf", TinySpec(quant="Q8_0", seed=3))
+    exact, packed = load_model(path, dtype="float32"), load_model(path, dtype="float32", weights="as-file")
+    prompt = [5, 9, 14, 20]
+    want, got = exact.attribution(prompt, 7), packed.attribution(prompt, 7)
+    assert np.allclose(got, want, atol=1e-4 * np.abs(want).max()), (got, want)
+
+
 @pytest.mark.slow  # a second build of the library (~6 s), in a fresh process
 @needs_kernels
 def test_the_avx2_code_gives_the_same_products():

@@ -12,6 +12,7 @@ rows goes through `kernels.py` instead, where it could be built: the blocks are 
 
 from __future__ import annotations
 
+import functools
 import math
 from typing import Any
 
@@ -46,7 +47,7 @@ class QuantizedPart(nnx.Module):
     def project(self, x: jax.Array) -> jax.Array:
         """x [..., in] @ these rows transposed: [..., rows]."""
         if self.kernel and math.prod(x.shape[:-1]) <= kernels.MAX_ROWS:  # a decode step's few rows
-            return kernels.matvec(self.format, x, self._arrays()).astype(x.dtype)
+            return _kernel_product(self.format, x, self._arrays()).astype(x.dtype)
         if self.format == "int8":  # the integer codes through the dot, each output scaled after it
             f = self._arrays()
             return jnp.einsum("...i,oi->...o", x, f["codes"].astype(x.dtype)) * f["scale"].astype(x.dtype)
@@ -54,6 +55,25 @@ class QuantizedPart(nnx.Module):
 
     def _arrays(self) -> dict[str, jax.Array]:
         return {name: variable[...] for name, variable in self.fields.items()}
+
+
+@functools.partial(jax.custom_vjp, nondiff_argnums=(0,))
+def _kernel_product(fmt: str, x: jax.Array, fields: dict[str, jax.Array]) -> jax.Array:
+    """`kernels.matvec`, differentiable in `x` (`jax.grad` through a decode-sized input of an as-file model): the
+    backward pass is the dequantized matrix's product, as a prefill's forward pass is."""
+    return kernels.matvec(fmt, x, fields)
+
+
+def _kernel_forward(fmt: str, x: jax.Array, fields: dict[str, jax.Array]) -> tuple[jax.Array, Any]:
+    return kernels.matvec(fmt, x, fields), (fields, x)  # (x: a few rows, kept for its dtype)
+
+
+def _kernel_backward(fmt: str, saved: Any, grad: jax.Array) -> tuple[jax.Array, None]:
+    fields, x = saved
+    return jnp.einsum("...o,oi->...i", grad, dequantize(fmt, fields)).astype(x.dtype), None  # (the codes: none)
+
+
+_kernel_product.defvjp(_kernel_forward, _kernel_backward)
 
 
 class QuantizedMatrix(nnx.Module):
