@@ -172,7 +172,7 @@ FIRST_USED = 24
 _first_turn: dict[str, tuple[list[str], int]] = {}  # architecture → (this process's first used files, how many
 # more to add before the list is written: -1 until the program that ends a first turn is used, 0 once written)
 _used_lock = threading.Lock()
-_preloads: list[float] = [0, 0.0]  # programs preloaded in this process, seconds it took (`preloaded`)
+_preloads = {"count": 0, "seconds": 0.0}  # programs preloaded in this process, and the seconds it took (`preloaded`)
 _stopping = threading.Event()
 _preloaders: weakref.WeakSet[threading.Thread] = weakref.WeakSet()
 
@@ -194,7 +194,7 @@ def _claim(what: Any, name: str = "") -> Iterator[None]:
 def preloaded() -> tuple[int, float]:
     """The count of programs this process's preload threads loaded ahead of their use, and the seconds it took."""
     with _used_lock:
-        return int(_preloads[0]), _preloads[1]
+        return int(_preloads["count"]), _preloads["seconds"]
 
 
 def clear_all() -> None:
@@ -218,8 +218,8 @@ def preload_in_background(architecture: str, weights: Callable[[], list[list] | 
     load rather than loading twice. The largest file (the decode step's) is taken first: its load is the longest
     (0.5 s of the default model's ~0.7 s), and the smaller ones load beside it. `weights()` gives the weights the
     model's programs run with, whole and each kind of layer's (None once the model is gone): a program runs with
-    the one its signature names. At exit the threads stop after the load in hand (a
-    thread killed inside XLA aborts the process)."""
+    the one its signature names. At exit the threads stop after the load in hand (a thread killed inside XLA aborts
+    the process)."""
     folder = programs_folder()
     listed = [] if folder is None else _largest_first(folder, _read_list(_list_path(folder, architecture)))
     if not listed or folder is None:
@@ -261,8 +261,8 @@ def _preload(architecture: str, path: Path, weights: Callable[[], list[list] | N
         if loaded is None or path.name != f"{program}-{_digest(architecture, loaded[0])}.xla":  # (not this process's)
             return
         with _used_lock:
-            _preloads[0] += 1
-            _preloads[1] += time.perf_counter() - started
+            _preloads["count"] += 1
+            _preloads["seconds"] += time.perf_counter() - started
         for owner in owners:
             owner.add(loaded[0], loaded[1], preloaded_from=path)
         _loaded.add(path)
