@@ -95,7 +95,7 @@ async def _frames(pump: Pump, claim: Claim | None) -> AsyncIterator[bytes]:
     finally:
         pump.cancel()
     if claim is not None and sent and sent[-1] == b"data: " + DONE.encode() + b"\n\n":
-        claim.store(Answer(200, "text/event-stream", b"".join(sent)))
+        await claim.store(Answer(200, "text/event-stream", b"".join(sent)))
 
 
 async def _whole(pump: Pump, chat: CompletionRequest, request: Request) -> Response:
@@ -113,7 +113,7 @@ async def _whole(pump: Pump, chat: CompletionRequest, request: Request) -> Respo
         raise APIError(500, body["error"]["message"], type="server_error", code="generation_failed")
     response = JSONResponse(body)
     if request.state.claim is not None:  # the bytes sent, so a replay is byte for byte the same answer
-        request.state.claim.store(Answer(200, "application/json", bytes(response.body)))
+        await request.state.claim.store(Answer(200, "application/json", bytes(response.body)))
     return response
 
 

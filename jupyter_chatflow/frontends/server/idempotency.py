@@ -51,10 +51,12 @@ class Claim:
     def __init__(self, store: IdempotencyStore, slot: tuple[str, str], entry: _Entry):
         self._store, self._slot, self._entry = store, slot, entry
 
-    def store(self, answer: Answer) -> None:
+    async def store(self, answer: Answer) -> None:
+        """Keep `answer` for retries: in memory at once (a retry waiting on this attempt gets it), then in the
+        database on a worker thread (a SQLite write, with its fsync, must not hold the event loop)."""
         self._entry.answer = answer
         self._entry.settled.set()
-        self._store.persist(self._slot, self._entry.digest, answer)
+        await asyncio.to_thread(self._store.persist, self._slot, self._entry.digest, answer)
 
     def release(self) -> None:
         if self._entry.answer is None:
