@@ -17,6 +17,7 @@ code other CPUs run; tested here).
 
 from __future__ import annotations
 
+import atexit
 import ctypes
 import functools
 import hashlib
@@ -161,7 +162,8 @@ def _built() -> Path:
 
 
 def _folder() -> Path:
-    """`kernels/` in XLA's cache folder when there is one (and it can be written), else a folder of this process."""
+    """`kernels/` in XLA's cache folder when there is one (and it can be written), else a folder of this process,
+    removed at its exit."""
     cache = getattr(jax.config, "jax_compilation_cache_dir", None)
     if cache:
         folder = Path(cache) / "kernels"
@@ -171,4 +173,6 @@ def _folder() -> Path:
                 return folder
         except OSError:
             pass
-    return Path(tempfile.mkdtemp(prefix="chatflow-kernels-"))
+    scratch = Path(tempfile.mkdtemp(prefix="chatflow-kernels-"))  # (no cache: the library lives as long as the process)
+    atexit.register(shutil.rmtree, scratch, ignore_errors=True)  # (a loaded library stays mapped once its file goes)
+    return scratch
