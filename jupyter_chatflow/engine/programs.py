@@ -168,9 +168,6 @@ class Programs:
         kinds, kind_of = layer_kinds(transformer)
         self.layers = [jax.tree.leaves(nnx.state(block)) for block in transformer.blocks]  # the same arrays
         self._jitted = jitted = _jitted_for((graphdef, structure, kinds))
-        if not jitted.preloading:  # (once per architecture: its first model's weights run the loaded programs once)
-            jitted.preloading = True
-            preload_in_background(jitted.architecture, _weights_of(weakref.ref(self)))
         # (one architecture's programs serve its float32 and bfloat16 models alike, compiled once for each)
         self._dtypes = tuple(sorted({str(w.dtype) for w in self.weights}))
         self._lock = jitted.lock  # (one per architecture: models sharing programs compile them once)
@@ -185,6 +182,15 @@ class Programs:
         self.write, self.write_row = serial(jitted.write), serial(jitted.write_row)
         self.read_row, self.select_rows = serial(jitted.read_row), serial(jitted.select_rows)
         self.set_row, self.rows = serial(jitted.set_row), serial(jitted.rows)
+        if not jitted.preloading:  # (once per architecture: its first model's weights run the loaded programs once)
+            jitted.preloading = True
+            preload_in_background(jitted.architecture, _weights_of(weakref.ref(self)))
+
+    def first_arguments(self) -> list[list]:
+        """The weights the model's programs take first: the whole model's, and one layer's of each kind (the layer
+        programs', one program per kind)."""
+        one_per_kind = {id(program): w for program, w in zip(self._layer_programs, self.layers, strict=True)}
+        return [self.weights, *one_per_kind.values()]
 
     def forward(
         self, weights: list[jax.Array], cache: KVCache, tokens, start, probe_layer: int,
@@ -229,8 +235,8 @@ class Programs:
         `rows` rows of `length` positions, on this thread, each run once on ones (its first run's cost: the batch's
         first step took 235 ms against 45 without it), taking no lock: the scheduler has it done beside a batch that
         is decoding, which a compile on its own thread would stall for ~1-2 s (the decode program's tracing alone
-        takes 0.5 s). On a mesh, `sharding` is the caches' (the program compiled must
-        be the one the batch's sharded caches call)."""
+        takes 0.5 s). On a mesh, `sharding` is the caches' (the program compiled must be the one the batch's sharded
+        caches call)."""
         if self.decode_ready(rows, length):
             return
         spec = jax.ShapeDtypeStruct
@@ -272,17 +278,9 @@ class Programs:
 
 
 def _weights_of(programs: weakref.ref[Programs]) -> Callable[[], list[list] | None]:
-    """The weights of the model `programs` are for, whole and one layer of each kind (the layer programs' first
-    argument), while it lives (a preload must not keep a model alive)."""
-
-    def weights() -> list[list] | None:
-        alive = programs()
-        if alive is None:
-            return None
-        kinds = getattr(alive, "_layer_programs", [])  # (not yet while its __init__ runs)
-        return [alive.weights, *{id(p): w for p, w in zip(kinds, alive.layers, strict=False)}.values()]
-
-    return weights
+    """`Programs.first_arguments` of the model `programs` are for, while it lives (a preload must not keep a model
+    alive)."""
+    return lambda: None if (alive := programs()) is None else alive.first_arguments()
 
 
 class _Jitted:
