@@ -22,6 +22,9 @@ from jupyter_chatflow.testing import TinySpec, write_tiny_gguf
 REFERENCE = Path(__file__).resolve().parents[2] / "shared" / "reference"
 # Tests do not write prepared-weight caches into the home folder; test_prepared.py turns it on in a tmp dir.
 os.environ["CHATFLOW_WEIGHTS_CACHE"] = "off"
+# Nor compile a first turn's programs while each model loads (tests/engine/test_ahead.py turns it on): a test's
+# own compiles would share the cores with them, and most loads never run a first turn.
+os.environ["CHATFLOW_COMPILE_AHEAD"] = "off"
 # Nor do they touch the user's database (memories, sessions, the request log): one scratch file per test run.
 os.environ["CHATFLOW_DB"] = os.path.join(tempfile.mkdtemp(prefix="chatflow-tests-"), "chatflow.db")
 

@@ -22,6 +22,7 @@ from jupyter_chatflow.model.transformer import Transformer
 from jupyter_chatflow.model.weights import transformer_weights
 from jupyter_chatflow.tokenizer.tokenizer import Tokenizer
 
+from . import ahead
 from . import mesh as meshes
 from .model import MIN_CACHE, Model
 from .prompt_cache import max_bytes_from_env
@@ -120,6 +121,8 @@ def _load(
     check_memory(model_path, chosen, held)
     if held == "as-file":
         kernels.prepare()  # (a first build of the decode kernels, ~6 s, runs while the weights are read)
+    elif held == "float" and mesh is None:
+        ahead.start(model_path, chosen)  # (a first turn's programs compile while the weights are read)
     ready = _ready(model_path, held, report)
     report("building the transformer", 0.95)
     tokenizer = Tokenizer.from_metadata(ready.metadata)
@@ -180,7 +183,7 @@ def check_memory(model_path: Path, dtype: str | jnp.dtype, weights: str | None =
     dequantizes, and the accelerator the weights and a first turn's caches."""
     entry = prepared.entry_for(model_path)
     plan = memory.LoadPlan(
-        prepared=entry is not None and (entry / "manifest.json").is_file(),
+        prepared=prepared.is_cached(model_path),
         weights_cache=entry is not None,
         on_host=jax.default_backend() == "cpu",
     )

@@ -13,6 +13,7 @@ import contextlib
 import ctypes
 import ctypes.util
 import threading
+import time
 import weakref
 from collections.abc import Callable
 from typing import Any
@@ -25,8 +26,9 @@ from jupyter_chatflow.model.compile_clock import compile_seconds
 from jupyter_chatflow.model.config import ModelConfig
 from jupyter_chatflow.model.transformer import KVCache, Transformer, attention_rows
 
+from .chunks import MID_CHUNK, MIN_CACHE
 from .sampling import GREEDY_KNOBS, sample
-from .stored import StoredProgram, architecture_key, clear_all, preload_in_background
+from .stored import StoredProgram, architecture_key, clear_all, preload_in_background, stopping
 
 N_ALTERNATIVES = 5
 _KEY_DATA = jax.eval_shape(lambda: jax.random.key_data(jax.random.key(0))).shape  # a key's raw data: (2,)
@@ -161,13 +163,17 @@ class Programs:
 
     def __init__(self, transformer: Transformer, *, one_at_a_time: bool = False):
         """`one_at_a_time`: each call waits for its program to finish before the lock is let go (a mesh of CPU
-        devices: see `_serial`)."""
+        devices: see `_serial`). `transformer` may be abstract (its weights `jax.ShapeDtypeStruct`s, `ahead.py`):
+        then its programs can be prepared, for the model of that architecture being loaded, but not run."""
         self._one_at_a_time = one_at_a_time
         graphdef, state = nnx.split(transformer)
         self.weights, structure = jax.tree.flatten(state)
-        kinds, kind_of = layer_kinds(transformer)
+        kinds, self._kind_of = layer_kinds(transformer)
+        kind_of = self._kind_of
         self.layers = [jax.tree.leaves(nnx.state(block)) for block in transformer.blocks]  # the same arrays
         self._jitted = jitted = _jitted_for((graphdef, structure, kinds))
+        if not any(isinstance(w, jax.ShapeDtypeStruct) for w in self.weights):
+            jitted.serve(self)
         # (one architecture's programs serve its float32 and bfloat16 models alike, compiled once for each)
         self._dtypes = tuple(sorted({str(w.dtype) for w in self.weights}))
         self._lock = jitted.lock  # (one per architecture: models sharing programs compile them once)
@@ -182,9 +188,17 @@ class Programs:
         self.write, self.write_row = serial(jitted.write), serial(jitted.write_row)
         self.read_row, self.select_rows = serial(jitted.read_row), serial(jitted.select_rows)
         self.set_row, self.rows = serial(jitted.set_row), serial(jitted.rows)
-        if not jitted.preloading:  # (once per architecture: its first model's weights run the loaded programs once)
+        self.preloading = False
+        """Whether this model started loading its architecture's programs stored by an earlier process's first
+        turn (once per architecture and process: the latest model's weights run each loaded program once)."""
+        if not jitted.preloading:
             jitted.preloading = True
-            preload_in_background(jitted.architecture, _weights_of(weakref.ref(self)))
+            self.preloading = bool(preload_in_background(jitted.architecture, jitted.model_weights))
+
+    @property
+    def architecture(self) -> str:
+        """The key of the model's architecture: its graph and weights' structure (`stored.architecture_key`)."""
+        return self._jitted.architecture
 
     def first_arguments(self) -> list[list]:
         """The weights the model's programs take first: the whole model's, and one layer's of each kind (the layer
@@ -230,6 +244,33 @@ class Programs:
         """A batch of that shape ran its decode step (its programs compiled on the way, if they were not)."""
         self._jitted.decode_ready.add((rows, length, self._dtypes))
 
+    def first_turn(self, config: ModelConfig, dtype: Any) -> list[Callable[[], None]]:
+        """Load (or compile and store) the programs a chat's first turn runs, at their usual shapes: a prompt in one
+        middle chunk (`MID_CHUNK` wide, at most ~40 tokens with its system prompt), a cache of `MIN_CACHE` positions,
+        one-row decode steps. For an abstract model's programs (`ahead.py`: while the model loads); returns each
+        program's first run (`StoredProgram.prepare`), for once the loaded model's weights exist."""
+        spec, jitted = jax.ShapeDtypeStruct, self._jitted
+        runs = []
+
+        def prepare(program: StoredProgram, *args: Any) -> Any:
+            runs.append(program.prepare(*args, weights=jitted.model_weights))
+            return program.shapes(*args)
+
+        tokens, start = spec((1, MID_CHUNK), jnp.int32), spec((), jnp.int32)  # (as `Runner.prefill` passes them)
+        x, cos, sin = prepare(jitted.embed_chunk, self.weights, tokens, start)
+        one = spec((1, config.n_kv_heads, MIN_CACHE, config.head_dim), dtype)
+        for kind, program in enumerate(jitted.layers):
+            weights = self.layers[self._kind_of.index(kind)]
+            _, keys, values, _ = prepare(program, weights, x, cos, sin, one, one, start)
+        hidden = prepare(jitted.final_norm, self.weights, x)
+        cache = KVCache(keys=(one,) * config.n_layers, values=(one,) * config.n_layers)  # type: ignore[arg-type]  # (shapes only)
+        chunk = KVCache(keys=(keys,) * config.n_layers, values=(values,) * config.n_layers)
+        prepare(jitted.write, cache, chunk, start)
+        masks, knobs = spec((1, config.vocab_size), jnp.bool_), spec((len(GREEDY_KNOBS),), jnp.float32)
+        prepare(jitted.sample_after, self.weights, hidden, start, knobs, masks, spec(_KEY_DATA, jnp.uint32), masks)
+        runs += self._prepare_decode(1, MIN_CACHE, config, dtype, None, jitted.model_weights)
+        return runs
+
     def warm(self, rows: int, length: int, config: ModelConfig, dtype: Any, sharding: Any = None) -> None:
         """Load (or trace, compile and store: `stored.py`) the decode step and its cache write of a batch of
         `rows` rows of `length` positions, on this thread, each run once on ones (its first run's cost: the batch's
@@ -239,6 +280,14 @@ class Programs:
         caches call)."""
         if self.decode_ready(rows, length):
             return
+        for first_run in self._prepare_decode(rows, length, config, dtype, sharding):
+            first_run()
+
+    def _prepare_decode(
+        self, rows: int, length: int, config: ModelConfig, dtype: Any, sharding: Any,
+        weights: Callable[[], list[list] | None] | None = None,
+    ) -> list[Callable[[], None]]:  # fmt: skip
+        """`warm`'s loads or compiles, and their first runs (`StoredProgram.prepare`)."""
         spec = jax.ShapeDtypeStruct
         shape = (rows, config.n_kv_heads, length, config.head_dim)
         layers = tuple(spec(shape, dtype, sharding=sharding) for _ in range(config.n_layers))
@@ -246,11 +295,12 @@ class Programs:
         ints, masks = spec((rows,), jnp.int32), spec((rows, config.vocab_size), jnp.bool_)
         knobs, keys = spec((rows, len(GREEDY_KNOBS)), jnp.float32), spec((rows, *_KEY_DATA), jnp.uint32)
         args = (self.weights, cache, ints, ints, masks, knobs, keys, ints, masks)  # as `_Batch.step` passes them
-        self._jitted.decode_rows.prepare(*args)
+        runs = [self._jitted.decode_rows.prepare(*args, weights=weights)]
         step = tuple(spec((rows, config.n_kv_heads, 1, config.head_dim), dtype, sharding=sharding) for _ in layers)
-        self._jitted.write.prepare(cache, KVCache(keys=step, values=step), ints)  # type: ignore[arg-type]  # (the step's keys)
+        runs.append(self._jitted.write.prepare(cache, KVCache(keys=step, values=step), ints))  # type: ignore[arg-type]  # (the step's keys)
         self.decoded(rows, length)
         release_freed_memory()  # (as `_serial` does after a compile: the compiler's temporaries go back to the OS)
+        return runs
 
     def _serial(self, program: Callable[..., Any]) -> Callable[..., Any]:
         """`program`, called one thread at a time, and glibc told to return freed memory after it compiled.
@@ -277,12 +327,6 @@ class Programs:
         return call
 
 
-def _weights_of(programs: weakref.ref[Programs]) -> Callable[[], list[list] | None]:
-    """`Programs.first_arguments` of the model `programs` are for, while it lives (a preload must not keep a model
-    alive)."""
-    return lambda: None if (alive := programs()) is None else alive.first_arguments()
-
-
 class _Jitted:
     """The jitted programs of one model architecture (its graph and the structure of its weights), shared by
     every `Programs` of that architecture: each model's weights are an argument, so a second model of the same
@@ -302,6 +346,8 @@ class _Jitted:
         (`Programs.warm`)."""
         self.architecture = architecture = architecture_key(graphdef, structure, kinds)
         self.preloading = False
+        self._model: Callable[[], Programs | None] = lambda: None
+        self._model_ready = threading.Event()
 
         def stored(program, *bound_to, static_argnums=(), model=True, ends_first_turn=False, **jit):
             jitted = jax.jit(bind(program, *bound_to) if model else program, static_argnums=static_argnums, **jit)
@@ -324,7 +370,25 @@ class _Jitted:
         self.set_row = stored(set_row, model=False, donate_argnums=(0,))
         self.rows = stored(rows, model=False, static_argnums=(3, 4))
 
+    def serve(self, programs: Programs) -> None:
+        """`programs`, a loaded model's, is the one whose weights run this architecture's programs once when they
+        were loaded or compiled before it (a preload, or `ahead.py` while the model loaded: `model_weights`)."""
+        self._model = weakref.ref(programs)
+        self._model_ready.set()
 
+    def model_weights(self) -> list[list] | None:
+        """`Programs.first_arguments` of the latest loaded model of this architecture, waiting up to
+        `MODEL_WAIT_S` while one loads; None once it is gone (nothing keeps a model alive for this)."""
+        deadline = time.monotonic() + MODEL_WAIT_S
+        while not self._model_ready.wait(0.05):
+            if stopping() or time.monotonic() > deadline:
+                return None
+        alive = self._model()
+        return None if alive is None else alive.first_arguments()
+
+
+MODEL_WAIT_S = 120.0
+"""How long a program loaded or compiled ahead of its model waits for the model's weights to run once."""
 KEEP_RECENT = 2  # architectures whose programs outlive their models (a model loaded again compiles nothing)
 _shared: weakref.WeakValueDictionary[tuple, _Jitted] = weakref.WeakValueDictionary()  # those of live models
 _recent: collections.deque[_Jitted] = collections.deque(maxlen=KEEP_RECENT)

@@ -88,17 +88,24 @@ class StoredProgram:
             _used(self.architecture, self._preloaded.pop(key), self._ends)
         return compiled(*self._dynamic(args))
 
-    def prepare(self, *args: Any) -> None:
-        """Load (or compile and store) the executable for arguments like `args` (the weights real, the rest real or
-        shapes), and run it once on ones where `_run_once` can: its first run's cost is then paid here, on the
-        caller's thread, not at the first real call (a batch of two's first decode step took 235 ms against 45)."""
+    def prepare(self, *args: Any, weights: Callable[[], list[list] | None] | None = None) -> Callable[[], None]:
+        """Load (or compile and store) the executable for arguments like `args` (arrays or shapes); returns its first
+        run on ones (`_run_once`), for the caller to make where that run's cost belongs, not at the first real call
+        (a batch of two's first decode step took 235 ms against 45): beside a decoding batch, or once a loading
+        model's weights exist. It runs with `args[0]`, or with what `weights()` gives (`_run_once`: for arguments
+        that are only shapes). A no-op where another thread loaded the program meanwhile (a preload runs its own)."""
         key = self._signature(args)
         if _sharded(key):
             self._jitted.lower(*args).compile()  # (a mesh's programs are jit's: see `__call__`)
         elif key not in self._compiled:
             compiled, made = self._get(key, args)
-            if made:  # (not one another thread loaded meanwhile: a preload runs its own once)
-                _run_once(key, compiled, lambda: [args[0]])
+            if made:
+                return functools.partial(_run_once, key, compiled, weights or (lambda: [args[0]]))
+        return _nothing
+
+    def shapes(self, *args: Any) -> Any:
+        """The shapes and dtypes of what the program returns for `args` (arrays or shapes), traced, not compiled."""
+        return jax.eval_shape(self._jitted, *args)
 
     def _cache_size(self) -> int:
         """How many executables this program holds in memory (a compile or a load adds one)."""
@@ -216,10 +223,10 @@ def preload_in_background(architecture: str, weights: Callable[[], list[list] | 
     each once on ones: a loaded executable's first run took ~0.1 s more than its next ones (the default model's
     decode step: 142 ms, then 35). A first turn then finds them ready; a program asked for meanwhile waits for its
     load rather than loading twice. The largest file (the decode step's) is taken first: its load is the longest
-    (0.5 s of the default model's ~0.7 s), and the smaller ones load beside it. `weights()` gives the weights the
-    model's programs run with, whole and each kind of layer's (None once the model is gone): a program runs with
-    the one its signature names. At exit the threads stop after the load in hand (a thread killed inside XLA aborts
-    the process)."""
+    (0.5 s of the default model's ~0.7 s), and the smaller ones load beside it. Each thread runs its programs once
+    after its loads: `weights()` gives the weights the model's programs run with, whole and each kind of layer's,
+    waiting while the model loads (None once it is gone): a program runs with the one its signature names. At exit
+    the threads stop after the load in hand (a thread killed inside XLA aborts the process)."""
     folder = programs_folder()
     listed = [] if folder is None else _largest_first(folder, _read_list(_list_path(folder, architecture)))
     if not listed or folder is None:
@@ -228,12 +235,17 @@ def preload_in_background(architecture: str, weights: Callable[[], list[list] | 
 
     def work() -> None:
         _process_key()  # (hashing the package's source: here, not in the first turn)
+        loaded = []
         while not _stopping.is_set():
             with lock:
                 name = next(pending, None)
             if name is None:
+                break
+            loaded.append(_preload(architecture, folder / name))
+        for first_run in loaded:  # (after the loads: `weights()` may wait for a model still loading)
+            if _stopping.is_set():
                 return
-            _preload(architecture, folder / name, weights)
+            first_run(weights)
 
     threads = [threading.Thread(target=work, name="chatflow-preload", daemon=True) for _ in range(PRELOAD_THREADS)]
     for thread in threads:
@@ -250,23 +262,34 @@ def _largest_first(folder: Path, listed: list[str]) -> list[str]:
     return [largest, *(name for name in sizes if name != largest)]
 
 
-def _preload(architecture: str, path: Path, weights: Callable[[], list[list] | None]) -> None:
+def _preload(architecture: str, path: Path) -> Callable[[Callable[[], list[list] | None]], None]:
+    """Load the program stored at `path` for the programs of `architecture`; returns its first run, given a way to
+    the weights (`_run_once`)."""
     program = path.name.split("-", 1)[0]
     owners = [p for p in list(_every) if p.__name__ == program and p.architecture == architecture]
     with _claim(path):
         if not owners or path in _loaded or not path.exists():
-            return
+            return _nothing
         started = time.perf_counter()
         loaded = _timed(program, "preloaded", functools.partial(_load, path))
         if loaded is None or path.name != f"{program}-{_digest(architecture, loaded[0])}.xla":  # (not this process's)
-            return
+            return _nothing
         with _used_lock:
             _preloads["count"] += 1
             _preloads["seconds"] += time.perf_counter() - started
         for owner in owners:
             owner.add(loaded[0], loaded[1], preloaded_from=path)
         _loaded.add(path)
-    _run_once(loaded[0], loaded[1], weights)
+    return functools.partial(_run_once, loaded[0], loaded[1])
+
+
+def _nothing(*_: Any) -> None:
+    """A first run with nothing to run (`StoredProgram.prepare`, `_preload`)."""
+
+
+def stopping() -> bool:
+    """Whether the interpreter is exiting: work on threads of its own stops at its next step."""
+    return _stopping.is_set()
 
 
 def keep_until_exit(thread: threading.Thread) -> threading.Thread:

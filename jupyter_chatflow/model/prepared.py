@@ -66,6 +66,12 @@ def entry_for(model_path: Path, weights: str = "float") -> Path | None:
     return root / hashlib.sha256(key.encode()).hexdigest()[:32]
 
 
+def is_cached(model_path: Path, weights: str = "float") -> bool:
+    """Whether the cache has a complete entry for this file (its weights held as `weights`)."""
+    entry = entry_for(model_path, weights)
+    return entry is not None and (entry / "manifest.json").is_file()
+
+
 def load(model_path: Path, weights: str = "float") -> Prepared | None:
     """The prepared model for this file (its weights held as `weights`), or None if there is no complete entry."""
     entry = entry_for(model_path, weights)

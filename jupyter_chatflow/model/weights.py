@@ -81,7 +81,7 @@ def _layer(config: ModelConfig, tensors: Mapping[str, Matrix], i: int) -> dict[s
         "w_down": _in_out(t("ffn_down")),  # [f, d]
     }
     if has("attn_q", "bias"):
-        layer["bqkv"] = np.concatenate([t("attn_q", "bias"), t("attn_k", "bias"), t("attn_v", "bias")])
+        layer["bqkv"] = stack_rows([t("attn_q", "bias"), t("attn_k", "bias"), t("attn_v", "bias")])
     return layer | {ours: t(theirs) for ours, theirs in _OPTIONAL.items() if has(theirs)}
 
 

@@ -89,11 +89,16 @@ class Packed:
         return Packed(tuple(parts), matrices[0].shape[1])
 
 
-def stack_rows(matrices: Sequence[Packed | np.ndarray]) -> Packed | np.ndarray:
-    """Float matrices concatenated by rows, or a `Packed` stack where any of them is packed."""
+def stack_rows(matrices: Sequence[Any]) -> Any:
+    """Float matrices (or vectors) concatenated by rows, or a `Packed` stack where any of them is packed; JAX
+    arrays, tracers among them, by `jnp.concatenate` (`engine/ahead.py` arranges a header's shapes so)."""
     if all(isinstance(m, np.ndarray) for m in matrices):
-        return np.concatenate(matrices)  # type: ignore[arg-type]
-    return Packed.stack(matrices)
+        return np.concatenate(matrices)
+    if any(isinstance(m, Packed) for m in matrices):
+        return Packed.stack(matrices)
+    import jax.numpy as jnp  # (not at import: the header's readers run before JAX loads)
+
+    return jnp.concatenate(matrices)
 
 
 def int8_weights(weights: Mapping[str, Any]) -> dict[str, Any]:
