@@ -27,6 +27,7 @@ from jupyter_chatflow.model.config import ModelConfig
 from jupyter_chatflow.model.transformer import KVCache, Transformer, attention_rows
 
 from .chunks import MID_CHUNK, MIN_CACHE
+from .prompt_cache import MIN_KEPT_LENGTH
 from .sampling import GREEDY_KNOBS, sample
 from .stored import StoredProgram, architecture_key, clear_all, preload_in_background, stopping
 
@@ -246,9 +247,10 @@ class Programs:
 
     def first_turn(self, config: ModelConfig, dtype: Any) -> list[Callable[[], None]]:
         """Load (or compile and store) the programs a chat's first turn runs, at their usual shapes: a prompt in one
-        middle chunk (`MID_CHUNK` wide, at most ~40 tokens with its system prompt), a cache of `MIN_CACHE` positions,
-        one-row decode steps. For an abstract model's programs (`ahead.py`: while the model loads); returns each
-        program's first run (`StoredProgram.prepare`), for once the loaded model's weights exist."""
+        middle chunk (`MID_CHUNK` wide, ~40 tokens with its system prompt), a cache of `MIN_CACHE` positions that a
+        scheduler's row takes, one-row decode steps. For an abstract model's programs (`ahead.py`: while the model
+        loads); returns each program's first run (`StoredProgram.prepare`), for once the loaded model's weights
+        exist."""
         spec, jitted = jax.ShapeDtypeStruct, self._jitted
         runs = []
 
@@ -268,6 +270,8 @@ class Programs:
         prepare(jitted.write, cache, chunk, start)
         masks, knobs = spec((1, config.vocab_size), jnp.bool_), spec((len(GREEDY_KNOBS),), jnp.float32)
         prepare(jitted.sample_after, self.weights, hidden, start, knobs, masks, spec(_KEY_DATA, jnp.uint32), masks)
+        prepare(jitted.write_row, cache, cache, start, MIN_KEPT_LENGTH)  # (the scheduler's row takes the prompt)
+        prepare(jitted.set_row, masks, start, masks)
         runs += self._prepare_decode(1, MIN_CACHE, config, dtype, None, jitted.model_weights)
         return runs
 
@@ -393,6 +397,13 @@ KEEP_RECENT = 2  # architectures whose programs outlive their models (a model lo
 _shared: weakref.WeakValueDictionary[tuple, _Jitted] = weakref.WeakValueDictionary()  # those of live models
 _recent: collections.deque[_Jitted] = collections.deque(maxlen=KEEP_RECENT)
 _shared_lock = threading.Lock()
+
+
+def architecture_of(transformer: Transformer) -> str:
+    """The key of a transformer's programs, computed anew (`Programs.architecture` is the key of the shared programs
+    it was given, found by equality: `_jitted_for`)."""
+    graphdef, state = nnx.split(transformer)
+    return architecture_key(graphdef, jax.tree.structure(state), layer_kinds(transformer)[0])
 
 
 def layer_kinds(transformer: Transformer) -> tuple[tuple[tuple[Any, Any], ...], list[int]]:

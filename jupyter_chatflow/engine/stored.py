@@ -33,6 +33,7 @@ import logging
 import os
 import pickle
 import platform
+import re
 import tempfile
 import threading
 import time
@@ -213,8 +214,18 @@ def clear_all() -> None:
 
 def architecture_key(*parts: Any) -> str:
     """A model architecture's part of its programs' keys: a hash of the reprs of its graph and weights' structure
-    (the same in every process: no addresses in them)."""
-    return hashlib.sha256("|".join(map(repr, parts)).encode()).hexdigest()
+    (the same in every process: no addresses in them), each mapping's entries sorted (`_sorted_mappings`)."""
+    return hashlib.sha256("|".join(_sorted_mappings(repr(part)) for part in parts).encode()).hexdigest()
+
+
+def _sorted_mappings(text: str) -> str:
+    """`text` with the entries of each `PrettyMapping({...})` in it sorted: a Variable's metadata lists the same
+    entries in another order when `nnx.merge` made the Variable (an abstract model, `ahead.py`) than when its module
+    did (a loaded one), and the two models' programs are the same ones."""
+    return _MAPPING.sub(lambda m: f"PrettyMapping({{{','.join(sorted(m[1].rstrip().rstrip(',').split(',')))}}})", text)
+
+
+_MAPPING = re.compile(r"PrettyMapping\(\{([^{}]*)\}\)")
 
 
 def preload_in_background(architecture: str, weights: Callable[[], list[list] | None]) -> list[threading.Thread]:

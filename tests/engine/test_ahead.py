@@ -11,10 +11,11 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from jupyter_chatflow import load_model
+from jupyter_chatflow import SamplingParams, load_model
 from jupyter_chatflow.engine import ahead, stored
 from jupyter_chatflow.engine.chunks import MID_CHUNK, MIN_BUCKET
-from jupyter_chatflow.engine.programs import Programs
+from jupyter_chatflow.engine.programs import Programs, architecture_of
+from jupyter_chatflow.engine.scheduler import Scheduler
 from jupyter_chatflow.testing import TinySpec, write_tiny_gguf
 
 ARCHS = Path(__file__).parents[1] / "model" / "archs"
@@ -35,9 +36,10 @@ def test_and_its_weights_dtype(tiny_path):
 def _same_programs(model, path: Path) -> Programs:
     """The abstract transformer's programs, checked to be the loaded model's: the same architecture, and weights of
     the same shapes and dtypes, in the same order (the signatures its programs were compiled for)."""
-    abstract = Programs(ahead.abstract_transformer(path, model.runner.dtype))
-    loaded = Programs(model.runner.transformer)
-    assert abstract.architecture == loaded.architecture
+    transformer = ahead.abstract_transformer(path, model.runner.dtype)
+    assert architecture_of(transformer) == architecture_of(model.runner.transformer)  # (their stored programs' key)
+    abstract, loaded = Programs(transformer), Programs(model.runner.transformer)
+    assert abstract.architecture == loaded.architecture  # (one set of programs in this process)
     assert [(w.shape, w.dtype) for w in abstract.weights] == [(w.shape, w.dtype) for w in loaded.weights]
     return abstract
 
@@ -56,7 +58,8 @@ def _joined_ahead() -> None:
             thread.join(timeout=120)
 
 
-FIRST_TURN = {"embed_chunk", "layer", "final_norm", "write", "sample_after", "decode_rows"}
+GREEDY = SamplingParams(temperature=0.0, max_tokens=6, ignore_eos=True)
+FIRST_TURN = {"embed_chunk", "layer", "final_norm", "write", "sample_after", "decode_rows", "write_row", "set_row"}
 
 
 def test_a_first_turn_after_the_load_compiles_nothing_prepared_ahead(cold, caplog):
@@ -69,7 +72,8 @@ def test_a_first_turn_after_the_load_compiles_nothing_prepared_ahead(cold, caplo
 
     prompt = list(range(100, 130))  # (17-64 tokens: one middle chunk, as a first chat turn's prompt)
     assert MIN_BUCKET < len(prompt) <= MID_CHUNK
-    tokens = [s.token_id for s in model.generate(prompt, max_tokens=6, temperature=0.0, ignore_eos=True)]
+    with Scheduler(model, max_batch=2) as scheduler:  # (a chat's: its row takes the prefilled prompt)
+        tokens = [s.token_id for s in scheduler.submit(np.array(prompt), GREEDY)]
     assert not _compiled(caplog) & FIRST_TURN
     assert tokens == _argmax_chain(model, prompt, 6)  # (the whole-prompt logits program: not one prepared ahead)
 
