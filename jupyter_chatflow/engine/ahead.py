@@ -12,7 +12,8 @@ Where an earlier process stored a first turn's programs (the weights cache was c
 asked for meanwhile waits for its compile (`stored._claim`) rather than compiling it twice; a prompt of other shapes
 compiles its own as before.
 
-Measured on the default model, cold caches, 2 cores: docs/results.md#compiling-while-the-model-loads.
+Measured on the default model, cold caches, 2 cores:
+docs/results.md#2026-11-29--compiling-while-the-model-loads-issue-37.
 `CHATFLOW_COMPILE_AHEAD=off` turns it off (the tests do, but for the ones of this module).
 """
 

@@ -75,8 +75,9 @@ def load_model(
     its own weights and compiled programs. A path loads that file anew.
 
     `progress(stage, fraction)` is called as the load goes (each tensor of a first load, which dequantizes the
-    file; the prepared-weights cache makes later loads a memory-mapped read). The XLA programs compile later, at
-    the first prefill and decode step of each shape (see `compile_clock`).
+    file; the prepared-weights cache makes later loads a memory-mapped read). The XLA programs compile at the first
+    prefill and decode step of each shape (see `compile_clock`); on a first load of a file, float weights on one
+    device, those of a first turn's usual shapes compile beside the load, on a thread of their own (`ahead.py`).
 
     `weights` says how the layer matrices, the embedding and the head are held: None or "float" dequantized to
     `dtype`; "as-file" the GGUF's own blocks (Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, Q4_K, Q6_K; a file with other quantized
