@@ -22,6 +22,7 @@ from __future__ import annotations
 import logging
 import os
 import threading
+import time
 from pathlib import Path
 from typing import Any
 
@@ -35,7 +36,7 @@ from jupyter_chatflow.model.transformer import Transformer
 from jupyter_chatflow.model.weights import transformer_weights
 
 from .programs import Programs
-from .stored import keep_until_exit, stopping
+from .stored import keep_until_exit, made_ahead, stopping
 
 ENV_VAR = "CHATFLOW_COMPILE_AHEAD"
 _log = logging.getLogger(__name__)
@@ -59,7 +60,10 @@ def _prepare(model_path: Path, dtype: Any) -> None:
         programs = Programs(abstract_transformer(model_path, dtype))
         if programs.preloading:  # (an earlier process's first turn: its programs, loading)
             return
-        for first_run in programs.first_turn(config, dtype):
+        started = time.perf_counter()
+        first_runs = programs.first_turn(config, dtype)
+        made_ahead(len(first_runs), time.perf_counter() - started)  # (what a first turn's status line says)
+        for first_run in first_runs:
             if stopping():
                 return
             first_run()

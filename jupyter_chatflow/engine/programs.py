@@ -249,13 +249,14 @@ class Programs:
         """Load (or compile and store) the programs a chat's first turn runs, at their usual shapes: a prompt in one
         middle chunk (`MID_CHUNK` wide, ~40 tokens with its system prompt), a cache of `MIN_CACHE` positions that a
         scheduler's row takes, one-row decode steps. For an abstract model's programs (`ahead.py`: while the model
-        loads); returns each program's first run (`StoredProgram.prepare`), for once the loaded model's weights
-        exist."""
+        loads); returns the first run of each program it made (`StoredProgram.prepare`), for once the loaded model's
+        weights exist."""
         spec, jitted = jax.ShapeDtypeStruct, self._jitted
         runs = []
 
         def prepare(program: StoredProgram, *args: Any) -> Any:
-            runs.append(program.prepare(*args, weights=jitted.model_weights))
+            if (first_run := program.prepare(*args, weights=jitted.model_weights)) is not None:
+                runs.append(first_run)
             return program.shapes(*args)
 
         tokens, start = spec((1, MID_CHUNK), jnp.int32), spec((), jnp.int32)  # (as `Runner.prefill` passes them)
@@ -304,7 +305,7 @@ class Programs:
         runs.append(self._jitted.write.prepare(cache, KVCache(keys=step, values=step), ints))  # type: ignore[arg-type]  # (the step's keys)
         self.decoded(rows, length)
         release_freed_memory()  # (as `_serial` does after a compile: the compiler's temporaries go back to the OS)
-        return runs
+        return [run for run in runs if run is not None]
 
     def _serial(self, program: Callable[..., Any]) -> Callable[..., Any]:
         """`program`, called one thread at a time, and glibc told to return freed memory after it compiled.

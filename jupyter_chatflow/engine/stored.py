@@ -89,12 +89,13 @@ class StoredProgram:
             _used(self.architecture, self._preloaded.pop(key), self._ends)
         return compiled(*self._dynamic(args))
 
-    def prepare(self, *args: Any, weights: Callable[[], list[list] | None] | None = None) -> Callable[[], None]:
+    def prepare(self, *args: Any, weights: Callable[[], list[list] | None] | None = None) -> Callable[[], None] | None:
         """Load (or compile and store) the executable for arguments like `args` (arrays or shapes); returns its first
         run on ones (`_run_once`), for the caller to make where that run's cost belongs, not at the first real call
         (a batch of two's first decode step took 235 ms against 45): beside a decoding batch, or once a loading
         model's weights exist. It runs with `args[0]`, or with what `weights()` gives (`_run_once`: for arguments
-        that are only shapes). A no-op where another thread loaded the program meanwhile (a preload runs its own)."""
+        that are only shapes). None where it had nothing to make (another thread loaded it meanwhile: a preload runs its
+        own)."""
         key = self._signature(args)
         if _sharded(key):
             self._jitted.lower(*args).compile()  # (a mesh's programs are jit's: see `__call__`)
@@ -102,7 +103,7 @@ class StoredProgram:
             compiled, made = self._get(key, args)
             if made:
                 return functools.partial(_run_once, key, compiled, weights or (lambda: [args[0]]))
-        return _nothing
+        return None
 
     def shapes(self, *args: Any) -> Any:
         """The shapes and dtypes of what the program returns for `args` (arrays or shapes), traced, not compiled."""
@@ -181,6 +182,7 @@ _first_turn: dict[str, tuple[list[str], int]] = {}  # architecture → (this pro
 # more to add before the list is written: -1 until the program that ends a first turn is used, 0 once written)
 _used_lock = threading.Lock()
 _preloads = {"count": 0, "seconds": 0.0}  # programs preloaded in this process, and the seconds it took (`preloaded`)
+_ahead = {"count": 0, "seconds": 0.0}  # programs made ready while their model loaded (`made_ahead`)
 _stopping = threading.Event()
 _preloaders: weakref.WeakSet[threading.Thread] = weakref.WeakSet()
 
@@ -203,6 +205,15 @@ def preloaded() -> tuple[int, float]:
     """The count of programs this process's preload threads loaded ahead of their use, and the seconds it took."""
     with _used_lock:
         return int(_preloads["count"]), _preloads["seconds"]
+
+
+def made_ahead(count: int = 0, seconds: float = 0.0) -> tuple[int, float]:
+    """The count of programs this process made ready while their model loaded (`ahead.py`: compiled, or loaded),
+    and the seconds it took; `count` and `seconds` add to them first."""
+    with _used_lock:
+        _ahead["count"] += count
+        _ahead["seconds"] += seconds
+        return int(_ahead["count"]), _ahead["seconds"]
 
 
 def clear_all() -> None:
@@ -295,7 +306,7 @@ def _preload(architecture: str, path: Path) -> Callable[[Callable[[], list[list]
 
 
 def _nothing(*_: Any) -> None:
-    """A first run with nothing to run (`StoredProgram.prepare`, `_preload`)."""
+    """A first run with nothing to run (`_preload`)."""
 
 
 def stopping() -> bool:

@@ -18,7 +18,7 @@ from IPython.display import Pretty, display
 
 from jupyter_chatflow.account import TurnAccount
 from jupyter_chatflow.engine.loader import ALREADY_LOADED
-from jupyter_chatflow.engine.stored import preloaded
+from jupyter_chatflow.engine.stored import made_ahead, preloaded
 from jupyter_chatflow.events import TERMINAL, Event, TokenDelta
 from jupyter_chatflow.model.compile_clock import compiling_now
 
@@ -111,6 +111,12 @@ PROGRAMS = {
 """The model's jitted programs (engine/programs.py), and JAX's own the sampler calls, in words."""
 
 
+def _beside_the_load() -> str:
+    """The programs a first load compiled (or loaded) beside it, in words (`engine/ahead.py`)."""
+    count, seconds = made_ahead()
+    return f"{count} compiled beside the model's load in {seconds:.1f} s"
+
+
 def compiling(at_least: float = 0.0) -> str:
     """What XLA is compiling now, in words, with the seconds it has taken so far ("" when nothing compiles, or
     nothing for `at_least` seconds): "the decode step (decode_rows), 2.3 s so far"."""
@@ -171,16 +177,19 @@ class CompileWatch:
         first = f", {before / 1000:.1f} s of it before the first token" if before is not None else ""
         why = "the first turn in this kernel" if self.first_turn else "a prompt or answer size new to this kernel"
         cache = f"kept in XLA's cache at {self.cache} for later kernels" if self.cache else "XLA's disk cache is off"
-        return f"XLA compiled the model's programs in {account.compile_ms / 1000:.1f} s{first} ({why}; {cache})"
+        beside = f", after {_beside_the_load()}" if self.first_turn and made_ahead()[0] else ""
+        return (f"XLA compiled the model's programs in {account.compile_ms / 1000:.1f} s{first}{beside} ({why}; "
+                f"{cache})")  # fmt: skip
 
     def _ready(self) -> str:
-        """A first turn that compiled nothing: what made its programs ready ("" when nothing was preloaded)."""
+        """A first turn that compiled nothing: what made its programs ready ("" when nothing did)."""
         count, seconds = preloaded()
-        if not count:
-            return ""
         where = f"XLA's cache at {self.cache}" if self.cache else "XLA's cache"
-        return (f"the model's programs were ready: {count} loaded ahead from {where} in {seconds:.1f} s "
-                "(compiled by an earlier kernel), none compiled by this turn")  # fmt: skip
+        loaded = f"{count} loaded ahead from {where} in {seconds:.1f} s (compiled by an earlier kernel)"
+        ready = [_beside_the_load() if made_ahead()[0] else "", loaded if count else ""]
+        if not any(ready):
+            return ""
+        return f"the model's programs were ready: {', '.join(filter(None, ready))}, none compiled by this turn"
 
     def _run(self) -> None:
         while not self._stop.wait(TICK_S):

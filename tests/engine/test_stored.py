@@ -81,7 +81,7 @@ def test_a_file_that_does_not_load_is_compiled_again_and_replaced(tmp_path):
 
 def test_a_program_keeps_one_executable_per_signature_and_prepare_runs_it_once_on_ones(tmp_path, monkeypatch):
     """`prepare` (a batch's decode step made ready beside a decoding batch) returns the executable's first run, on
-    ones, for its caller to pay there; for a program already held it returns nothing to run. (Kept in memory only:
+    ones, for its caller to pay there; for a program already held, None. (Kept in memory only:
     an executable with a host callback does not serialize.)"""
     monkeypatch.setattr(stored, "programs_folder", lambda: None)
     calls, runs = [], []
@@ -96,7 +96,7 @@ def test_a_program_keeps_one_executable_per_signature_and_prepare_runs_it_once_o
     assert program._cache_size() == 1 and calls == [(3,)] and runs == []  # traced once to compile, not run
     first_run()
     assert runs == [[1.0, 1.0, 1.0]]  # run once, on ones
-    program.prepare(jax.ShapeDtypeStruct((3,), jnp.float32))()
+    assert program.prepare(jax.ShapeDtypeStruct((3,), jnp.float32)) is None  # (held: nothing to run)
     assert len(runs) == 1
     assert np.asarray(program(np.full(3, 4.0, np.float32))).tolist() == [8.0, 8.0, 8.0]
     assert program._cache_size() == 1 and len(calls) == 1 and runs[-1] == [4.0, 4.0, 4.0]

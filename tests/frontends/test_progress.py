@@ -27,6 +27,7 @@ def shown(monkeypatch) -> list[str]:
         return _Handle(texts)
 
     monkeypatch.setattr(progress, "display", display)
+    monkeypatch.setattr(progress, "made_ahead", lambda: (0, 0.0))  # (a process whose loads compiled nothing ahead)
     return texts
 
 
@@ -65,6 +66,27 @@ def test_a_first_turn_whose_programs_were_preloaded_says_so_instead_of_nothing(s
     with CompileWatch(StatusLine(rich=True), lambda: _account(3.0), first_turn=False, cache="/tmp/xla"):
         pass
     assert len(shown) == drawn  # (a later turn found them ready too: nothing worth a line)
+
+
+def test_a_first_turn_whose_programs_compiled_beside_the_load_says_so(shown, monkeypatch):
+    """A first load of the file: its first turn's programs compiled while it read the weights (`engine/ahead.py`).
+    The line says so, whether the turn then compiled nothing or waited for the last of them."""
+    monkeypatch.setattr(progress, "compiling", lambda at_least=0.0: "")
+    monkeypatch.setattr(progress, "preloaded", lambda: (0, 0.0))
+    monkeypatch.setattr(progress, "made_ahead", lambda: (9, 6.83))
+    with CompileWatch(StatusLine(rich=True), lambda: _account(3.0), first_turn=True, cache="/tmp/xla", before=LOADED):
+        pass
+    assert shown[-1] == (
+        f"chatflow: {LOADED} · the model's programs were ready: 9 compiled beside the model's load in 6.8 s, none "
+        "compiled by this turn"
+    ), shown
+    with CompileWatch(StatusLine(rich=True), lambda: _account(700.0), first_turn=True, cache="/tmp/xla"):
+        pass
+    assert shown[-1] == (
+        "chatflow: XLA compiled the model's programs in 0.7 s, 0.0 s of it before the first token, after 9 compiled "
+        "beside the model's load in 6.8 s (the first turn in this kernel; kept in XLA's cache at /tmp/xla for later "
+        "kernels)"
+    ), shown
 
 
 def test_a_compile_worth_a_mention_replaces_the_clock_with_what_it_cost(shown, monkeypatch):
