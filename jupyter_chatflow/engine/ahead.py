@@ -36,7 +36,7 @@ from jupyter_chatflow.model.transformer import Transformer
 from jupyter_chatflow.model.weights import transformer_weights
 
 from .programs import Programs
-from .stored import keep_until_exit, made_ahead, stopping
+from .stored import count_ahead, keep_until_exit, stopping
 
 ENV_VAR = "CHATFLOW_COMPILE_AHEAD"
 _log = logging.getLogger(__name__)
@@ -62,7 +62,7 @@ def _prepare(model_path: Path, dtype: Any) -> None:
             return
         started = time.perf_counter()
         first_runs = programs.first_turn(config, dtype)
-        made_ahead(len(first_runs), time.perf_counter() - started)  # (what a first turn's status line says)
+        count_ahead(len(first_runs), time.perf_counter() - started)  # (what a first turn's status line says)
         for first_run in first_runs:
             if stopping():
                 return

@@ -169,8 +169,8 @@ class Programs:
         self._one_at_a_time = one_at_a_time
         graphdef, state = nnx.split(transformer)
         self.weights, structure = jax.tree.flatten(state)
-        kinds, self._kind_of = layer_kinds(transformer)
-        kind_of = self._kind_of
+        kinds, kind_of = layer_kinds(transformer)
+        self._kind_of = kind_of
         self.layers = [jax.tree.leaves(nnx.state(block)) for block in transformer.blocks]  # the same arrays
         self._jitted = jitted = _jitted_for((graphdef, structure, kinds))
         if not any(isinstance(w, jax.ShapeDtypeStruct) for w in self.weights):

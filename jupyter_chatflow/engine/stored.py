@@ -207,13 +207,18 @@ def preloaded() -> tuple[int, float]:
         return int(_preloads["count"]), _preloads["seconds"]
 
 
-def made_ahead(count: int = 0, seconds: float = 0.0) -> tuple[int, float]:
+def made_ahead() -> tuple[int, float]:
     """The count of programs this process made ready while their model loaded (`ahead.py`: compiled, or loaded),
-    and the seconds it took; `count` and `seconds` add to them first."""
+    and the seconds it took."""
+    with _used_lock:
+        return int(_ahead["count"]), _ahead["seconds"]
+
+
+def count_ahead(count: int, seconds: float) -> None:
+    """`count` programs made ready in `seconds` while their model loaded (`made_ahead`)."""
     with _used_lock:
         _ahead["count"] += count
         _ahead["seconds"] += seconds
-        return int(_ahead["count"]), _ahead["seconds"]
 
 
 def clear_all() -> None:
