@@ -250,11 +250,19 @@ class Programs:
         middle chunk (`MID_CHUNK` wide, ~40 tokens with its system prompt), a cache of `MIN_CACHE` positions that a
         scheduler's row takes, one-row decode steps. For an abstract model's programs (`ahead.py`: while the model
         loads); returns the first run of each program it made (`StoredProgram.prepare`), for once the loaded model's
-        weights exist."""
+        weights exist. When the interpreter exits (it waits for the thread) it stops before the next program."""
+        try:
+            return self._first_turn(config, dtype)
+        except _Exiting:
+            return []
+
+    def _first_turn(self, config: ModelConfig, dtype: Any) -> list[Callable[[], None]]:
         spec, jitted = jax.ShapeDtypeStruct, self._jitted
         runs = []
 
         def prepare(program: StoredProgram, *args: Any) -> Any:
+            if stopping():
+                raise _Exiting
             if (first_run := program.prepare(*args, weights=jitted.model_weights)) is not None:
                 runs.append(first_run)
             return program.shapes(*args)
@@ -273,6 +281,8 @@ class Programs:
         prepare(jitted.sample_after, self.weights, hidden, start, knobs, masks, spec(_KEY_DATA, jnp.uint32), masks)
         prepare(jitted.write_row, cache, cache, start, MIN_KEPT_LENGTH)  # (the scheduler's row takes the prompt)
         prepare(jitted.set_row, masks, start, masks)
+        if stopping():
+            raise _Exiting
         runs += self._prepare_decode(1, MIN_CACHE, config, dtype, None, jitted.model_weights)
         return runs
 
@@ -330,6 +340,10 @@ class Programs:
             return out
 
         return call
+
+
+class _Exiting(Exception):
+    """The interpreter exits: `Programs.first_turn` stops before its next program."""
 
 
 class _Jitted:

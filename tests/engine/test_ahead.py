@@ -12,10 +12,11 @@ import numpy as np
 import pytest
 
 from jupyter_chatflow import SamplingParams, load_model
-from jupyter_chatflow.engine import ahead, stored
+from jupyter_chatflow.engine import ahead, programs, stored
 from jupyter_chatflow.engine.chunks import MID_CHUNK, MIN_BUCKET
 from jupyter_chatflow.engine.programs import Programs, architecture_of
 from jupyter_chatflow.engine.scheduler import Scheduler
+from jupyter_chatflow.model.memory import footprint
 from jupyter_chatflow.testing import TinySpec, write_tiny_gguf
 
 ARCHS = Path(__file__).parents[1] / "model" / "archs"
@@ -89,6 +90,15 @@ def _argmax_chain(model, prompt: list[int], n: int) -> list[int]:
     for _ in range(n):
         ids.append(int(np.asarray(model.logits(ids))[-1].argmax()))
     return ids[len(prompt) :]
+
+
+def test_an_exiting_interpreter_does_not_wait_for_the_compiles(cold, monkeypatch, caplog):
+    """The exit waits for the thread (a compile stopped inside XLA aborts the process): it stops between programs."""
+    caplog.set_level(logging.DEBUG, logger="jupyter_chatflow.engine.stored")
+    path = write_tiny_gguf(cold / "exiting.gguf", TinySpec(n_layers=3, seed=13))
+    monkeypatch.setattr(programs, "stopping", lambda: True)
+    assert Programs(ahead.abstract_transformer(path, np.float32)).first_turn(footprint(path).config, np.float32) == []
+    assert not _compiled(caplog)
 
 
 def test_off_starts_nothing(tiny_path, monkeypatch):
