@@ -2,9 +2,10 @@
 
 In Jupyter the line is one display updated in place (a text bar while the weights load, a ticking clock while
 the first turn compiles); in terminal IPython it prints a line when the stage changes. A kernel's first turn
-traces and compiles the model's prefill and decode programs with XLA, which takes seconds; XLA's cache on disk
-makes that shorter in later kernels. The line says so while it happens (which program, for how long:
-`compile_clock.compiling_now`), and afterwards how long it took, as the turn's account measured it.
+traces and compiles the model's prefill and decode programs with XLA, which takes seconds (on a first load of the
+file, mostly beside the load: `engine/ahead.py`); XLA's cache on disk makes that shorter in later kernels. The line
+says so while it happens (which program, for how long: `compile_clock.compiling_now`), and afterwards how long it
+took, as the turn's account measured it.
 """
 
 from __future__ import annotations
