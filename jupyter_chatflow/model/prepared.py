@@ -68,14 +68,19 @@ def entry_for(model_path: Path, weights: str = "float") -> Path | None:
 
 def is_cached(model_path: Path, weights: str = "float") -> bool:
     """Whether the cache has a complete entry for this file (its weights held as `weights`)."""
+    return _complete_entry(model_path, weights) is not None
+
+
+def _complete_entry(model_path: Path, weights: str) -> Path | None:
+    """The file's cache entry if it is complete (its manifest is written last), else None."""
     entry = entry_for(model_path, weights)
-    return entry is not None and (entry / "manifest.json").is_file()
+    return entry if entry is not None and (entry / "manifest.json").is_file() else None
 
 
 def load(model_path: Path, weights: str = "float") -> Prepared | None:
     """The prepared model for this file (its weights held as `weights`), or None if there is no complete entry."""
-    entry = entry_for(model_path, weights)
-    if entry is None or not (entry / "manifest.json").is_file():
+    entry = _complete_entry(model_path, weights)
+    if entry is None:
         return None
     try:
         manifest = json.loads((entry / "manifest.json").read_text())
