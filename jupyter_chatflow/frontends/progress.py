@@ -113,9 +113,9 @@ PROGRAMS = {
 
 
 def _beside_the_load() -> str:
-    """The programs a first load compiled (or loaded) beside it, in words (`engine/ahead.py`)."""
+    """The programs a first load compiled (or loaded) beside it, in words (`engine/ahead.py`); "" when none."""
     count, seconds = made_ahead()
-    return f"{count} compiled beside the model's load in {seconds:.1f} s"
+    return f"{count} compiled beside the model's load in {seconds:.1f} s" if count else ""
 
 
 def compiling(at_least: float = 0.0) -> str:
@@ -178,7 +178,7 @@ class CompileWatch:
         first = f", {before / 1000:.1f} s of it before the first token" if before is not None else ""
         why = "the first turn in this kernel" if self.first_turn else "a prompt or answer size new to this kernel"
         cache = f"kept in XLA's cache at {self.cache} for later kernels" if self.cache else "XLA's disk cache is off"
-        beside = f", after {_beside_the_load()}" if self.first_turn and made_ahead()[0] else ""
+        beside = f", after {ahead}" if self.first_turn and (ahead := _beside_the_load()) else ""
         return (f"XLA compiled the model's programs in {account.compile_ms / 1000:.1f} s{first}{beside} ({why}; "
                 f"{cache})")  # fmt: skip
 
@@ -187,10 +187,8 @@ class CompileWatch:
         count, seconds = preloaded()
         where = f"XLA's cache at {self.cache}" if self.cache else "XLA's cache"
         loaded = f"{count} loaded ahead from {where} in {seconds:.1f} s (compiled by an earlier kernel)"
-        ready = [_beside_the_load() if made_ahead()[0] else "", loaded if count else ""]
-        if not any(ready):
-            return ""
-        return f"the model's programs were ready: {', '.join(filter(None, ready))}, none compiled by this turn"
+        ready = ", ".join(filter(None, [_beside_the_load(), loaded if count else ""]))
+        return f"the model's programs were ready: {ready}, none compiled by this turn" if ready else ""
 
     def _run(self) -> None:
         while not self._stop.wait(TICK_S):
