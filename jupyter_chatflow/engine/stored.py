@@ -268,11 +268,11 @@ def preload_in_background(architecture: str, weights: Callable[[], list[list] | 
                 name = next(pending, None)
             if name is None:
                 break
-            loaded.append(_preload(architecture, folder / name))
+            loaded.append(_preload(architecture, folder / name, weights))
         for first_run in loaded:  # (after the loads: `weights()` may wait for a model still loading)
             if _stopping.is_set():
                 return
-            first_run(weights)
+            first_run()
 
     threads = [threading.Thread(target=work, name="chatflow-preload", daemon=True) for _ in range(PRELOAD_THREADS)]
     for thread in threads:
@@ -289,9 +289,9 @@ def _largest_first(folder: Path, listed: list[str]) -> list[str]:
     return [largest, *(name for name in sizes if name != largest)]
 
 
-def _preload(architecture: str, path: Path) -> Callable[[Callable[[], list[list] | None]], None]:
-    """Load the program stored at `path` for the programs of `architecture`; returns its first run, given a way to
-    the weights (`_run_once`)."""
+def _preload(architecture: str, path: Path, weights: Callable[[], list[list] | None]) -> Callable[[], None]:
+    """Load the program stored at `path` for the programs of `architecture`; returns its first run, with the
+    weights `weights()` gives (`_run_once`), as `StoredProgram.prepare` does."""
     program = path.name.split("-", 1)[0]
     owners = [p for p in list(_every) if p.__name__ == program and p.architecture == architecture]
     with _claim(path):
@@ -307,10 +307,10 @@ def _preload(architecture: str, path: Path) -> Callable[[Callable[[], list[list]
         for owner in owners:
             owner.add(loaded[0], loaded[1], preloaded_from=path)
         _loaded.add(path)
-    return functools.partial(_run_once, loaded[0], loaded[1])
+    return functools.partial(_run_once, loaded[0], loaded[1], weights)
 
 
-def _nothing(*_: Any) -> None:
+def _nothing() -> None:
     """A first run with nothing to run (`_preload`)."""
 
 
